@@ -1,0 +1,427 @@
+"""The benchmark matrix: YAML in, frozen typed objects out.
+
+This module owns the schema of the matrix file (models, methods, TP sizes, workloads and
+their axes), its validation (every error names the file, the key path and what is
+allowed), the expansion of the matrix into cells, and the readable ids of cells and engine
+groups (``ngram-tp1-c4-out256``). No pytest, no I/O beyond reading the file, no heavy imports.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SPEC_ALGORITHMS = ("ngram", "draft", "standalone", "eagle", "eagle3", "dflash")
+WORKLOAD_KINDS = ("throughput", "ttft", "long_context", "agentic")
+LOAD_FORMATS = ("auto", "dummy")
+DEFAULT_BASELINE = "ar"
+
+
+class MatrixError(ValueError):
+    """A matrix file that cannot be used; the message names file, key path and what is allowed."""
+
+
+def freeze(value: Any) -> Any:
+    """Turn YAML values (dicts, lists) into hashable tuples, recursively."""
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Inverse of :func:`freeze` for the pairs-of-tuples form produced from dicts."""
+    if isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
+                                        for p in value) and value:
+        return {k: thaw(v) for k, v in value}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+def fmt_tokens(n: int) -> str:
+    """3000 -> '3k', 100000 -> '100k', 256 -> '256' (ids stay short and greppable)."""
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    path: str
+    tokenizer: str | None = None
+    load_format: str = "auto"
+    context_length: int | None = None
+
+
+@dataclass(frozen=True)
+class Speculative:
+    algorithm: str
+    draft_model: str | None = None
+    num_steps: int | None = None
+    topk: int | None = None
+    num_draft_tokens: int | None = None
+    max_ngram: int | None = None
+    block_size: int | None = None
+
+    @property
+    def expected_oracle_accept(self) -> int | None:
+        """Accept length when the draft equals the target (every draft accepted)."""
+        if self.algorithm == "draft" and self.num_draft_tokens:
+            return self.num_draft_tokens + 1
+        if self.algorithm == "standalone" and self.num_steps:
+            return self.num_steps + 1
+        return None
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    backend: str
+    model: Model
+    speculative: Speculative | None = None
+    draft_model: Model | None = None
+    tp: tuple[int, ...] = ()
+    engine_args: tuple[tuple[str, Any], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_speculative(self) -> bool:
+        return self.speculative is not None
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    kind: str
+    concurrency: tuple[int, ...] = (1,)
+    output_tokens: tuple[int, ...] = (64,)
+    context_tokens: tuple[int, ...] = ()
+    prompt_tokens: int = 128
+    requests: int | None = None
+    rounds: int = 3
+    warmup: int = 1
+    timeout_s: float = 900.0
+    methods: tuple[str, ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def requests_per_round(self, concurrency: int) -> int:
+        return self.requests if self.requests else 2 * concurrency
+
+
+@dataclass(frozen=True)
+class EngineGroup:
+    """One engine start: a method at one TP size. Every cell of a group shares its engine."""
+
+    method: Method
+    tp: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.method.name}-tp{self.tp}"
+
+    def __repr__(self) -> str:  # shows up in pytest's fixture error messages
+        return f"EngineGroup({self.id})"
+
+
+@dataclass(frozen=True)
+class Cell:
+    workload: Workload
+    group: EngineGroup
+    concurrency: int
+    output_tokens: int
+    context_tokens: int
+    id_prefix: str = ""
+    extra: tuple[tuple[str, Any], ...] = field(default=())
+
+    @property
+    def method(self) -> Method:
+        return self.group.method
+
+    @property
+    def tp(self) -> int:
+        return self.group.tp
+
+    @property
+    def id(self) -> str:
+        parts = [self.id_prefix] if self.id_prefix else []
+        parts += [self.method.name, f"tp{self.tp}", f"c{self.concurrency}"]
+        if self.workload.context_tokens:
+            parts.append(f"ctx{fmt_tokens(self.context_tokens)}")
+        parts.append(f"out{fmt_tokens(self.output_tokens)}")
+        parts += [str(v) for _, v in self.extra]
+        return "-".join(parts)
+
+    @property
+    def axes_key(self) -> tuple[Any, ...]:
+        """Everything but the method: cells with equal keys are comparable (speedup vs ar)."""
+        return (self.workload.name, self.tp, self.concurrency, self.context_tokens,
+                self.output_tokens, self.extra)
+
+    def params(self) -> dict[str, Any]:
+        p: dict[str, Any] = {
+            "method": self.method.name,
+            "tp": self.tp,
+            "workload": self.workload.name,
+            "concurrency": self.concurrency,
+            "context_tokens": self.context_tokens,
+            "output_tokens": self.output_tokens,
+        }
+        p.update(dict(self.extra))
+        return p
+
+    def __repr__(self) -> str:
+        return f"Cell({self.id})"
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: str
+    models: tuple[Model, ...]
+    methods: tuple[Method, ...]
+    tp: tuple[int, ...]
+    workloads: tuple[Workload, ...]
+    baseline: str = DEFAULT_BASELINE
+
+    def method(self, name: str) -> Method:
+        for m in self.methods:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def groups(self) -> list[EngineGroup]:
+        return [EngineGroup(m, tp) for m in self.methods for tp in (m.tp or self.tp)]
+
+    def cells(self, kind: str | None = None) -> list[Cell]:
+        out: list[Cell] = []
+        for w in self.workloads:
+            if kind is not None and w.kind != kind:
+                continue
+            prefix = w.name if sum(1 for o in self.workloads if o.kind == w.kind) > 1 else ""
+            ctxs = w.context_tokens or (w.prompt_tokens,)
+            for g in self.groups():
+                if w.methods and g.method.name not in w.methods:
+                    continue
+                for c, ctx, out_t in itertools.product(w.concurrency, ctxs, w.output_tokens):
+                    out.append(Cell(w, g, c, out_t, ctx, id_prefix=prefix))
+        return out
+
+
+# --------------------------------------------------------------------------- validation
+
+class _Ctx:
+    """Carries the file name so every error can name it."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def err(self, key: str, msg: str) -> MatrixError:
+        return MatrixError(f"{self.path}: {key}: {msg}")
+
+    def mapping(self, value: Any, key: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()
+                ) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.err(key, f"expected a mapping with keys {', '.join(allowed)}; got {value!r}")
+        for k in value:
+            if k not in allowed:
+                raise self.err(f"{key}.{k}", f"unknown key; allowed: {', '.join(allowed)}")
+        for k in required:
+            if k not in value:
+                raise self.err(f"{key}.{k}", "required key is missing")
+        return value
+
+    def pos_int(self, value: Any, key: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.err(key, f"expected a positive integer; got {value!r}")
+        return value
+
+    def int_list(self, value: Any, key: str) -> tuple[int, ...]:
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise self.err(key, "expected a non-empty list of positive integers")
+        vals = tuple(self.pos_int(v, f"{key}[{i}]") for i, v in enumerate(items))
+        if len(set(vals)) != len(vals):
+            raise self.err(key, f"duplicate values in {list(vals)}")
+        return vals
+
+    def choice(self, value: Any, key: str, allowed: tuple[str, ...]) -> str:
+        if value not in allowed:
+            raise self.err(key, f"{value!r} is not allowed; allowed: {', '.join(allowed)}")
+        return str(value)
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.err(key, f"expected a non-empty string; got {value!r}")
+        return value
+
+    def name(self, value: Any, key: str) -> str:
+        s = self.string(value, key)
+        if not all(ch.isalnum() or ch in "._" or ch == "-" for ch in s):
+            raise self.err(key, f"{s!r}: names may use letters, digits, '.', '_' and '-' only")
+        return s
+
+
+MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
+METHOD_KEYS = ("backend", "model", "speculative", "tp", "engine_args", "env")
+SPEC_KEYS = ("algorithm", "draft_model", "num_steps", "topk", "num_draft_tokens", "max_ngram",
+             "block_size")
+WORKLOAD_KEYS = ("kind", "concurrency", "output_tokens", "context_tokens", "prompt_tokens",
+                 "requests", "rounds", "warmup", "timeout_s", "methods", "options")
+TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline")
+
+
+def _model(cx: _Ctx, name: str, raw: Any, base_dir: Path) -> Model:
+    key = f"models.{name}"
+    if isinstance(raw, str):
+        raw = {"path": raw}
+    d = cx.mapping(raw, key, MODEL_KEYS, required=("path",))
+    path = cx.string(d["path"], f"{key}.path")
+    if not path.startswith("embedded:") and not Path(path).is_absolute() and (base_dir / path).exists():
+        path = str((base_dir / path).resolve())
+    tok = d.get("tokenizer")
+    return Model(
+        name=name,
+        path=path,
+        tokenizer=cx.string(tok, f"{key}.tokenizer") if tok is not None else None,
+        load_format=cx.choice(d.get("load_format", "auto"), f"{key}.load_format", LOAD_FORMATS),
+        context_length=(cx.pos_int(d["context_length"], f"{key}.context_length")
+                        if d.get("context_length") is not None else None),
+    )
+
+
+def _speculative(cx: _Ctx, key: str, raw: Any) -> Speculative:
+    d = cx.mapping(raw, key, SPEC_KEYS, required=("algorithm",))
+    kw: dict[str, Any] = {"algorithm": cx.choice(d["algorithm"], f"{key}.algorithm", SPEC_ALGORITHMS)}
+    for k in ("num_steps", "topk", "num_draft_tokens", "max_ngram", "block_size"):
+        if d.get(k) is not None:
+            kw[k] = cx.pos_int(d[k], f"{key}.{k}")
+    if d.get("draft_model") is not None:
+        kw["draft_model"] = cx.string(d["draft_model"], f"{key}.draft_model")
+    if kw["algorithm"] in ("draft", "standalone", "eagle3", "dflash") and "draft_model" not in kw:
+        raise cx.err(f"{key}.draft_model", f"algorithm {kw['algorithm']!r} needs a draft_model "
+                                           "(a name under models:)")
+    return Speculative(**kw)
+
+
+def _method(cx: _Ctx, name: str, raw: Any, models: dict[str, Model], backends: tuple[str, ...] | None
+            ) -> Method:
+    key = f"methods.{name}"
+    d = cx.mapping(raw, key, METHOD_KEYS, required=("backend", "model"))
+    backend = cx.string(d["backend"], f"{key}.backend")
+    if backends is not None and backend not in backends:
+        raise cx.err(f"{key}.backend", f"{backend!r} is not a registered backend; allowed: "
+                                       f"{', '.join(backends)}")
+    mname = cx.string(d["model"], f"{key}.model")
+    if mname not in models:
+        raise cx.err(f"{key}.model", f"{mname!r} is not defined under models:; defined: "
+                                     f"{', '.join(models) or '(none)'}")
+    spec = _speculative(cx, f"{key}.speculative", d["speculative"]) if d.get("speculative") else None
+    draft = None
+    if spec and spec.draft_model:
+        if spec.draft_model not in models:
+            raise cx.err(f"{key}.speculative.draft_model", f"{spec.draft_model!r} is not defined under "
+                                                           f"models:; defined: {', '.join(models)}")
+        draft = models[spec.draft_model]
+    engine_args = d.get("engine_args") or {}
+    if not isinstance(engine_args, dict):
+        raise cx.err(f"{key}.engine_args", f"expected a mapping of engine keyword arguments; got "
+                                           f"{engine_args!r}")
+    env = d.get("env") or {}
+    if not isinstance(env, dict):
+        raise cx.err(f"{key}.env", f"expected a mapping of environment variables; got {env!r}")
+    return Method(
+        name=name,
+        backend=backend,
+        model=models[mname],
+        speculative=spec,
+        draft_model=draft,
+        tp=cx.int_list(d["tp"], f"{key}.tp") if d.get("tp") is not None else (),
+        engine_args=freeze(engine_args),
+        env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
+    )
+
+
+def _workload(cx: _Ctx, name: str, raw: Any, methods: dict[str, Method]) -> Workload:
+    key = f"workloads.{name}"
+    d = cx.mapping(raw, key, WORKLOAD_KEYS)
+    kind = cx.choice(d.get("kind", name), f"{key}.kind", WORKLOAD_KINDS)
+    kw: dict[str, Any] = {"name": name, "kind": kind}
+    for k in ("concurrency", "output_tokens", "context_tokens"):
+        if d.get(k) is not None:
+            kw[k] = cx.int_list(d[k], f"{key}.{k}")
+    for k in ("prompt_tokens", "requests", "rounds"):
+        if d.get(k) is not None:
+            kw[k] = cx.pos_int(d[k], f"{key}.{k}")
+    if d.get("warmup") is not None:
+        w = d["warmup"]
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            raise cx.err(f"{key}.warmup", f"expected an integer >= 0; got {w!r}")
+        kw["warmup"] = w
+    if d.get("timeout_s") is not None:
+        t = d["timeout_s"]
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+            raise cx.err(f"{key}.timeout_s", f"expected a number of seconds > 0; got {t!r}")
+        kw["timeout_s"] = float(t)
+    if d.get("methods") is not None:
+        ms = d["methods"] if isinstance(d["methods"], list) else [d["methods"]]
+        for i, m in enumerate(ms):
+            if m not in methods:
+                raise cx.err(f"{key}.methods[{i}]", f"{m!r} is not defined under methods:; defined: "
+                                                    f"{', '.join(methods)}")
+        kw["methods"] = tuple(ms)
+    if d.get("options") is not None:
+        if not isinstance(d["options"], dict):
+            raise cx.err(f"{key}.options", f"expected a mapping; got {d['options']!r}")
+        kw["options"] = freeze(d["options"])
+    return Workload(**kw)
+
+
+def parse(data: Any, path: str = "<matrix>", backends: tuple[str, ...] | None = None,
+          base_dir: Path | None = None) -> Matrix:
+    """Validate a loaded YAML document and build the frozen :class:`Matrix`."""
+    cx = _Ctx(path)
+    d = cx.mapping(data, "(top level)", TOP_KEYS, required=("models", "methods", "workloads"))
+    base = base_dir or Path(path).parent
+    raw_models = cx.mapping(d["models"], "models", tuple(d["models"] or ())) if d["models"] else {}
+    if not raw_models:
+        raise cx.err("models", "at least one model is required")
+    models = {cx.name(n, f"models.{n}"): _model(cx, n, r, base) for n, r in raw_models.items()}
+    raw_methods = d["methods"]
+    if not isinstance(raw_methods, dict) or not raw_methods:
+        raise cx.err("methods", "expected a non-empty mapping of method name -> settings")
+    methods: dict[str, Method] = {}
+    for n, r in raw_methods.items():
+        methods[cx.name(n, f"methods.{n}")] = _method(cx, n, r, models, backends)
+    raw_w = d["workloads"]
+    if not isinstance(raw_w, dict) or not raw_w:
+        raise cx.err("workloads", f"expected a non-empty mapping of workload name -> settings "
+                                  f"(kinds: {', '.join(WORKLOAD_KINDS)})")
+    workloads = tuple(_workload(cx, cx.name(n, f"workloads.{n}"), r, methods) for n, r in raw_w.items())
+    baseline = d.get("baseline", DEFAULT_BASELINE)
+    if "baseline" in d and baseline not in methods:
+        raise cx.err("baseline", f"{baseline!r} is not defined under methods:; defined: {', '.join(methods)}")
+    return Matrix(
+        path=path,
+        models=tuple(models.values()),
+        methods=tuple(methods.values()),
+        tp=cx.int_list(d.get("tp", [1]), "tp"),
+        workloads=workloads,
+        baseline=str(baseline),
+    )
+
+
+def load(path: str | Path, backends: tuple[str, ...] | None = None) -> Matrix:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise MatrixError(f"{p}: cannot read the matrix file: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise MatrixError(f"{p}: not valid YAML: {e}") from None
+    return parse(data, str(p), backends, p.parent)
