@@ -1,0 +1,126 @@
+"""Pure metric functions: per-request records in, one cell's numbers out.
+
+Definitions (docs/metrics.md has the long form):
+- output tokens/s = output tokens of the timed rounds / the rounds' summed wall time;
+- acceptance length = sum(output tokens) / sum(verify steps) over the cell's requests
+  (SGLang: completion_tokens / spec_verify_ct), never a server-cumulative counter;
+- TTFT = submission -> first chunk carrying tokens; TPOT = (E2E - TTFT) / (output - 1);
+- ITL: each chunk's gap is spread over the tokens it carried (k tokens in one chunk give k
+  gaps of gap/k), so speculative decoding's multi-token chunks are not counted as one gap.
+No pytest, no I/O, no globals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .engines.base import RequestRecord
+
+PCTS = (50, 90, 99)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default method); None for no data."""
+    if not values:
+        return None
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def itl_gaps(chunks: Sequence[tuple[float, int]]) -> list[float]:
+    """Per-token inter-token latencies from (time, cumulative tokens) chunks."""
+    gaps: list[float] = []
+    for (t0, n0), (t1, n1) in zip(chunks, chunks[1:]):
+        k = n1 - n0
+        if k > 0:
+            gaps.extend([(t1 - t0) / k] * k)
+    return gaps
+
+
+def tpot(rec: RequestRecord) -> float | None:
+    if rec.ttft_s is None or rec.output_tokens < 2:
+        return None
+    return (rec.latency_s - rec.ttft_s) / (rec.output_tokens - 1)
+
+
+def accept_length(records: Iterable[RequestRecord]) -> float | None:
+    """Sum of output tokens / sum of verify steps; None when nothing speculated."""
+    out = steps = 0
+    for r in records:
+        if r.verify_steps is None or r.error:
+            continue
+        out += r.output_tokens
+        steps += r.verify_steps
+    return out / steps if steps else None
+
+
+def merge_histograms(records: Iterable[RequestRecord]) -> list[int]:
+    hist: list[int] = []
+    for r in records:
+        for i, n in enumerate(r.accept_histogram):
+            if i >= len(hist):
+                hist.extend([0] * (i + 1 - len(hist)))
+            hist[i] += n
+    return hist
+
+
+def _pcts(prefix: str, values: Sequence[float], scale: float = 1.0) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for q in PCTS:
+        v = percentile(values, q)
+        out[f"{prefix}_p{q}"] = None if v is None else v * scale
+    return out
+
+
+def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]:
+    """One cell's metrics from the records of its timed rounds and their summed wall time."""
+    ok = [r for r in records if not r.error]
+    out_tokens = sum(r.output_tokens for r in ok)
+    ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+    tpots = [t for t in (tpot(r) for r in ok) if t is not None]
+    itls = [g for r in ok for g in itl_gaps(r.chunks)]
+    m: dict[str, Any] = {
+        "requests": len(records),
+        "errors": len(records) - len(ok),
+        "first_error": next((r.error for r in records if r.error), None),
+        "prompt_tokens": sum(r.prompt_tokens for r in ok),
+        "output_tokens": out_tokens,
+        "wall_s": wall_s,
+        "output_tokens_per_s": out_tokens / wall_s if wall_s > 0 else None,
+        "requests_per_s": len(ok) / wall_s if wall_s > 0 else None,
+        "accept_length": accept_length(ok),
+        "verify_steps": sum(r.verify_steps for r in ok if r.verify_steps is not None) or None,
+        "accept_histogram": merge_histograms(ok) or None,
+        "cached_tokens": sum(r.cached_tokens for r in ok),
+        "queue_s_p50": percentile([r.queue_s for r in ok], 50),
+        "queue_s_max": max((r.queue_s for r in ok), default=None),
+    }
+    m.update(_pcts("latency_s", [r.latency_s for r in ok]))
+    m.update(_pcts("ttft_ms", ttfts, 1e3))
+    m.update(_pcts("tpot_ms", tpots, 1e3))
+    m.update(_pcts("itl_ms", itls, 1e3))
+    return m
+
+
+def speedups(results: Sequence[dict[str, Any]], baseline: str) -> dict[int, float | None]:
+    """Index -> tok/s over the baseline method's tok/s at the same axes (None without one)."""
+    base: dict[Any, float] = {}
+    for r in results:
+        if r["params"]["method"] == baseline and r["metrics"].get("output_tokens_per_s"):
+            base[_axes(r)] = r["metrics"]["output_tokens_per_s"]
+    out: dict[int, float | None] = {}
+    for i, r in enumerate(results):
+        b = base.get(_axes(r))
+        v = r["metrics"].get("output_tokens_per_s")
+        out[i] = v / b if b and v is not None else None
+    return out
+
+
+def _axes(r: dict[str, Any]) -> tuple[Any, ...]:
+    p = r["params"]
+    return tuple(sorted((k, str(v)) for k, v in p.items() if k != "method"))

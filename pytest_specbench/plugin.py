@@ -1,0 +1,365 @@
+"""pytest entry point: options, hooks and fixtures. Thin: the work lives in the modules.
+
+Flow: the matrix is loaded at configure time; ``pytest_generate_tests`` turns a bench
+function ``test_<kind>(engine, cell, specbench)`` into one item per cell (readable ids,
+TP/backend skips and timeouts as marks); ``pytest_collection_modifyitems`` stable-sorts
+items by engine group so the session-scoped ``engine`` fixture starts once per group;
+results travel in ``user_properties`` (so xdist workers ship them to the controller) and
+the controller writes one pytest-benchmark JSON at ``--benchmark-json``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import hookspec, report
+from .engines import BACKENDS, get_backend
+from .matrix import Cell, EngineGroup, Matrix, MatrixError, load
+
+STATE = pytest.StashKey["SpecbenchState"]()
+DEFAULT_MATRIX = "benches/specbench.yaml"
+RESULT_PROP = "specbench_result"
+ENGINE_PROP = "specbench_engine"
+FAILED_PROP = "specbench_failed"
+
+
+@dataclass
+class SpecbenchState:
+    config: pytest.Config
+    matrix: Matrix | None = None
+    live: tuple[EngineGroup, Any] | None = None
+    pending: list[dict[str, Any]] = field(default_factory=list)  # engine events, not yet on a report
+    # controller side
+    results: list[dict[str, Any]] = field(default_factory=list)
+    engine_events: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    doc: dict[str, Any] | None = None
+
+    @property
+    def worker(self) -> str:
+        return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+    def start_engine(self, group: EngineGroup) -> Any:
+        if self.live is not None:  # one live engine per process, whatever pytest's order
+            self.stop_engine(*self.live)
+        t0 = time.perf_counter()
+        ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "backend": group.method.backend}
+        try:
+            eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
+        except BaseException as e:
+            ev.update(ok=False, start_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
+            self.pending.append(ev)
+            raise
+        ev.update(ok=True, start_s=time.perf_counter() - t0, info=_jsonable(getattr(eng, "info", {})))
+        self.pending.append(ev)
+        self.live = (group, eng)
+        return eng
+
+    def stop_engine(self, group: EngineGroup, eng: Any) -> None:
+        if self.live is not None and self.live[1] is eng:
+            self.live = None
+        t0 = time.perf_counter()
+        eng.close()
+        self.pending.append({"group": group.id, "worker": self.worker, "event": "stop",
+                             "stop_s": time.perf_counter() - t0})
+
+
+def _state(config: pytest.Config) -> SpecbenchState:
+    return config.stash[STATE]
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    return str(v)
+
+
+# ------------------------------------------------------------------------------ options
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspec)
+
+
+def _existing_file(value: str) -> str:
+    if not Path(value).is_file():
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"matrix file {value!r} does not exist")
+    return value
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("specbench", "speculative-decoding benchmarks (pytest-specbench)")
+    g.addoption("--specbench-matrix", metavar="PATH", type=_existing_file, default=None,
+                help="benchmark matrix YAML. Default: ini specbench_matrix, else "
+                     f"{DEFAULT_MATRIX!r} under the rootdir when it exists.")
+    parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
+
+
+# ------------------------------------------------------------------------------ configure
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "specbench(kind): bench function for workload kind "
+                                       "(default: the function name without test_)")
+    st = SpecbenchState(config)
+    config.stash[STATE] = st
+    # pytest-benchmark warns that it saved nothing when no test used its own fixture; the
+    # specbench cells are written by this plugin instead
+    config.addinivalue_line("filterwarnings", "ignore:Not saving anything, no benchmarks have been run")
+    path = _matrix_path(config)
+    if path is not None:
+        try:
+            st.matrix = load(path, tuple(BACKENDS))
+        except MatrixError as e:
+            raise pytest.UsageError(str(e)) from None
+    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", None):
+        # one worker per engine group: otherwise xdist's "load" mode would start an engine
+        # for the same group in several workers
+        if getattr(config.option, "dist", "no") in ("no", "load"):
+            config.option.dist = "loadgroup"
+
+
+def _matrix_path(config: pytest.Config) -> Path | None:
+    opt = config.getoption("specbench_matrix")
+    if opt:
+        return Path(opt)
+    ini = config.getini("specbench_matrix")
+    if ini:
+        p = Path(str(ini))
+        return p if p.is_absolute() else Path(config.rootpath) / p
+    default = Path(config.rootpath) / DEFAULT_MATRIX
+    return default if default.is_file() else None
+
+
+# ------------------------------------------------------------------------------ collection
+
+def _kind(metafunc: pytest.Metafunc) -> str:
+    mark = metafunc.definition.get_closest_marker("specbench")
+    if mark and mark.args:
+        return str(mark.args[0])
+    return metafunc.function.__name__.removeprefix("test_")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "cell" not in metafunc.fixturenames or "engine" not in metafunc.fixturenames:
+        return
+    st = _state(metafunc.config)
+    if st.matrix is None:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: no benchmark matrix; pass "
+                                f"--specbench-matrix PATH or create {DEFAULT_MATRIX}")
+    cells = st.matrix.cells(_kind(metafunc))
+    timeout_given = bool(metafunc.config.getoption("timeout", None))
+    params = []
+    for c in cells:
+        marks: list[Any] = [pytest.mark.xdist_group(c.group.id)]
+        reason = get_backend(c.method.backend).skip_reason(c.group)
+        if reason:
+            marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
+        if not timeout_given:
+            marks.append(pytest.mark.timeout(c.workload.timeout_s))
+        params.append(pytest.param(c.group, c, marks=marks, id=c.id))
+    metafunc.parametrize(("engine", "cell"), params, indirect=["engine"], scope="session")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Stable-sort bench items by engine group (first appearance order), in place."""
+    order: dict[str, int] = {}
+    keys: list[tuple[int, int]] = []
+    for i, item in enumerate(items):
+        cell = _item_cell(item)
+        if cell is None:
+            keys.append((-1, i))
+            continue
+        gid = cell.group.id
+        order.setdefault(gid, len(order))
+        keys.append((order[gid], i))
+    if order:
+        items[:] = [items[i] for _, i in sorted(keys)]
+
+
+def _item_cell(item: pytest.Item) -> Cell | None:
+    cs = getattr(item, "callspec", None)
+    cell = cs.params.get("cell") if cs is not None else None
+    return cell if isinstance(cell, Cell) else None
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+def pytest_specbench_make_engine(config: pytest.Config, group: EngineGroup) -> Any:
+    return get_backend(group.method.backend).create(group)
+
+
+@pytest.fixture(scope="session")
+def engine(request: pytest.FixtureRequest) -> Any:
+    """The live engine of the requesting cell's (method, TP) group; one start per group."""
+    group = getattr(request, "param", None)
+    if not isinstance(group, EngineGroup):
+        raise pytest.UsageError("the `engine` fixture is parametrized by pytest-specbench: "
+                                "request it together with `cell` in a bench function")
+    st = _state(request.config)
+    eng = st.start_engine(group)
+    yield eng
+    st.stop_engine(group, eng)
+
+
+class CellRunner:
+    """Runs a cell's workload on its engine and records the result for the JSON."""
+
+    def __init__(self, item: pytest.Item):
+        self.item = item
+
+    def run(self, engine: Any, cell: Cell) -> dict[str, Any]:
+        from . import metrics, workloads
+
+        run = workloads.run(engine, cell)
+        m = metrics.summarize(run.records, sum(run.round_times))
+        result = {
+            "nodeid": self.item.nodeid,
+            "name": self.item.name,
+            "cell_id": cell.id,
+            "group": cell.group.id,
+            "params": cell.params(),
+            "round_times": run.round_times,
+            "warmup": cell.workload.warmup,
+            "metrics": _jsonable(m),
+            "extra_info": _jsonable(run.extra),
+            "worker": _state(self.item.config).worker,
+        }
+        self.item.user_properties.append((RESULT_PROP, result))
+        if m["errors"]:
+            pytest.fail(f"cell {cell.id}: {m['errors']} of {m['requests']} requests failed; first: "
+                        f"{m['first_error']}", pytrace=False)
+        return result
+
+
+@pytest.fixture
+def specbench(request: pytest.FixtureRequest) -> CellRunner:
+    """``specbench.run(engine, cell)`` measures the cell and records it for the JSON."""
+    return CellRunner(request.node)
+
+
+# ------------------------------------------------------------------------------ reporting
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
+    st = _state(item.config)
+    while st.pending:  # engine start/stop events go out on the report of the item that saw them
+        item.user_properties.append((ENGINE_PROP, st.pending.pop(0)))
+    outcome = yield
+    rep = outcome.get_result()
+    cell = _item_cell(item)
+    if cell is not None and rep.failed:
+        lines = str(rep.longreprtext).strip().splitlines()
+        rep.user_properties.append((FAILED_PROP, {"nodeid": item.nodeid, "cell": cell.id, "group": cell.group.id,
+                                                  "phase": rep.when, "reason": "\n".join(lines[-15:])}))
+
+
+class _Collector:
+    """Controller-side: gathers results and engine events from every report (xdist too)."""
+
+    def __init__(self, st: SpecbenchState):
+        self.st = st
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == FAILED_PROP:
+                self.st.failures.append(value)
+        if report.when != "teardown":
+            return
+        for name, value in report.user_properties:
+            if name == RESULT_PROP:
+                self.st.config.hook.pytest_specbench_cell_done(config=self.st.config, result=value)
+                self.st.results.append(value)
+            elif name == ENGINE_PROP:
+                self.st.engine_events.append(value)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        session.config.pluginmanager.register(_Collector(_state(session.config)), "specbench-collector")
+
+
+def _versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for name in ("pytest-specbench", "torch", "transformers", "sglang", "pytest", "pytest-benchmark",
+                 "pytest-xdist"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
+    from pytest_benchmark import __version__ as pb_version
+
+    machine = config.hook.pytest_benchmark_generate_machine_info(config=config)
+    config.hook.pytest_benchmark_update_machine_info(config=config, machine_info=machine)
+    assert st.matrix is not None
+    starts = [e for e in st.engine_events if "ok" in e]
+    machine["specbench"] = {
+        "backends": sorted({m.backend for m in st.matrix.methods}),
+        "versions": _versions(),
+        "gpus": [],
+    }
+    return report.build(
+        st.results,
+        baseline=st.matrix.baseline,
+        machine_info=machine,
+        commit_info=config.hook.pytest_benchmark_generate_commit_info(config=config),
+        specbench={
+            "matrix": st.matrix.path,
+            "engine_starts": len(starts),
+            "engine_groups": starts,
+            "failed_cells": st.failures,
+        },
+        version=pb_version,
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    st = _state(config)
+    if hasattr(config, "workerinput") or st.matrix is None or not (st.results or st.engine_events):
+        return
+    st.doc = _build_doc(config, st)
+    target = config.getoption("benchmark_json", None)
+    if target:
+        if hasattr(target, "write"):  # older pytest-benchmark: an open binary file
+            target.write(report.dumps(st.doc).encode())
+            target.close()
+        else:
+            Path(target).write_text(report.dumps(st.doc))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    st = _state(config)
+    if st.doc is None:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", "specbench summary")
+    for line in report.table(st.doc):
+        tr.write_line(line)
+    spec = st.doc["specbench"]
+    tr.write_line(f"engine starts: {spec['engine_starts']} "
+                  f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in spec['engine_groups'])})")
+    for f in spec["failed_cells"]:
+        tr.write_line(f"failed: {f['nodeid']} ({f['phase']}): {f['reason'].splitlines()[-1] if f['reason'] else ''}")
+    target = config.getoption("benchmark_json", None)
+    if target:
+        tr.write_line(f"wrote {getattr(target, 'name', target)} ({len(st.doc['benchmarks'])} cells)")
