@@ -79,8 +79,10 @@ def _jsonable(v: Any) -> Any:
         return {str(k): _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
-    if v is None or isinstance(v, (str, int, float, bool)):
+    if v is None or type(v) in (str, int, float, bool):  # exact types: execnet rejects subclasses
         return v
+    if isinstance(v, (int, float)):
+        return bool(v) if isinstance(v, bool) else int(v) if isinstance(v, int) else float(v)
     return str(v)
 
 
@@ -123,11 +125,40 @@ def pytest_configure(config: pytest.Config) -> None:
             st.matrix = load(path, tuple(BACKENDS))
         except MatrixError as e:
             raise pytest.UsageError(str(e)) from None
-    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", None):
-        # one worker per engine group: otherwise xdist's "load" mode would start an engine
-        # for the same group in several workers
-        if getattr(config.option, "dist", "no") in ("no", "load"):
-            config.option.dist = "loadgroup"
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_XdistHooks(st), "specbench-xdist")
+
+
+class _XdistHooks:
+    """Registered on the xdist controller only (xdist's hooks are unknown without it)."""
+
+    def __init__(self, st: SpecbenchState):
+        self.st = st
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Send every engine group to one worker, so each group starts one engine.
+
+        xdist's own "loadgroup" mode cannot be relied on: it renames node ids through a
+        private attribute that pytest 9.2 no longer reads. The controller knows every cell
+        id from the matrix, so the scope of a node id is its cell's engine group.
+        """
+        if config.getoption("dist") in ("no", "each") or self.st.matrix is None:
+            return None
+        from xdist.scheduler import LoadScopeScheduling
+
+        groups = {c.id: c.group.id for c in self.st.matrix.cells()}
+
+        class EngineGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+            def _split_scope(self, nodeid: str) -> str:
+                i = nodeid.rfind("[")
+                if i >= 0 and nodeid.endswith("]"):
+                    gid = groups.get(nodeid[i + 1:-1])
+                    if gid is not None:
+                        return gid
+                return nodeid
+
+        return EngineGroupScheduling(config, log)
 
 
 def _matrix_path(config: pytest.Config) -> Path | None:
@@ -159,14 +190,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: no benchmark matrix; pass "
                                 f"--specbench-matrix PATH or create {DEFAULT_MATRIX}")
     cells = st.matrix.cells(_kind(metafunc))
-    timeout_given = bool(metafunc.config.getoption("timeout", None))
+    use_timeout = (metafunc.config.pluginmanager.hasplugin("timeout")
+                   and not metafunc.config.getoption("timeout", None))
     params = []
     for c in cells:
-        marks: list[Any] = [pytest.mark.xdist_group(c.group.id)]
+        marks: list[Any] = []
         reason = get_backend(c.method.backend).skip_reason(c.group)
         if reason:
             marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
-        if not timeout_given:
+        if use_timeout:
             marks.append(pytest.mark.timeout(c.workload.timeout_s))
         params.append(pytest.param(c.group, c, marks=marks, id=c.id))
     metafunc.parametrize(("engine", "cell"), params, indirect=["engine"], scope="session")
