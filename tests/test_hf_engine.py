@@ -1,0 +1,92 @@
+"""The embedded default for real: tiny model build, exact acceptance, lossless speculation."""
+
+from __future__ import annotations
+
+import filecmp
+
+import pytest
+
+from pytest_specbench import prompts, tinymodel
+from pytest_specbench.engines.base import Request, run_requests
+from pytest_specbench.engines.hf import HFEngine, ngram_propose
+from pytest_specbench.matrix import EngineGroup, parse
+
+K = 3
+DOC = {
+    "models": {"tiny": "embedded:tiny", "tiny-draft": "embedded:tiny-draft"},
+    "methods": {
+        "ar": {"backend": "hf", "model": "tiny"},
+        "ngram": {"backend": "hf", "model": "tiny", "speculative": {"algorithm": "ngram", "num_draft_tokens": 4}},
+        "draft": {"backend": "hf", "model": "tiny",
+                  "speculative": {"algorithm": "draft", "draft_model": "tiny-draft", "num_draft_tokens": K}},
+        "draft-oracle": {"backend": "hf", "model": "tiny",
+                         "speculative": {"algorithm": "draft", "draft_model": "tiny", "num_draft_tokens": K}},
+    },
+    "workloads": {"throughput": {}},
+}
+MATRIX = parse(DOC, "test")
+
+
+@pytest.fixture(scope="module")
+def outputs() -> dict[str, list]:
+    """Greedy outputs (48 tokens = 12 x (K+1)) of every method for the same 3 prompts."""
+    res: dict[str, list] = {}
+    for m in MATRIX.methods:
+        eng = HFEngine(EngineGroup(m, 1))
+        ps = prompts.make_prompts(eng.tokenizer(), 40, 3, seed=7)
+        res[m.name] = run_requests(eng, [Request(p, 48) for p in ps], concurrency=2)
+        eng.close()
+    return res
+
+
+def test_oracle_accepts_every_draft(outputs) -> None:
+    for r in outputs["draft-oracle"]:
+        assert r.output_tokens == 48
+        assert r.output_tokens / r.verify_steps == K + 1  # exactly, not approximately
+        assert r.accept_histogram[K] == r.verify_steps - 1  # the last step proposes fewer: cap
+
+
+@pytest.mark.parametrize("method", ["ngram", "draft", "draft-oracle"])
+def test_speculation_is_lossless(outputs, method) -> None:
+    assert [r.output_ids for r in outputs[method]] == [r.output_ids for r in outputs["ar"]]
+    assert all(len(r.output_ids) == 48 for r in outputs[method])
+
+
+def test_acceptance_is_real(outputs) -> None:
+    from pytest_specbench.metrics import accept_length
+
+    assert accept_length(outputs["ar"]) is None
+    assert 1.0 < accept_length(outputs["draft"]) < K + 1  # a one-layer draft: right often, not always
+    assert accept_length(outputs["ngram"]) >= 1.0
+
+
+def test_streamed_chunks_carry_verified_tokens(outputs) -> None:
+    r = outputs["draft-oracle"][0]
+    sizes = [b - a for (_, a), (_, b) in zip(((0, 0),) + r.chunks, r.chunks)]
+    assert sizes[0] == 1 and sizes[1:-1] == [K + 1] * (len(sizes) - 2)
+
+
+def test_ngram_propose() -> None:
+    assert ngram_propose([1, 2, 3, 4, 1, 2], 2, 3) == [3, 4]
+    assert ngram_propose([5, 6, 7], 2, 3) == []
+    assert ngram_propose([1, 2, 9, 1, 2, 7, 1, 2], 1, 2) == [7]  # latest occurrence wins
+
+
+def test_tiny_model_build_is_deterministic(tmp_path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    tinymodel.build(a)
+    tinymodel.build(b)
+    for sub in ("tiny", "tiny-draft"):
+        files = sorted(p.name for p in (a / sub).iterdir())
+        assert "model.safetensors" in files and "tokenizer.json" in files
+        match, mismatch, errors = filecmp.cmpfiles(a / sub, b / sub, files, shallow=False)
+        assert mismatch == [] and errors == []
+
+
+def test_prompts_are_exact_and_distinct() -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tinymodel.resolve("embedded:tiny"))
+    ps = prompts.make_prompts(tok, 300, 6, seed=1)
+    assert all(len(p) == 300 for p in ps)
+    assert len({p[:32] for p in ps}) == 6

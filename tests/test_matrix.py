@@ -1,0 +1,81 @@
+"""Matrix parsing: ids, expansion, validation messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_specbench.matrix import MatrixError, fmt_tokens, load, parse
+
+DOC = {
+    "models": {"t": "embedded:tiny", "d": {"path": "embedded:tiny-draft"}},
+    "methods": {
+        "ar": {"backend": "hf", "model": "t"},
+        "sa": {"backend": "sglang", "model": "t", "tp": [1, 4],
+               "speculative": {"algorithm": "standalone", "draft_model": "t", "num_steps": 3},
+               "engine_args": {"mem_fraction_static": 0.8}},
+    },
+    "tp": [1],
+    "workloads": {
+        "throughput": {"concurrency": [1, 32], "output_tokens": [256]},
+        "long": {"kind": "throughput", "context_tokens": [3000, 100000], "output_tokens": [64]},
+    },
+}
+
+
+def test_ids_groups_and_params() -> None:
+    m = parse(DOC, "m.yaml")
+    assert [g.id for g in m.groups()] == ["ar-tp1", "sa-tp1", "sa-tp4"]
+    ids = [c.id for c in m.cells("throughput")]
+    assert "throughput-ar-tp1-c32-out256" in ids  # two workloads of one kind: prefixed
+    assert "long-sa-tp4-c1-ctx100k-out64" in ids
+    c = next(c for c in m.cells() if c.id == "long-sa-tp4-c1-ctx100k-out64")
+    assert c.params() == {"method": "sa", "tp": 4, "workload": "long", "concurrency": 1,
+                          "context_tokens": 100000, "output_tokens": 64}
+    assert m.method("sa").speculative.expected_oracle_accept == 4
+    assert dict(m.method("sa").engine_args) == {"mem_fraction_static": 0.8}
+    hash(c)  # frozen all the way down
+
+
+def test_fmt_tokens() -> None:
+    assert [fmt_tokens(n) for n in (256, 3000, 30000, 100000, 1024)] == ["256", "3k", "30k", "100k", "1024"]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("methods", "ar", "speculative"), {"algorithm": "draft"},
+         "m.yaml: methods.ar.speculative.draft_model: algorithm 'draft' needs a draft_model"),
+        (("methods", "ar", "tp"), [2, 2], "m.yaml: methods.ar.tp: duplicate values in [2, 2]"),
+        (("workloads", "throughput", "kind"), "soak",
+         "m.yaml: workloads.throughput.kind: 'soak' is not allowed; allowed: throughput, ttft"),
+        (("workloads", "throughput", "warmup"), -1, "m.yaml: workloads.throughput.warmup: expected an integer >= 0"),
+        (("workloads", "throughput", "methods"), ["zz"], "m.yaml: workloads.throughput.methods[0]: 'zz' is not"),
+        (("models", "t"), {"path": "x", "load_format": "gguf"},
+         "m.yaml: models.t.load_format: 'gguf' is not allowed; allowed: auto, dummy"),
+    ],
+)
+def test_validation_names_file_key_and_allowed(path, value, message) -> None:
+    import copy
+
+    doc = copy.deepcopy(DOC)
+    node = doc
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    with pytest.raises(MatrixError) as e:
+        parse(doc, "m.yaml")
+    assert message in str(e.value)
+
+
+def test_load_reports_yaml_syntax(tmp_path) -> None:
+    p = tmp_path / "bad.yaml"
+    p.write_text("models: [\n")
+    with pytest.raises(MatrixError, match="bad.yaml: not valid YAML"):
+        load(p)
+
+
+def test_default_matrix_is_valid() -> None:
+    from pathlib import Path
+
+    m = load(Path(__file__).parents[1] / "benches" / "specbench.yaml", ("hf", "sglang"))
+    assert {x.name for x in m.methods} == {"ar", "ngram", "draft", "draft-oracle"}

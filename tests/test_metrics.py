@@ -1,0 +1,59 @@
+"""Pure metric functions against hand-computed numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_specbench.engines.base import RequestRecord
+from pytest_specbench.metrics import accept_length, itl_gaps, percentile, speedups, summarize, tpot
+
+
+def rec(**kw):
+    base = dict(prompt_tokens=8, output_tokens=9, latency_s=1.0)
+    base.update(kw)
+    return RequestRecord(**base)
+
+
+def test_percentile_linear_interpolation() -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([10.0], 99) == 10.0
+    assert percentile([], 50) is None
+    assert percentile(list(map(float, range(101))), 90) == 90.0
+
+
+def test_itl_spreads_multi_token_chunks_over_their_tokens() -> None:
+    # first chunk 1 token at 0.1 s, then a 4-token chunk after 0.4 s, then 4 more after 0.2 s
+    chunks = ((0.1, 1), (0.5, 5), (0.7, 9))
+    gaps = itl_gaps(chunks)
+    assert gaps == pytest.approx([0.1] * 4 + [0.05] * 4)  # 8 gaps for 8 tokens, not 2 gaps
+
+
+def test_tpot_and_ttft() -> None:
+    r = rec(ttft_s=0.1, latency_s=0.9, chunks=((0.1, 1), (0.5, 5), (0.9, 9)))
+    assert tpot(r) == pytest.approx(0.1)  # (0.9 - 0.1) / (9 - 1)
+    assert tpot(rec(ttft_s=0.1, output_tokens=1)) is None
+
+
+def test_accept_length_weights_by_verify_steps() -> None:
+    # 256 tokens / 64 steps and 10 tokens / 9 steps: the cell's length is 266 / 73, not the mean
+    recs = [rec(output_tokens=256, verify_steps=64), rec(output_tokens=10, verify_steps=9)]
+    assert accept_length(recs) == pytest.approx(266 / 73)
+    assert accept_length([rec()]) is None  # autoregressive: nothing to accept
+
+
+def test_summarize_counts_errors_and_throughput() -> None:
+    recs = [rec(output_tokens=10, ttft_s=0.1, chunks=((0.1, 1), (1.0, 10))),
+            RequestRecord(8, 0, 0.0, error="boom")]
+    m = summarize(recs, wall_s=2.0)
+    assert m["requests"] == 2 and m["errors"] == 1 and m["first_error"] == "boom"
+    assert m["output_tokens_per_s"] == 5.0
+    assert m["ttft_ms_p50"] == pytest.approx(100.0)
+    assert m["itl_ms_p50"] == pytest.approx(100.0)
+
+
+def test_speedups_match_axes() -> None:
+    def r(method, c, tps):
+        return {"params": {"method": method, "concurrency": c}, "metrics": {"output_tokens_per_s": tps}}
+
+    res = [r("ar", 1, 100.0), r("ngram", 1, 150.0), r("ngram", 4, 300.0)]
+    assert speedups(res, "ar") == {0: 1.0, 1: 1.5, 2: None}

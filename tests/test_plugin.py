@@ -1,0 +1,199 @@
+"""End-to-end plugin behaviour through pytester, with FakeEngine (tests/fake_engine.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+from fake_engine import FakeEngine
+from pytest_specbench.engines import register_backend
+register_backend("fake", FakeEngine, max_tp=4)
+"""
+
+MATRIX = """
+models:
+  m: /nonexistent/model
+methods:
+  ar: {backend: fake, model: m}
+  ngram: {backend: fake, model: m, speculative: {algorithm: ngram, num_draft_tokens: 3}}
+  eagle3: {backend: fake, model: m, speculative: {algorithm: eagle3, draft_model: m, num_draft_tokens: 4}}
+tp: [1, 2]
+workloads:
+  throughput:
+    concurrency: [1, 4]
+    output_tokens: [16]
+    prompt_tokens: 8
+    rounds: 2
+    warmup: 1
+"""
+
+BENCH = """
+def test_throughput(engine, cell, specbench):
+    specbench.run(engine, cell)
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "benches").mkdir()
+    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
+    (pytester.path / "benches" / "test_throughput.py").write_text(BENCH)
+    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(tmp_path / "starts.txt"))
+    return pytester
+
+
+def starts(tmp_path: Path) -> list[str]:
+    p = tmp_path / "starts.txt"
+    return p.read_text().split("\n")[:-1] if p.exists() else []
+
+
+def collected_ids(result: pytest.RunResult) -> list[str]:
+    return [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "::test_throughput[" in line]
+
+
+def test_ids_and_k_selection(project: pytest.Pytester) -> None:
+    res = project.runpytest("benches", "--collect-only", "-q")
+    ids = collected_ids(res)
+    assert ids[:4] == ["ar-tp1-c1-out16", "ar-tp1-c4-out16", "ar-tp2-c1-out16", "ar-tp2-c4-out16"]
+    assert len(ids) == 12
+    res = project.runpytest("benches", "--collect-only", "-q", "-k", "ngram and c4")
+    assert collected_ids(res) == ["ngram-tp1-c4-out16", "ngram-tp2-c4-out16"]
+
+
+def test_engine_starts_equal_selected_groups(project: pytest.Pytester, tmp_path: Path) -> None:
+    res = project.runpytest("benches", "-k", "tp2 or ngram")
+    res.assert_outcomes(passed=8)
+    assert [s.split()[0] for s in starts(tmp_path)] == ["ar-tp2", "ngram-tp1", "ngram-tp2", "eagle3-tp2"]
+
+
+def test_items_sorted_by_group(project: pytest.Pytester) -> None:
+    items, _ = project.inline_genitems("benches")
+    groups = [it.callspec.params["cell"].group.id for it in items]
+    # each group's items are contiguous
+    seen: list[str] = []
+    for g in groups:
+        if not seen or seen[-1] != g:
+            assert g not in seen
+            seen.append(g)
+    assert len(seen) == 6
+
+
+def test_xdist_one_start_per_group_and_one_json(project: pytest.Pytester, tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    res = project.runpytest_subprocess("benches", "-n", "2", "--benchmark-json", str(out))
+    res.assert_outcomes(passed=12)
+    s = starts(tmp_path)
+    assert sorted(x.split()[0] for x in s) == sorted(f"{m}-tp{t}" for m in ("ar", "ngram", "eagle3") for t in (1, 2))
+    assert {x.split()[1] for x in s} <= {"gw0", "gw1"}
+    doc = json.loads(out.read_text())
+    assert len(doc["benchmarks"]) == 12
+    assert doc["specbench"]["engine_starts"] == 6
+
+
+def test_json_contents_and_compare(project: pytest.Pytester, tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    project.runpytest("benches", "-k", "tp1", "--benchmark-json", str(out)).assert_outcomes(passed=6)
+    doc = json.loads(out.read_text())
+    by = {b["param"]: b for b in doc["benchmarks"]}
+    b = by["ngram-tp1-c4-out16"]
+    assert b["params"] == {"method": "ngram", "tp": 1, "workload": "throughput", "concurrency": 4,
+                           "context_tokens": 8, "output_tokens": 16}
+    e = b["extra_info"]
+    for key in ("output_tokens_per_s", "accept_length", "requests", "output_tokens", "latency_s_p50",
+                "latency_s_p99", "speedup_vs_ar"):
+        assert key in e
+    assert e["requests"] == 16 and e["output_tokens"] == 16 * 16  # 2 rounds x 8 requests (2 x C)
+    assert e["accept_length"] == 4.0  # 16 tokens: 1 from prefill + 4 verify steps (4, 4, 4, 3)
+    assert by["ar-tp1-c4-out16"]["extra_info"]["accept_length"] is None
+    assert by["ar-tp1-c4-out16"]["extra_info"]["speedup_vs_ar"] == 1.0
+    assert b["stats"]["rounds"] == 2 and len(b["stats"]["data"]) == 2
+    assert doc["machine_info"]["specbench"]["gpus"] == []
+    assert doc["specbench"]["engine_starts"] == 3
+    copy = tmp_path / "copy.json"
+    copy.write_text(out.read_text())
+    cp = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(out), str(copy)],
+                        capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr
+    assert "ngram-tp1-c4-out16" in cp.stdout
+
+
+def test_backend_tp_limit_skips_with_reason(project: pytest.Pytester) -> None:
+    (project.path / "benches" / "specbench.yaml").write_text(MATRIX.replace("tp: [1, 2]", "tp: [1, 8]"))
+    res = project.runpytest("benches", "-rs", "-k", "ar")
+    res.assert_outcomes(passed=2, skipped=2)
+    res.stdout.fnmatch_lines(["*cell ar-tp8-c1-out16 skipped: ar-tp8: backend 'fake' runs at most TP=4*"])
+
+
+def test_failing_engine_fails_only_its_group(project: pytest.Pytester, tmp_path: Path) -> None:
+    m = MATRIX.replace("tp: [1, 2]", "tp: [1]").replace(
+        "  ar: {backend: fake, model: m}", "  ar: {backend: fake, model: m}\n  broken: {backend: fake, model: m}")
+    (project.path / "benches" / "specbench.yaml").write_text(m)
+    out = tmp_path / "o.json"
+    res = project.runpytest("benches", "--benchmark-json", str(out))
+    res.assert_outcomes(passed=6, errors=2)
+    doc = json.loads(out.read_text())
+    assert len(doc["benchmarks"]) == 6
+    failed = doc["specbench"]["failed_cells"]
+    assert {f["cell"] for f in failed} == {"broken-tp1-c1-out16", "broken-tp1-c4-out16"}
+    assert "refuses to start" in failed[0]["reason"]
+    assert [g["ok"] for g in doc["specbench"]["engine_groups"]].count(False) == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("prompt_tokens: 8", "prompt_tokens: 8\n    colour: red"),
+         "specbench.yaml: workloads.throughput.colour: unknown key; allowed: kind, concurrency"),
+        (("concurrency: [1, 4]", "concurrency: [1, -4]"),
+         "specbench.yaml: workloads.throughput.concurrency[1]: expected a positive integer; got -4"),
+        (("backend: fake, model: m}", "backend: vllm, model: m}"),
+         "specbench.yaml: methods.ar.backend: 'vllm' is not a registered backend; allowed: hf, sglang"),
+        (("algorithm: ngram", "algorithm: medusa"),
+         "specbench.yaml: methods.ngram.speculative.algorithm: 'medusa' is not allowed; allowed: ngram, draft"),
+        (("draft_model: m,", "draft_model: nope,"),
+         "specbench.yaml: methods.eagle3.speculative.draft_model: 'nope' is not defined under models:"),
+    ],
+)
+def test_yaml_errors_are_usage_errors(project: pytest.Pytester, edit: tuple[str, str], message: str) -> None:
+    (project.path / "benches" / "specbench.yaml").write_text(MATRIX.replace(*edit, 1))
+    res = project.runpytest("benches", "--collect-only")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines([f"ERROR: *{message.replace('[', '[[]')}*"])
+
+
+def test_matrix_option_and_ini(project: pytest.Pytester) -> None:
+    alt = project.path / "alt.yaml"
+    alt.write_text(MATRIX.replace("tp: [1, 2]", "tp: [4]"))
+    res = project.runpytest("benches", "--collect-only", "-q", "--specbench-matrix", str(alt))
+    assert all("-tp4-" in i for i in collected_ids(res)) and len(collected_ids(res)) == 6
+    project.makeini("[pytest]\nspecbench_matrix = alt.yaml\n")
+    res = project.runpytest("benches", "--collect-only", "-q")
+    assert len(collected_ids(res)) == 6
+    res = project.runpytest("benches", "--specbench-matrix", "missing.yaml")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*matrix file 'missing.yaml' does not exist*"])
+
+
+def test_cell_done_hook_adds_extra_info(project: pytest.Pytester, tmp_path: Path) -> None:
+    project.makeconftest(CONFTEST + "\ndef pytest_specbench_cell_done(config, result):\n"
+                                    "    result['metrics']['team'] = 'infra'\n")
+    out = tmp_path / "o.json"
+    project.runpytest("benches", "-k", "ar and tp1 and c1", "--benchmark-json", str(out)).assert_outcomes(passed=1)
+    assert json.loads(out.read_text())["benchmarks"][0]["extra_info"]["team"] == "infra"
+
+
+def test_help_and_collection_do_not_import_heavy_modules(project: pytest.Pytester) -> None:
+    code = ("import sys, pytest; pytest.main(['--collect-only', '-q', 'benches']); "
+            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sglang') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], cwd=project.path, capture_output=True, text=True)
+    assert "HEAVY []" in res.stdout, res.stdout + res.stderr
