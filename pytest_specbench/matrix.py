@@ -280,7 +280,9 @@ def _model(cx: _Ctx, name: str, raw: Any, base_dir: Path) -> Model:
         raw = {"path": raw}
     d = cx.mapping(raw, key, MODEL_KEYS, required=("path",))
     path = cx.string(d["path"], f"{key}.path")
-    if not path.startswith("embedded:") and not Path(path).is_absolute() and (base_dir / path).exists():
+    # "./x" and "../x" are relative to the matrix file; a bare "org/name" may be a hub id
+    if path.startswith(("./", "../")) or (not path.startswith("embedded:") and not Path(path).is_absolute()
+                                          and (base_dir / path).exists()):
         path = str((base_dir / path).resolve())
     tok = d.get("tokenizer")
     return Model(

@@ -40,6 +40,12 @@ class SpecbenchState:
     engine_events: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     doc: dict[str, Any] | None = None
+    gpus: tuple[int, ...] | None = None  # physical GPU indices this process may use (sglang)
+    gpu_notes: list[str] = field(default_factory=list)
+    gpu_baseline: dict[int, int] = field(default_factory=dict)
+    cells_run: dict[str, int] = field(default_factory=dict)  # per group, for --specbench-kill-engine
+    machine_info: dict[str, Any] | None = None
+    commit_info: dict[str, Any] | None = None
 
     @property
     def worker(self) -> str:
@@ -65,9 +71,17 @@ class SpecbenchState:
         if self.live is not None and self.live[1] is eng:
             self.live = None
         t0 = time.perf_counter()
-        eng.close()
-        self.pending.append({"group": group.id, "worker": self.worker, "event": "stop",
-                             "stop_s": time.perf_counter() - t0})
+        ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "event": "stop"}
+        try:
+            eng.close()
+        finally:
+            ev["stop_s"] = time.perf_counter() - t0
+            if self.gpus:  # GPU memory must be back after shutdown (NVML)
+                from .gpus import wait_released
+
+                ev["gpu_used_mib_after"] = {str(k): v for k, v in
+                                            wait_released(self.gpus, self.gpu_baseline).items()}
+            self.pending.append(ev)
 
 
 def _state(config: pytest.Config) -> SpecbenchState:
@@ -105,7 +119,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--specbench-matrix", metavar="PATH", type=_existing_file, default=None,
                 help="benchmark matrix YAML. Default: ini specbench_matrix, else "
                      f"{DEFAULT_MATRIX!r} under the rootdir when it exists.")
+    g.addoption("--specbench-gpus", metavar="IDS", type=_gpu_list, default=None,
+                help="comma-separated GPU indices to use (sglang backend). Default: every GPU with "
+                     "no compute process and >= 90%% memory free. Under -n K each worker owns a "
+                     "disjoint slice.")
+    g.addoption("--specbench-log-dir", metavar="DIR", default="specbench-logs",
+                help="engine logs, one file per group. Default: %(default)r")
+    g.addoption("--specbench-kill-engine", metavar="GROUP@N", type=_kill_spec, default=None,
+                help="testing aid: SIGKILL the engine of GROUP (e.g. ar-tp1) before its N-th cell "
+                     "(0-based) to check that a crash fails only that group. Default: off")
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
+
+
+def _gpu_list(value: str) -> tuple[int, ...]:
+    import argparse
+
+    from .gpus import parse_gpu_list
+
+    try:
+        return parse_gpu_list(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _kill_spec(value: str) -> tuple[str, int]:
+    import argparse
+
+    group, _, n = value.rpartition("@")
+    if not group or not n.isdigit():
+        raise argparse.ArgumentTypeError(f"expected GROUP@N like ar-tp1@1; got {value!r}")
+    return group, int(n)
 
 
 # ------------------------------------------------------------------------------ configure
@@ -125,6 +168,9 @@ def pytest_configure(config: pytest.Config) -> None:
             st.matrix = load(path, tuple(BACKENDS))
         except MatrixError as e:
             raise pytest.UsageError(str(e)) from None
+    os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
+    if st.matrix is not None and any(m.backend == "sglang" for m in st.matrix.methods):
+        _pin_gpus(config, st)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistHooks(st), "specbench-xdist")
 
@@ -161,6 +207,31 @@ class _XdistHooks:
         return EngineGroupScheduling(config, log)
 
 
+def _pin_gpus(config: pytest.Config, st: SpecbenchState) -> None:
+    """Choose free GPUs (NVML), take this worker's slice, pin CUDA_VISIBLE_DEVICES.
+
+    Runs before any engine imports sglang. The xdist controller pins nothing (it runs no engine).
+    """
+    from . import gpus
+
+    inv = gpus.inventory()
+    try:
+        chosen, notes = gpus.choose(inv, config.getoption("specbench_gpus"))
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        chosen = gpus.worker_slice(chosen, int(workerinput["workerid"].removeprefix("gw")),
+                                   int(workerinput["workercount"]))
+    elif getattr(config.option, "numprocesses", None):
+        return
+    st.gpus = chosen
+    st.gpu_notes = notes
+    st.gpu_baseline = {g.index: g.memory_used_mib for g in inv if g.index in chosen}
+    if inv or config.getoption("specbench_gpus") is not None:
+        gpus.pin(chosen)
+
+
 def _matrix_path(config: pytest.Config) -> Path | None:
     opt = config.getoption("specbench_matrix")
     if opt:
@@ -190,12 +261,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: no benchmark matrix; pass "
                                 f"--specbench-matrix PATH or create {DEFAULT_MATRIX}")
     cells = st.matrix.cells(_kind(metafunc))
+    worker = st.worker
     use_timeout = (metafunc.config.pluginmanager.hasplugin("timeout")
                    and not metafunc.config.getoption("timeout", None))
     params = []
     for c in cells:
         marks: list[Any] = []
         reason = get_backend(c.method.backend).skip_reason(c.group)
+        if not reason and c.method.backend == "sglang" and st.gpus is not None and c.tp > len(st.gpus):
+            reason = (f"needs {c.tp} GPUs (TP={c.tp}); {worker} owns {len(st.gpus)} "
+                      f"({', '.join(map(str, st.gpus)) or 'none free'})")
         if reason:
             marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
         if use_timeout:
@@ -255,6 +330,11 @@ class CellRunner:
     def run(self, engine: Any, cell: Cell) -> dict[str, Any]:
         from . import metrics, workloads
 
+        st = _state(self.item.config)
+        n = st.cells_run.get(cell.group.id, 0)
+        st.cells_run[cell.group.id] = n + 1
+        if self.item.config.getoption("specbench_kill_engine") == (cell.group.id, n):
+            engine.kill_for_test()
         run = workloads.run(engine, cell)
         m = metrics.summarize(run.records, sum(run.round_times))
         result = {
@@ -316,6 +396,8 @@ class _Collector:
                 self.st.results.append(value)
             elif name == ENGINE_PROP:
                 self.st.engine_events.append(value)
+        if report.user_properties:  # a run that dies halfway keeps what it measured
+            _write_json(self.st.config, self.st)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -339,20 +421,26 @@ def _versions() -> dict[str, str | None]:
 def _build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
     from pytest_benchmark import __version__ as pb_version
 
-    machine = config.hook.pytest_benchmark_generate_machine_info(config=config)
-    config.hook.pytest_benchmark_update_machine_info(config=config, machine_info=machine)
     assert st.matrix is not None
+    if st.machine_info is None:  # computed once: rewritten after every cell
+        from . import gpus
+
+        st.machine_info = config.hook.pytest_benchmark_generate_machine_info(config=config)
+        config.hook.pytest_benchmark_update_machine_info(config=config, machine_info=st.machine_info)
+        st.machine_info["specbench"] = {
+            "backends": sorted({m.backend for m in st.matrix.methods}),
+            "versions": _versions(),
+            "gpus": gpus.describe(gpus.inventory()),
+            **gpus.driver_info(),
+        }
+        st.commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
+    machine = st.machine_info
     starts = [e for e in st.engine_events if "ok" in e]
-    machine["specbench"] = {
-        "backends": sorted({m.backend for m in st.matrix.methods}),
-        "versions": _versions(),
-        "gpus": [],
-    }
     return report.build(
         st.results,
         baseline=st.matrix.baseline,
         machine_info=machine,
-        commit_info=config.hook.pytest_benchmark_generate_commit_info(config=config),
+        commit_info=st.commit_info or {},
         specbench={
             "matrix": st.matrix.path,
             "engine_starts": len(starts),
@@ -369,14 +457,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     st = _state(config)
     if hasattr(config, "workerinput") or st.matrix is None or not (st.results or st.engine_events):
         return
+    _write_json(config, st)
+
+
+def _write_json(config: pytest.Config, st: SpecbenchState) -> None:
+    """(Re)write the whole document: after every finished cell and at the end of the session."""
     st.doc = _build_doc(config, st)
     target = config.getoption("benchmark_json", None)
-    if target:
-        if hasattr(target, "write"):  # older pytest-benchmark: an open binary file
-            target.write(report.dumps(st.doc).encode())
-            target.close()
-        else:
-            Path(target).write_text(report.dumps(st.doc))
+    if not target:
+        return
+    if hasattr(target, "write"):  # older pytest-benchmark: an open binary file
+        target.seek(0)
+        target.truncate()
+        target.write(report.dumps(st.doc).encode())
+        target.flush()
+    else:
+        tmp = Path(str(target) + ".tmp")
+        tmp.write_text(report.dumps(st.doc))
+        tmp.replace(target)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

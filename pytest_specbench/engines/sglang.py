@@ -1,0 +1,308 @@
+"""Backend ``sglang``: one in-process ``sglang.Engine`` per (method, TP) group.
+
+sglang is imported only when an engine starts (``import sglang`` initialises CUDA in the
+importing process, so the plugin pins CUDA_VISIBLE_DEVICES first). Lifecycle rules learned
+on an H200 (docs/sglang.md):
+- a module-level ``custom_sigquit_handler`` keeps a failing start from killing pytest; the
+  running-phase SIGQUIT handler is replaced by one that kills only the engine's children
+  and marks the engine crashed; a watchdog also notices a dead scheduler by itself;
+- a crashed engine fails the cell that saw it and every later cell of its group at once,
+  with the tail of the group's engine log; the next group starts clean;
+- one untimed warm-up request after each start; shutdown kills every child of this
+  process, so nothing else spawned by pytest may rely on surviving it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .. import tinymodel
+from ..matrix import EngineGroup, thaw
+from .base import EngineStartError, Request, RequestRecord, timed_stream
+
+T = TypeVar("T")
+ALGORITHMS = {"ngram": "NGRAM", "standalone": "STANDALONE", "draft": "STANDALONE", "eagle": "EAGLE",
+              "eagle3": "EAGLE3", "dflash": "DFLASH"}
+# What worked offline on the H200 with the slim wheelhouse (docs/sglang.md); a method's
+# engine_args override any of these.
+DEFAULTS: dict[str, Any] = {
+    "attention_backend": "triton",
+    "sampling_backend": "pytorch",
+    "grammar_backend": "none",
+    "random_seed": 0,
+    "log_level": "warning",
+}
+LOG_TAIL_LINES = 40
+
+
+class EngineCrashed(RuntimeError):
+    """The engine died mid-group; the message carries the engine log tail."""
+
+
+def sigquit_handler(signum: int, frame: Any) -> None:
+    # Module-level so it pickles into the spawned engine processes. SGLang's default
+    # handler kills the whole process tree, pytest included, when a child fails at start.
+    print("[specbench] SIGQUIT from an engine child process (it failed)", file=sys.stderr, flush=True)
+
+
+def engine_kwargs(group: EngineGroup) -> dict[str, Any]:
+    """The ``sglang.Engine(**kwargs)`` of a group, from its method's YAML. Pure; testable on CPU."""
+    m = group.method
+    kw: dict[str, Any] = dict(DEFAULTS)
+    kw["model_path"] = tinymodel.resolve(m.model.path)
+    if m.model.tokenizer:
+        kw["tokenizer_path"] = m.model.tokenizer
+    if m.model.load_format != "auto":
+        kw["load_format"] = m.model.load_format
+    if m.model.context_length:
+        kw["context_length"] = m.model.context_length
+    kw["tp_size"] = group.tp
+    s = m.speculative
+    if s is not None:
+        kw["speculative_algorithm"] = ALGORITHMS[s.algorithm]
+        if m.draft_model is not None:
+            kw["speculative_draft_model_path"] = tinymodel.resolve(m.draft_model.path)
+        for src, dst in (("num_steps", "speculative_num_steps"), ("topk", "speculative_eagle_topk"),
+                         ("num_draft_tokens", "speculative_num_draft_tokens"),
+                         ("block_size", "speculative_dflash_block_size")):
+            v = getattr(s, src)
+            if v is not None:
+                kw[dst] = v
+    kw.update(thaw(m.engine_args) if m.engine_args else {})
+    for k in ("json_model_override_args",):  # YAML mappings -> the JSON string sglang expects
+        if isinstance(kw.get(k), dict):
+            kw[k] = json.dumps(kw[k], sort_keys=True)
+    return kw
+
+
+def args_hash(args: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no engine log)"
+    return "\n".join(lines[-n:])
+
+
+class _StderrToFile:
+    """Point fds 1/2 at the group's log while the engine spawns its processes (they inherit
+    the fds and keep logging there); the pytest process gets its own fds back afterwards."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.saved = (os.dup(1), os.dup(2))
+        os.dup2(self.fd, 1)
+        os.dup2(self.fd, 2)
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(self.saved[0], 1)
+        os.dup2(self.saved[1], 2)
+        for fd in (*self.saved, self.fd):
+            os.close(fd)
+
+
+class SGLangEngine:
+    backend = "sglang"
+
+    def __init__(self, group: EngineGroup, log_dir: str | os.PathLike[str] | None = None):
+        self.group = group
+        self.crashed: str | None = None
+        self.log_path = Path(log_dir or os.environ.get("SPECBENCH_LOG_DIR", ".")) / f"engine-{group.id}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.kwargs = engine_kwargs(group)
+        for k, v in group.method.env:
+            os.environ[k] = v
+        t0 = time.perf_counter()
+        with _StderrToFile(self.log_path):
+            import sglang
+            from sglang.srt.entrypoints.engine import Engine
+
+            import_s = time.perf_counter() - t0
+            self._install_running_sigquit_handler()
+            t1 = time.perf_counter()
+            try:
+                self.engine = Engine(**self.kwargs, custom_sigquit_handler=sigquit_handler)
+            except BaseException as e:
+                self._kill_children()
+                raise EngineStartError(f"{group.id}: sglang.Engine failed to start: {type(e).__name__}: {e}\n"
+                                       f"--- engine log tail ({self.log_path}) ---\n{log_tail(self.log_path)}"
+                                       ) from None
+            start_s = time.perf_counter() - t1
+        self._children = self._scheduler_pids()
+        self._tok: Any = None
+        t2 = time.perf_counter()
+        self.run(self._warmup())
+        resolved = self._resolved_args()
+        self.info: dict[str, Any] = {
+            "backend": "sglang",
+            "sglang": sglang.__version__,
+            "kwargs": {k: v for k, v in self.kwargs.items()},
+            "server_args": resolved,
+            "server_args_hash": args_hash(resolved),
+            "import_s": import_s,
+            "engine_start_s": start_s,
+            "warmup_s": time.perf_counter() - t2,
+            "log": str(self.log_path),
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+    def _install_running_sigquit_handler(self) -> None:
+        from sglang.srt.managers import tokenizer_manager as tm
+
+        engine = self
+
+        def running_phase_sigquit_handler(handler_self: Any, signum: Any = None, frame: Any = None) -> None:
+            wd = getattr(handler_self.tokenizer_manager, "_subprocess_watchdog", None)
+            if wd is not None:
+                wd.stop()
+            engine._mark_crashed("an engine process died (SIGQUIT from sglang's watchdog)")
+
+        tm.SignalHandler.running_phase_sigquit_handler = running_phase_sigquit_handler
+
+    def _scheduler_pids(self) -> list[int]:
+        import psutil
+
+        return [p.pid for p in psutil.Process().children(recursive=False)]
+
+    def _kill_children(self) -> None:
+        from sglang.srt.utils import kill_process_tree
+
+        kill_process_tree(os.getpid(), include_parent=False, wait_timeout=60)
+
+    def _mark_crashed(self, why: str) -> None:
+        if self.crashed:
+            return
+        self.crashed = why
+        self._kill_children()
+        loop = self.engine.loop
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+
+    def _dead_child(self) -> str | None:
+        import psutil
+
+        for pid in self._children:
+            try:
+                p = psutil.Process(pid)
+                if p.status() == psutil.STATUS_ZOMBIE:
+                    return f"engine process {pid} exited"
+            except psutil.NoSuchProcess:
+                return f"engine process {pid} is gone"
+        return None
+
+    async def _watchdog(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            why = self._dead_child()
+            if why:
+                self._mark_crashed(why)
+                return
+
+    def _crash_error(self) -> EngineCrashed:
+        return EngineCrashed(f"{self.group.id}: engine crashed ({self.crashed}); the group's remaining cells "
+                             f"fail\n--- engine log tail ({self.log_path}) ---\n{log_tail(self.log_path)}")
+
+    def kill_for_test(self) -> None:
+        """SIGKILL the scheduler process (``--specbench-kill-engine``): a crash on purpose."""
+        import signal
+
+        import psutil
+
+        procs = [psutil.Process(p) for p in self._children if psutil.pid_exists(p)]
+        sched = [p for p in procs if "scheduler" in " ".join(p.cmdline() + [p.name()])] or procs
+        os.kill(sched[0].pid, signal.SIGKILL)
+
+    # ------------------------------------------------------------------ Engine protocol
+    def tokenizer(self) -> Any:
+        if self._tok is None:
+            from transformers import AutoTokenizer
+
+            self._tok = AutoTokenizer.from_pretrained(self.kwargs.get("tokenizer_path") or self.kwargs["model_path"])
+        return self._tok
+
+    def run(self, coro: Awaitable[T]) -> T:
+        if self.crashed:
+            raise self._crash_error()
+        loop = self.engine.loop
+
+        async def guarded() -> T:
+            dog = asyncio.ensure_future(self._watchdog())
+            try:
+                return await coro
+            finally:
+                dog.cancel()
+
+        try:
+            return loop.run_until_complete(guarded())
+        except asyncio.CancelledError:
+            if self.crashed:
+                raise self._crash_error() from None
+            raise
+
+    async def agenerate(self, request: Request) -> RequestRecord:
+        sp = {"temperature": 0.0, "max_new_tokens": request.max_new_tokens, "ignore_eos": True}
+
+        async def submit() -> Any:
+            return await self.engine.async_generate(input_ids=list(request.input_ids), sampling_params=sp,
+                                                    stream=True)
+
+        return await timed_stream(submit, len(request.input_ids), request.tag, _parse_chunk)
+
+    def flush_cache(self) -> None:
+        if self.crashed:
+            raise self._crash_error()
+        self.engine.flush_cache()
+
+    def close(self) -> None:
+        try:
+            self.engine.shutdown()
+        finally:
+            _reap()
+
+    async def _warmup(self) -> None:
+        sp = {"temperature": 0.0, "max_new_tokens": 8, "ignore_eos": True}
+        await self.engine.async_generate(input_ids=list(range(16, 48)), sampling_params=sp)
+
+    def _resolved_args(self) -> dict[str, Any]:
+        import dataclasses
+
+        sa = self.engine.server_args
+        out = {}
+        for f in dataclasses.fields(sa):
+            v = getattr(sa, f.name)
+            out[f.name] = v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)
+        return out
+
+
+def _parse_chunk(chunk: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    meta = chunk.get("meta_info") or {}
+    return int(meta.get("completion_tokens", 0)), meta
+
+
+def _reap() -> None:
+    """Shutdown leaves the engine's children as zombies until the parent reaps them."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return

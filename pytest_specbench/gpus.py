@@ -1,0 +1,132 @@
+"""GPU inventory (NVML), busy-GPU detection, per-worker slices and CUDA_VISIBLE_DEVICES.
+
+NVML queries never initialise CUDA, so they are safe in the pytest process; pinning
+CUDA_VISIBLE_DEVICES must happen before anything imports sglang (``import sglang``
+initialises CUDA in the importing process). pynvml (nvidia-ml-py) is imported lazily;
+without it, or without a driver, the inventory is empty.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+MIN_FREE_FRACTION = 0.9  # a GPU with less free memory is taken as used by someone else
+
+
+@dataclass(frozen=True)
+class GPU:
+    index: int
+    name: str
+    memory_total_mib: int
+    memory_used_mib: int
+    processes: int
+    uuid: str = ""
+
+    @property
+    def busy_reason(self) -> str | None:
+        if self.processes:
+            return f"GPU {self.index} runs {self.processes} compute process(es)"
+        free = self.memory_total_mib - self.memory_used_mib
+        if free < MIN_FREE_FRACTION * self.memory_total_mib:
+            return f"GPU {self.index} has {free} MiB free of {self.memory_total_mib} MiB"
+        return None
+
+
+def _nvml() -> Any | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:
+        return None
+
+
+def inventory() -> list[GPU]:
+    nv = _nvml()
+    if nv is None:
+        return []
+    out = []
+    for i in range(nv.nvmlDeviceGetCount()):
+        h = nv.nvmlDeviceGetHandleByIndex(i)
+        mem = nv.nvmlDeviceGetMemoryInfo(h)
+        try:
+            procs = len(nv.nvmlDeviceGetComputeRunningProcesses(h))
+        except Exception:
+            procs = 0
+        name = nv.nvmlDeviceGetName(h)
+        uuid = nv.nvmlDeviceGetUUID(h)
+        out.append(GPU(i, name.decode() if isinstance(name, bytes) else str(name), mem.total >> 20,
+                       mem.used >> 20, procs, uuid.decode() if isinstance(uuid, bytes) else str(uuid)))
+    return out
+
+
+def driver_info() -> dict[str, Any]:
+    nv = _nvml()
+    if nv is None:
+        return {}
+    def s(v: Any) -> str:
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    cuda = nv.nvmlSystemGetCudaDriverVersion()
+    return {"driver": s(nv.nvmlSystemGetDriverVersion()), "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}"}
+
+
+def describe(gpus: list[GPU]) -> list[dict[str, Any]]:
+    return [dict(asdict(g), busy=g.busy_reason) for g in gpus]
+
+
+def parse_gpu_list(value: str) -> tuple[int, ...]:
+    """'0,1,3' -> (0, 1, 3); raises ValueError with what is allowed."""
+    try:
+        ids = tuple(int(x) for x in value.split(",") if x.strip() != "")
+    except ValueError:
+        raise ValueError(f"--specbench-gpus expects comma-separated GPU indices like 0,1,2; got {value!r}") from None
+    if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
+        raise ValueError(f"--specbench-gpus expects distinct non-negative GPU indices; got {value!r}")
+    return ids
+
+
+def choose(gpus: list[GPU], explicit: tuple[int, ...] | None) -> tuple[tuple[int, ...], list[str]]:
+    """GPUs to use and notes on the ones left out (busy, or not in the explicit list)."""
+    if explicit is not None:
+        known = {g.index for g in gpus}
+        missing = [i for i in explicit if gpus and i not in known]
+        if missing:
+            raise ValueError(f"--specbench-gpus names GPU(s) {missing}; this host has {sorted(known)}")
+        return explicit, []
+    use, notes = [], []
+    for g in gpus:
+        reason = g.busy_reason
+        if reason:
+            notes.append(f"not using {reason}")
+        else:
+            use.append(g.index)
+    return tuple(use), notes
+
+
+def worker_slice(gpus: tuple[int, ...], worker: int, workers: int) -> tuple[int, ...]:
+    """Disjoint, contiguous slice of ``gpus`` for xdist worker ``worker`` of ``workers``."""
+    n = len(gpus)
+    lo, hi = worker * n // workers, (worker + 1) * n // workers
+    return gpus[lo:hi]
+
+
+def pin(indices: tuple[int, ...]) -> None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, indices))
+
+
+def wait_released(indices: tuple[int, ...], baseline_mib: dict[int, int], timeout_s: float = 30.0,
+                  slack_mib: int = 1024) -> dict[int, int]:
+    """Wait until each GPU's used memory is back near its pre-engine value; returns used MiB."""
+    deadline = time.monotonic() + timeout_s
+    used: dict[int, int] = {}
+    while True:
+        inv = {g.index: g for g in inventory()}
+        used = {i: inv[i].memory_used_mib for i in indices if i in inv}
+        if all(used.get(i, 0) <= baseline_mib.get(i, 0) + slack_mib for i in used) or time.monotonic() > deadline:
+            return used
+        time.sleep(0.5)

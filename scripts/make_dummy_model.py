@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Write a model directory for SGLang runs with load_format="dummy" (random weights).
+
+Adapted from shared/gpu-host/make-dummy-model.py (what ran on the H200); the tokenizer is
+the project's own recipe (pytest_specbench.tinymodel).
+
+No weights are written: SGLang's dummy loader fills every parameter from
+torch.Generator.manual_seed(1234) with uniform(-1e-3, 1e-3), so two models with the
+same config get identical weights.
+
+    python3 make-dummy-model.py OUT [--preset qwen3-1.7b] [--context-length N]
+                                [--tokenizer bpe|none] [--tokenizer-vocab 8192]
+                                [--vocab-size N]
+                                [--eagle3-draft DIR] [--dflash-draft DIR]
+
+OUT gets config.json (Qwen3ForCausalLM, in the format of the real Qwen3 checkpoints),
+generation_config.json and, with --tokenizer bpe (default), a byte-level BPE tokenizer
+(tokenizer.json + tokenizer_config.json, ChatML chat template) trained here on a seeded
+synthetic corpus; its vocabulary is smaller than the model's vocab_size, which is allowed.
+--eagle3-draft / --dflash-draft also write draft-model directories sized for OUT.
+
+Hybrid presets (qwen3.5-*): a text-only Qwen3.5 config (Qwen3_5ForCausalLM, model_type
+qwen3_5_text): Gated DeltaNet (linear attention) layers with every
+full_attention_interval-th layer full attention (gated output, partial RoPE), dense MLP,
+vocab_size 248320 and max_position_embeddings 262144 unless given. No MTP weights exist
+(mtp_num_hidden_layers is only recorded). --dflash-draft is refused for them.
+
+Needs only the `tokenizers` package (and nothing when --tokenizer none).
+Usage: python3 scripts/make_dummy_model.py OUT --preset qwen3-1.7b --eagle3-draft D --dflash-draft D
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+PRESETS = {
+    # hidden, intermediate, layers, heads, kv_heads, head_dim, tie_embeddings
+    "tiny": (512, 1536, 4, 8, 4, 64, True),
+    "qwen3-0.6b": (1024, 3072, 28, 16, 8, 128, True),
+    "qwen3-1.7b": (2048, 6144, 28, 16, 8, 128, True),
+    "qwen3-4b": (2560, 9728, 36, 32, 8, 128, True),
+    "qwen3-8b": (4096, 12288, 36, 32, 8, 128, False),
+}
+# Hybrid (Gated DeltaNet + full attention) presets, text-only Qwen3.5 layout.
+# "qwen3.5-27b-hybrid" has the shapes of Qwen3.5-27B's language model (dense MLP);
+# "qwen3.5-hybrid-small" keeps its layer pattern (3 linear : 1 full) at ~1.2B params.
+HYBRID_PRESETS = {
+    "qwen3.5-27b-hybrid": dict(
+        hidden_size=5120, intermediate_size=17408, num_hidden_layers=64,
+        num_attention_heads=24, num_key_value_heads=4, head_dim=256,
+        linear_num_key_heads=16, linear_num_value_heads=48,
+        linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+        full_attention_interval=4, tie_word_embeddings=False,
+    ),
+    "qwen3.5-hybrid-small": dict(
+        hidden_size=2048, intermediate_size=6144, num_hidden_layers=12,
+        num_attention_heads=8, num_key_value_heads=2, head_dim=256,
+        linear_num_key_heads=16, linear_num_value_heads=16,
+        linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+        full_attention_interval=4, tie_word_embeddings=True,
+    ),
+}
+HYBRID_VOCAB_SIZE = 248320  # Qwen3.5's embedding rows
+HYBRID_CONTEXT = 262144  # Qwen3.5's max_position_embeddings
+VOCAB_SIZE = 151936  # Qwen3's embedding rows
+EOS_ID, MASK_ID = 0, 3  # ids of <|endoftext|> and <|mask|> in the BPE tokenizer below
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def target_config(preset, context_length, vocab_size=VOCAB_SIZE):
+    hidden, inter, layers, heads, kv, head_dim, tie = PRESETS[preset]
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": EOS_ID,
+        "eos_token_id": EOS_ID,
+        "head_dim": head_dim,
+        "hidden_act": "silu",
+        "hidden_size": hidden,
+        "initializer_range": 0.02,
+        "intermediate_size": inter,
+        "max_position_embeddings": context_length,
+        "max_window_layers": layers,
+        "num_attention_heads": heads,
+        "num_hidden_layers": layers,
+        "num_key_value_heads": kv,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000,
+        "sliding_window": None,
+        "tie_word_embeddings": tie,
+        "torch_dtype": "bfloat16",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": vocab_size,
+    }
+
+
+def hybrid_config(preset, context_length, vocab_size=HYBRID_VOCAB_SIZE,
+                  rope_theta=10000000, partial_rotary_factor=0.25):
+    """Text-only Qwen3.5 config as sglang 0.5.17 loads it: model_type qwen3_5_text ->
+    sglang.srt.configs.qwen3_5.Qwen3_5TextConfig (a Qwen3NextConfig), architecture
+    Qwen3_5ForCausalLM (sglang/srt/models/qwen3_5_text.py). The layer pattern comes from
+    full_attention_interval (Qwen3NextConfig.layers_block_type); layer_types is written
+    too, as in the real checkpoints. rope_parameters has no mrope_section: text-only 1-D
+    RoPE (the real checkpoints' interleaved M-RoPE equals it for text positions)."""
+    h = dict(HYBRID_PRESETS[preset])
+    n, k = h["num_hidden_layers"], h["full_attention_interval"]
+    rope = {"rope_type": "default", "rope_theta": rope_theta,
+            "partial_rotary_factor": partial_rotary_factor}
+    cfg = {
+        "architectures": ["Qwen3_5ForCausalLM"],
+        "model_type": "qwen3_5_text",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "attn_output_gate": True,  # q_proj is 2x wide (query + sigmoid output gate)
+        "bos_token_id": EOS_ID,
+        "eos_token_id": EOS_ID,
+        "hidden_act": "silu",
+        "initializer_range": 0.02,
+        "layer_types": ["full_attention" if (i + 1) % k == 0 else "linear_attention" for i in range(n)],
+        "mamba_ssm_dtype": "float32",  # SSM state dtype, as in the real checkpoints
+        "max_position_embeddings": context_length,
+        "mlp_only_layers": [],
+        "mtp_num_hidden_layers": 1,
+        "mtp_use_dedicated_embeddings": False,
+        "partial_rotary_factor": partial_rotary_factor,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": rope_theta,
+        "rope_parameters": rope,
+        "torch_dtype": "bfloat16",
+        "use_cache": True,
+        "vocab_size": vocab_size,
+    }
+    cfg.update(h)
+    return dict(sorted(cfg.items(), key=lambda kv: (kv[0] not in ("architectures", "model_type"), kv[0])))
+
+
+def is_hybrid(preset):
+    return preset in HYBRID_PRESETS
+
+
+def eagle3_config(t):
+    # Shaped like the public EAGLE3 drafts for Qwen3 (one Llama decoder layer).
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "bos_token_id": t["bos_token_id"],
+        "eos_token_id": t["eos_token_id"],
+        "head_dim": t["head_dim"],
+        "hidden_act": "silu",
+        "hidden_size": t["hidden_size"],
+        "initializer_range": 0.02,
+        "intermediate_size": t["intermediate_size"],
+        "max_position_embeddings": t["max_position_embeddings"],
+        "num_attention_heads": t["num_attention_heads"],
+        "num_hidden_layers": 1,
+        "num_key_value_heads": t["num_key_value_heads"],
+        "rms_norm_eps": t["rms_norm_eps"],
+        "rope_theta": t["rope_theta"],
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "vocab_size": t["vocab_size"],
+        # == vocab_size: no draft->target token map (d2t) is needed
+        "draft_vocab_size": t["vocab_size"],
+    }
+
+
+def dflash_config(t, draft_layers=1, block_size=16):
+    # Shaped like the public DFlash drafts for Qwen3 (DFlashDraftModel, qwen3 layers).
+    c = dict(t)
+    c.update(
+        {
+            "architectures": ["DFlashDraftModel"],
+            "num_hidden_layers": draft_layers,
+            "max_window_layers": draft_layers,
+            "num_target_layers": t["num_hidden_layers"],
+            "block_size": block_size,
+            "tie_word_embeddings": False,
+            "dflash_config": {"mask_token": "<|mask|>", "mask_token_id": MASK_ID},
+        }
+    )
+    return c
+
+
+def write_tokenizer(out, vocab):
+    from pathlib import Path
+
+    from pytest_specbench.tinymodel import write_tokenizer as _write
+
+    _write(Path(out), vocab)
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(os.path.join(out, "tokenizer.json")).get_vocab_size()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--preset", default="qwen3-1.7b", choices=sorted(PRESETS) + sorted(HYBRID_PRESETS))
+    ap.add_argument("--context-length", type=int, default=None,
+                    help="max_position_embeddings (default 40960; 262144 for qwen3.5-* presets)")
+    ap.add_argument("--tokenizer", default="bpe", choices=["bpe", "none"])
+    ap.add_argument("--tokenizer-vocab", type=int, default=8192)
+    ap.add_argument("--vocab-size", type=int, default=None,
+                    help="model vocab_size (embedding rows), >= the tokenizer's; default Qwen3's "
+                         "151936 (Qwen3.5's 248320 for qwen3.5-* presets). Generated ids >= the "
+                         "tokenizer's size decode to ''.")
+    ap.add_argument("--eagle3-draft", metavar="DIR")
+    ap.add_argument("--dflash-draft", metavar="DIR")
+    ap.add_argument("--dflash-layers", type=int, default=1)
+    ap.add_argument("--dflash-block-size", type=int, default=16)
+    a = ap.parse_args()
+
+    hybrid = is_hybrid(a.preset)
+    if a.vocab_size is None:
+        a.vocab_size = HYBRID_VOCAB_SIZE if hybrid else VOCAB_SIZE
+    if a.context_length is None:
+        a.context_length = HYBRID_CONTEXT if hybrid else 40960
+    if a.tokenizer == "bpe" and a.vocab_size < a.tokenizer_vocab:
+        ap.error("--vocab-size must be >= --tokenizer-vocab")
+    if hybrid and a.dflash_draft:
+        ap.error("--dflash-draft is not supported for the hybrid (qwen3.5-*) presets")
+    if hybrid:
+        cfg = hybrid_config(a.preset, a.context_length, a.vocab_size)
+    else:
+        cfg = target_config(a.preset, a.context_length, a.vocab_size)
+    dirs = [(a.out, cfg)]
+    if a.eagle3_draft:
+        dirs.append((a.eagle3_draft, eagle3_config(cfg)))
+    if a.dflash_draft:
+        dirs.append((a.dflash_draft, dflash_config(cfg, a.dflash_layers, a.dflash_block_size)))
+    for d, c in dirs:
+        os.makedirs(d, exist_ok=True)
+        write_json(os.path.join(d, "config.json"), c)
+        write_json(
+            os.path.join(d, "generation_config.json"),
+            {"bos_token_id": EOS_ID, "eos_token_id": EOS_ID, "do_sample": False},
+        )
+        if a.tokenizer == "bpe":
+            n = write_tokenizer(d, a.tokenizer_vocab)
+        print(f"wrote {d} ({c['architectures'][0]}, {c['num_hidden_layers']} layers"
+              + (f", tokenizer vocab {n})" if a.tokenizer == "bpe" else ", no tokenizer)"))
+
+
+if __name__ == "__main__":
+    main()

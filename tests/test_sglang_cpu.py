@@ -1,0 +1,67 @@
+"""The sglang backend's pure parts, on a machine without sglang or GPUs."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from pytest_specbench import gpus
+from pytest_specbench.engines.sglang import engine_kwargs
+from pytest_specbench.matrix import EngineGroup, parse
+
+DOC = {
+    "models": {"t": {"path": "/models/qwen3", "load_format": "dummy", "context_length": 131072},
+               "d": "/models/eagle3"},
+    "methods": {
+        "eagle3": {"backend": "sglang", "model": "t",
+                   "speculative": {"algorithm": "eagle3", "draft_model": "d", "num_steps": 3, "topk": 1,
+                                   "num_draft_tokens": 4},
+                   "engine_args": {"mem_fraction_static": 0.8, "attention_backend": "fa3",
+                                   "json_model_override_args": {"max_position_embeddings": 131072}},
+                   "env": {"SGLANG_ENABLE_SPEC_V2": "1"}},
+        "dflash": {"backend": "sglang", "model": "t", "speculative": {"algorithm": "dflash", "draft_model": "d",
+                                                                       "block_size": 16}},
+    },
+    "tp": [4],
+    "workloads": {"throughput": {}},
+}
+
+
+def test_engine_kwargs_from_yaml() -> None:
+    m = parse(DOC, "m.yaml")
+    kw = engine_kwargs(EngineGroup(m.method("eagle3"), 4))
+    assert kw["model_path"] == "/models/qwen3" and kw["load_format"] == "dummy"
+    assert kw["tp_size"] == 4 and kw["context_length"] == 131072
+    assert kw["speculative_algorithm"] == "EAGLE3" and kw["speculative_draft_model_path"] == "/models/eagle3"
+    assert (kw["speculative_num_steps"], kw["speculative_eagle_topk"], kw["speculative_num_draft_tokens"]) == (3, 1, 4)
+    assert kw["attention_backend"] == "fa3"  # engine_args override the offline defaults
+    assert kw["mem_fraction_static"] == 0.8
+    assert kw["json_model_override_args"] == '{"max_position_embeddings": 131072}'
+    kw = engine_kwargs(EngineGroup(m.method("dflash"), 1))
+    assert kw["speculative_algorithm"] == "DFLASH" and kw["speculative_dflash_block_size"] == 16
+    assert "sglang" not in sys.modules
+
+
+def G(i: int, used: int = 10, procs: int = 0) -> gpus.GPU:
+    return gpus.GPU(i, "NVIDIA H200", 143771, used, procs)
+
+
+def test_busy_gpus_are_left_out() -> None:
+    inv = [G(0, used=57000, procs=1), G(1), G(2), G(3, used=30000)]
+    use, notes = gpus.choose(inv, None)
+    assert use == (1, 2)
+    assert notes == ["not using GPU 0 runs 1 compute process(es)",
+                     "not using GPU 3 has 113771 MiB free of 143771 MiB"]
+    assert gpus.choose(inv, (0, 3)) == ((0, 3), [])
+    with pytest.raises(ValueError, match=r"names GPU\(s\) \[7\]; this host has \[0, 1, 2, 3\]"):
+        gpus.choose(inv, (7,))
+
+
+def test_worker_slices_are_disjoint() -> None:
+    g = (1, 2, 3, 4, 5, 6, 7)
+    slices = [gpus.worker_slice(g, w, 2) for w in range(2)]
+    assert slices == [(1, 2, 3), (4, 5, 6, 7)]
+    assert gpus.parse_gpu_list("0,2") == (0, 2)
+    with pytest.raises(ValueError, match="distinct"):
+        gpus.parse_gpu_list("1,1")
