@@ -54,8 +54,13 @@ class SpecbenchState:
     def start_engine(self, group: EngineGroup) -> Any:
         if self.live is not None:  # one live engine per process, whatever pytest's order
             self.stop_engine(*self.live)
-        t0 = time.perf_counter()
         ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "backend": group.method.backend}
+        if self.gpus:  # the previous engine's memory must be back before the next one sizes its pools
+            from .gpus import wait_released
+
+            ev["gpu_used_mib_before"] = {str(k): v for k, v in
+                                         wait_released(self.gpus, self.gpu_baseline, timeout_s=90).items()}
+        t0 = time.perf_counter()
         try:
             eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
         except BaseException as e:
@@ -445,6 +450,9 @@ def _build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "matrix": st.matrix.path,
             "engine_starts": len(starts),
             "engine_groups": starts,
+            "engine_stops": [e for e in st.engine_events if e.get("event") == "stop"],
+            "gpus_used": list(st.gpus) if st.gpus is not None else None,
+            "gpu_notes": st.gpu_notes,
             "failed_cells": st.failures,
         },
         version=pb_version,
