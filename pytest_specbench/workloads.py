@@ -3,8 +3,8 @@
 ``throughput``: ``warmup`` untimed rounds, then ``rounds`` timed rounds of N distinct
 prompts at closed-loop concurrency C, greedy, exactly ``output_tokens`` tokens (EOS
 ignored). The prefix cache is flushed before every round and prompts never repeat, so no
-round gets free prefill. Every request is streamed, so TTFT/ITL come from the same
-requests as throughput.
+round gets free prefill. Requests are not streamed unless ``options: {stream: true}``
+(streaming adds per-chunk work in the server); the hf backend always times its chunks.
 """
 
 from __future__ import annotations
@@ -41,10 +41,13 @@ def throughput(engine: Engine, cell: Cell) -> CellRun:
     w = cell.workload
     n = w.requests_per_round(cell.concurrency)
     tok = engine.tokenizer()
+    # Streaming costs SGLang ~4% of throughput at c32 (docs/results/h200-fidelity.md), so
+    # throughput cells stream only when asked (options: {stream: true}); TTFT cells stream.
+    stream = bool(dict(w.options).get("stream", False))
     records: list[RequestRecord] = []
     times: list[float] = []
     for r in range(w.warmup + w.rounds):
-        reqs = [Request(p, cell.output_tokens, tag=f"round{r}/req{i}")
+        reqs = [Request(p, cell.output_tokens, tag=f"round{r}/req{i}", stream=stream)
                 for i, p in enumerate(prompts.make_prompts(tok, cell.context_tokens, n, _seed(cell, r)))]
         engine.flush_cache()
         t0 = time.perf_counter()

@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--output-tokens", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--stream", action="store_true", help="stream the plugin's requests (as TTFT cells do)")
     ap.add_argument("--json")
     a = ap.parse_args()
 
@@ -47,7 +48,7 @@ def main() -> None:
         ps = prompts.make_prompts(tok, a.prompt_tokens, a.concurrency, seed=1000 + rep)
         eng.flush_cache()
         t = time.perf_counter()
-        recs = run_requests(eng, [Request(p, a.output_tokens) for p in ps], a.concurrency)
+        recs = run_requests(eng, [Request(p, a.output_tokens, stream=a.stream) for p in ps], a.concurrency)
         dt_p = time.perf_counter() - t
         ps = prompts.make_prompts(tok, a.prompt_tokens, a.concurrency, seed=2000 + rep)
         eng.flush_cache()
@@ -65,10 +66,10 @@ def main() -> None:
             bare_s += dt_b
     eng.close()
     ratio = (plugin_tokens / plugin_s) / (bare_tokens / bare_s)
-    res = {"method": a.method, "concurrency": a.concurrency, "prompt_tokens": a.prompt_tokens,
+    res = {"method": a.method, "stream": a.stream, "concurrency": a.concurrency, "prompt_tokens": a.prompt_tokens,
            "output_tokens": a.output_tokens, "reps": a.reps, "plugin_tok_s": plugin_tokens / plugin_s,
            "bare_tok_s": bare_tokens / bare_s, "ratio": ratio, "rows": rows, "engine": eng.info}
-    print(f"fidelity ratio (plugin / bare) = {ratio:.4f}")
+    print(f"fidelity ratio (plugin / bare, stream={a.stream}) = {ratio:.4f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=2, default=str)

@@ -3,7 +3,7 @@
 # shared/gpu-host/build-wheelhouse.sh) and writes everything under $OUT.
 #   PARTS="fidelity bench" (default bench), each one of:
 #   bench     the benchmark matrix benches/h200.yaml (dense + hybrid + crash probe);
-#             PYTEST_ARGS adds pytest arguments (e.g. -k), LIMIT its time limit in seconds
+#             KEXPR selects cells (-k), LIMIT is its time limit in seconds
 #   fidelity  the fidelity script (plugin vs bare engine.generate)
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -23,12 +23,15 @@ case "$PART" in
     timeout "${LIMIT:-560}" python3 -m pytest -p pytest_specbench.plugin benches/test_throughput.py \
       --specbench-matrix benches/h200.yaml --benchmark-json "$OUT/h200.json" \
       --specbench-log-dir "$OUT/logs" --specbench-kill-engine ar-crash-tp1@1 \
-      -v -rsfE ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log"
+      -v -rsfE ${KEXPR:+-k "$KEXPR"} 2>&1 | tee "$OUT/pytest.log"
     python3 -c "import sys, json; d = json.load(open('$OUT/h200.json')); print(len(d['benchmarks']), 'cells in JSON')"
     ;;
   fidelity)
     timeout "${LIMIT:-300}" python3 scripts/fidelity.py --matrix benches/h200.yaml --method ar \
       --concurrency 32 --output-tokens 256 --reps 3 --json "$OUT/fidelity.json" 2>&1 | tee "$OUT/fidelity.log"
+    [ -n "${FIDELITY_STREAM:-}" ] && timeout "${LIMIT:-300}" python3 scripts/fidelity.py --matrix benches/h200.yaml \
+      --method ar --concurrency 32 --output-tokens 256 --reps 3 --stream --json "$OUT/fidelity-stream.json" 2>&1 \
+      | tee -a "$OUT/fidelity.log"
     ;;
 esac
 done

@@ -23,6 +23,7 @@ class Request:
     input_ids: tuple[int, ...]
     max_new_tokens: int
     tag: str = ""  # e.g. "round2/req5", "turn3": carried into the record
+    stream: bool = True  # False: one response at the end (no TTFT/ITL; no per-chunk overhead)
 
 
 @dataclass(frozen=True)

@@ -260,11 +260,22 @@ class SGLangEngine:
     async def agenerate(self, request: Request) -> RequestRecord:
         sp = {"temperature": 0.0, "max_new_tokens": request.max_new_tokens, "ignore_eos": True}
 
-        async def submit() -> Any:
-            return await self.engine.async_generate(input_ids=list(request.input_ids), sampling_params=sp,
-                                                    stream=True)
+        ids = list(request.input_ids)
+        if not request.stream:
+            t0 = time.perf_counter()
+            out = await self.engine.async_generate(input_ids=ids, sampling_params=sp)
+            latency = time.perf_counter() - t0
+            meta = out.get("meta_info") or {}
+            return RequestRecord(
+                prompt_tokens=len(ids), output_tokens=int(meta.get("completion_tokens", 0)), latency_s=latency,
+                verify_steps=meta.get("spec_verify_ct"),
+                accept_histogram=tuple(meta.get("spec_accept_histogram") or ()),
+                cached_tokens=int(meta.get("cached_tokens") or 0), tag=request.tag)
 
-        return await timed_stream(submit, len(request.input_ids), request.tag, _parse_chunk)
+        async def submit() -> Any:
+            return await self.engine.async_generate(input_ids=ids, sampling_params=sp, stream=True)
+
+        return await timed_stream(submit, len(ids), request.tag, _parse_chunk)
 
     def flush_cache(self) -> None:
         if self.crashed:
