@@ -278,9 +278,8 @@ class SGLangEngine:
         return await timed_stream(submit, len(ids), request.tag, _parse_chunk)
 
     def flush_cache(self) -> None:
-        if self.crashed:
-            raise self._crash_error()
-        self.engine.flush_cache()
+        # through run(): a dead scheduler must surface as EngineCrashed here too, not a hang
+        self.run(self.engine.tokenizer_manager.flush_cache())
 
     def close(self) -> None:
         try:
