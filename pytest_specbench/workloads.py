@@ -41,8 +41,9 @@ def throughput(engine: Engine, cell: Cell) -> CellRun:
     w = cell.workload
     n = w.requests_per_round(cell.concurrency)
     tok = engine.tokenizer()
-    # Streaming costs SGLang ~4% of throughput at c32 (docs/results/h200-fidelity.md), so
-    # throughput cells stream only when asked (options: {stream: true}); TTFT cells stream.
+    # Throughput cells stream only when asked (options: {stream: true}): streaming adds
+    # per-chunk work in the server, although on the H200 the fidelity ratio was the same
+    # with and without it (docs/results/README.md).
     stream = bool(dict(w.options).get("stream", False))
     records: list[RequestRecord] = []
     times: list[float] = []
