@@ -75,34 +75,12 @@ def write_json(path, obj):
 
 
 def target_config(preset, context_length, vocab_size=VOCAB_SIZE):
+    from pytest_specbench.tinymodel import qwen3_config
+
     hidden, inter, layers, heads, kv, head_dim, tie = PRESETS[preset]
-    return {
-        "architectures": ["Qwen3ForCausalLM"],
-        "model_type": "qwen3",
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "bos_token_id": EOS_ID,
-        "eos_token_id": EOS_ID,
-        "head_dim": head_dim,
-        "hidden_act": "silu",
-        "hidden_size": hidden,
-        "initializer_range": 0.02,
-        "intermediate_size": inter,
-        "max_position_embeddings": context_length,
-        "max_window_layers": layers,
-        "num_attention_heads": heads,
-        "num_hidden_layers": layers,
-        "num_key_value_heads": kv,
-        "rms_norm_eps": 1e-06,
-        "rope_scaling": None,
-        "rope_theta": 1000000,
-        "sliding_window": None,
-        "tie_word_embeddings": tie,
-        "torch_dtype": "bfloat16",
-        "use_cache": True,
-        "use_sliding_window": False,
-        "vocab_size": vocab_size,
-    }
+    return qwen3_config(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                        num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
+                        vocab_size=vocab_size, context_length=context_length, tie=tie, dtype="bfloat16")
 
 
 def hybrid_config(preset, context_length, vocab_size=HYBRID_VOCAB_SIZE,
