@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 SPEC_ALGORITHMS = ("ngram", "draft", "standalone", "eagle", "eagle3", "dflash")
-WORKLOAD_KINDS = ("throughput", "ttft", "long_context", "agentic")
+WORKLOAD_KINDS = ("throughput", "ttft", "long_context", "agentic", "categories")
 LOAD_FORMATS = ("auto", "dummy")
 DEFAULT_BASELINE = "ar"
 
@@ -108,9 +108,25 @@ class Workload:
     timeout_s: float = 900.0
     methods: tuple[str, ...] = ()
     options: tuple[tuple[str, Any], ...] = ()
+    request_rate: tuple[float, ...] = ()  # open loop (Poisson arrivals, req/s); concurrency caps in-flight
+    scenarios: tuple[str, ...] = ()  # agentic: scenario files (fixtures/agentic/NAME.yaml or paths)
+    categories: tuple[str, ...] = ()  # categories: prompt categories of the question file
+    questions: str | None = None  # categories: question.jsonl (Spec-Bench / MT-Bench format)
 
     def requests_per_round(self, concurrency: int) -> int:
-        return self.requests if self.requests else 2 * concurrency
+        if self.requests:
+            return self.requests
+        return concurrency if self.kind in ("long_context", "agentic") else 2 * concurrency
+
+    def extra_axes(self) -> list[tuple[tuple[str, Any], ...]]:
+        """The workload's own axes beyond concurrency/context/output, as Cell.extra tuples."""
+        if self.request_rate:
+            return [(("request_rate", r),) for r in self.request_rate]
+        if self.kind == "agentic":
+            return [(("scenario", s),) for s in self.scenarios]
+        if self.kind == "categories":
+            return [(("category", c),) for c in self.categories]
+        return [()]
 
 
 @dataclass(frozen=True)
@@ -119,6 +135,7 @@ class EngineGroup:
 
     method: Method
     tp: int
+    context_needed: int = 0  # the longest prompt + output of its cells (engine context length)
 
     @property
     def id(self) -> str:
@@ -153,7 +170,7 @@ class Cell:
         if self.workload.context_tokens:
             parts.append(f"ctx{fmt_tokens(self.context_tokens)}")
         parts.append(f"out{fmt_tokens(self.output_tokens)}")
-        parts += [str(v) for _, v in self.extra]
+        parts += [_axis_label(k, v) for k, v in self.extra]
         return "-".join(parts)
 
     @property
@@ -171,11 +188,19 @@ class Cell:
             "context_tokens": self.context_tokens,
             "output_tokens": self.output_tokens,
         }
-        p.update(dict(self.extra))
+        p.update({k: Path(str(v)).stem if k == "scenario" else v for k, v in self.extra})
         return p
 
     def __repr__(self) -> str:
         return f"Cell({self.id})"
+
+
+def _axis_label(key: str, value: Any) -> str:
+    if key == "request_rate":
+        return f"rate{value:g}"
+    if key == "scenario":
+        return Path(str(value)).stem
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -194,21 +219,41 @@ class Matrix:
         raise KeyError(name)
 
     def groups(self) -> list[EngineGroup]:
-        return [EngineGroup(m, tp) for m in self.methods for tp in (m.tp or self.tp)]
+        out = []
+        for m in self.methods:
+            need = max((_tokens_needed(w, m.name) for w in self.workloads), default=0)
+            out += [EngineGroup(m, tp, need) for tp in (m.tp or self.tp)]
+        return out
 
     def cells(self, kind: str | None = None) -> list[Cell]:
         out: list[Cell] = []
+        groups = self.groups()
         for w in self.workloads:
             if kind is not None and w.kind != kind:
                 continue
-            prefix = w.name if sum(1 for o in self.workloads if o.kind == w.kind) > 1 else ""
+            # every id is unique across workloads: only a lone throughput workload goes unprefixed
+            alone = w.kind == "throughput" and sum(1 for o in self.workloads if o.kind == w.kind) == 1
+            prefix = "" if alone else w.name
             ctxs = w.context_tokens or (w.prompt_tokens,)
-            for g in self.groups():
+            for g in groups:
                 if w.methods and g.method.name not in w.methods:
                     continue
-                for c, ctx, out_t in itertools.product(w.concurrency, ctxs, w.output_tokens):
-                    out.append(Cell(w, g, c, out_t, ctx, id_prefix=prefix))
+                for c, ctx, out_t, extra in itertools.product(w.concurrency, ctxs, w.output_tokens,
+                                                              w.extra_axes()):
+                    out.append(Cell(w, g, c, out_t, ctx, id_prefix=prefix, extra=extra))
         return out
+
+
+AGENTIC_TOKENS_GUESS = 8192  # context an agentic scenario may grow to (history + replies)
+
+
+def _tokens_needed(w: Workload, method: str) -> int:
+    """The longest prompt + output a workload gives a method's engine (0: not its cells)."""
+    if w.methods and method not in w.methods:
+        return 0
+    if w.kind == "agentic":
+        return AGENTIC_TOKENS_GUESS + max(w.output_tokens) * 8
+    return max(w.context_tokens or (w.prompt_tokens,)) + max(w.output_tokens)
 
 
 # --------------------------------------------------------------------------- validation
@@ -270,7 +315,8 @@ METHOD_KEYS = ("backend", "model", "speculative", "tp", "engine_args", "env")
 SPEC_KEYS = ("algorithm", "draft_model", "num_steps", "topk", "num_draft_tokens", "max_ngram",
              "block_size")
 WORKLOAD_KEYS = ("kind", "concurrency", "output_tokens", "context_tokens", "prompt_tokens",
-                 "requests", "rounds", "warmup", "timeout_s", "methods", "options")
+                 "requests", "rounds", "warmup", "timeout_s", "methods", "options", "request_rate",
+                 "scenarios", "categories", "questions")
 TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline")
 
 
@@ -347,7 +393,63 @@ def _method(cx: _Ctx, name: str, raw: Any, models: dict[str, Model], backends: t
     )
 
 
-def _workload(cx: _Ctx, name: str, raw: Any, methods: dict[str, Method]) -> Workload:
+def _str_list(cx: _Ctx, value: Any, key: str) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise cx.err(key, "expected a non-empty list of names")
+    return tuple(cx.string(v, f"{key}[{i}]") for i, v in enumerate(items))
+
+
+def _workload_axes(cx: _Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """request_rate / scenarios / categories+questions: checked against the fixtures now."""
+    from . import prompts
+
+    kw: dict[str, Any] = {}
+    only = {"request_rate": ("throughput", "ttft"), "scenarios": ("agentic",),
+            "categories": ("categories",), "questions": ("categories",)}
+    for k, kinds in only.items():
+        if d.get(k) is not None and kind not in kinds:
+            raise cx.err(f"{key}.{k}", f"only for workload kind {' or '.join(kinds)}; this one is {kind!r}")
+    if d.get("request_rate") is not None:
+        rates = d["request_rate"] if isinstance(d["request_rate"], list) else [d["request_rate"]]
+        for i, r in enumerate(rates):
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or r <= 0:
+                raise cx.err(f"{key}.request_rate[{i}]", f"expected requests per second > 0; got {r!r}")
+        kw["request_rate"] = tuple(float(r) for r in rates)
+    if kind == "agentic":
+        names = _str_list(cx, d["scenarios"], f"{key}.scenarios") if d.get("scenarios") else \
+            prompts.scenario_names()
+        names = tuple(str((base_dir / n).resolve()) if n.endswith((".yaml", ".yml")) and not Path(n).is_absolute()
+                      else n for n in names)
+        for i, n in enumerate(names):
+            try:
+                prompts.load_scenario(n)
+            except (OSError, ValueError) as e:
+                raise cx.err(f"{key}.scenarios[{i}]", f"{e}; built-in scenarios: "
+                                                      f"{', '.join(prompts.scenario_names())}") from None
+        kw["scenarios"] = names
+    if kind == "categories":
+        qpath = None
+        if d.get("questions") is not None:
+            qpath = cx.string(d["questions"], f"{key}.questions")
+            if not Path(qpath).is_absolute():
+                qpath = str((base_dir / qpath).resolve())
+            kw["questions"] = qpath
+        try:
+            questions = prompts.load_questions(qpath)
+        except (OSError, ValueError) as e:
+            raise cx.err(f"{key}.questions", str(e)) from None
+        have = tuple(dict.fromkeys(q.category for q in questions))
+        cats = _str_list(cx, d["categories"], f"{key}.categories") if d.get("categories") else have
+        for i, c in enumerate(cats):
+            if c not in have:
+                raise cx.err(f"{key}.categories[{i}]", f"{c!r} is not a category of "
+                                                       f"{qpath or 'the built-in prompt set'}; it has: {', '.join(have)}")
+        kw["categories"] = cats
+    return kw
+
+
+def _workload(cx: _Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir: Path) -> Workload:
     key = f"workloads.{name}"
     d = cx.mapping(raw, key, WORKLOAD_KEYS)
     kind = cx.choice(d.get("kind", name), f"{key}.kind", WORKLOAD_KINDS)
@@ -379,6 +481,7 @@ def _workload(cx: _Ctx, name: str, raw: Any, methods: dict[str, Method]) -> Work
         if not isinstance(d["options"], dict):
             raise cx.err(f"{key}.options", f"expected a mapping; got {d['options']!r}")
         kw["options"] = freeze(d["options"])
+    kw.update(_workload_axes(cx, key, kind, d, base_dir))
     return Workload(**kw)
 
 
@@ -402,7 +505,8 @@ def parse(data: Any, path: str = "<matrix>", backends: tuple[str, ...] | None = 
     if not isinstance(raw_w, dict) or not raw_w:
         raise cx.err("workloads", f"expected a non-empty mapping of workload name -> settings "
                                   f"(kinds: {', '.join(WORKLOAD_KINDS)})")
-    workloads = tuple(_workload(cx, cx.name(n, f"workloads.{n}"), r, methods) for n, r in raw_w.items())
+    workloads = tuple(_workload(cx, cx.name(n, f"workloads.{n}"), r, methods, base)
+                      for n, r in raw_w.items())
     baseline = d.get("baseline", DEFAULT_BASELINE)
     if "baseline" in d and baseline not in methods:
         raise cx.err("baseline", f"{baseline!r} is not defined under methods:; defined: {', '.join(methods)}")

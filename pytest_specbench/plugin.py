@@ -46,6 +46,25 @@ class SpecbenchState:
     cells_run: dict[str, int] = field(default_factory=dict)  # per group, for --specbench-kill-engine
     machine_info: dict[str, Any] | None = None
     commit_info: dict[str, Any] | None = None
+    gpu_budget: Any = None  # plan.GPUBudget: NVML or --specbench-gpu-memory
+    plan: Any = None  # plan.Plan of every cell of the matrix
+
+    def get_plan(self) -> Any:
+        if self.plan is None and self.matrix is not None:
+            from . import plan
+
+            prev = None
+            path = self.config.getoption("specbench_plan_from")
+            if path:
+                import json
+
+                try:
+                    prev = json.loads(Path(path).read_text())
+                except (OSError, ValueError) as e:
+                    raise pytest.UsageError(f"--specbench-plan-from {path}: cannot read a results JSON: {e}") from None
+            gpu_backends = frozenset(n for n, b in BACKENDS.items() if b.gpu)
+            self.plan = plan.make_plan(self.matrix.cells(), self.gpu_budget, prev, gpu_backends)
+        return self.plan
 
     @property
     def worker(self) -> str:
@@ -133,6 +152,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--specbench-kill-engine", metavar="GROUP@N", type=_kill_spec, default=None,
                 help="testing aid: SIGKILL the engine of GROUP (e.g. ar-tp1) before its N-th cell "
                      "(0-based) to check that a crash fails only that group. Default: off")
+    g.addoption("--specbench-plan", action="store_true", default=False,
+                help="print the feasibility plan (groups, cells, per-GPU weights and KV capacity, skip "
+                     "reasons, ETA) and exit without starting any engine")
+    g.addoption("--specbench-plan-json", metavar="PATH", default=None,
+                help="write the plan as JSON to PATH (with or without --specbench-plan)")
+    g.addoption("--specbench-gpu-memory", metavar="SIZE", type=_memory, default=None,
+                help="plan for GPUs of SIZE memory (e.g. 80GiB) instead of what NVML reports; "
+                     "lets a machine without GPUs plan a GPU matrix")
+    g.addoption("--specbench-plan-from", metavar="PATH", default=None,
+                help="a previous results JSON: the plan's ETA uses its measured cell times")
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
 
 
@@ -143,6 +172,17 @@ def _gpu_list(value: str) -> tuple[int, ...]:
 
     try:
         return parse_gpu_list(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _memory(value: str) -> int:
+    import argparse
+
+    from .plan import parse_memory
+
+    try:
+        return parse_memory(value)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -167,6 +207,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # pytest-benchmark warns that it saved nothing when no test used its own fixture; the
     # specbench cells are written by this plugin instead
     config.addinivalue_line("filterwarnings", "ignore:Not saving anything, no benchmarks have been run")
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Not saving anything, no benchmarks have been run")
     path = _matrix_path(config)
     if path is not None:
         try:
@@ -176,6 +219,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
     if st.matrix is not None and any(m.backend == "sglang" for m in st.matrix.methods):
         _pin_gpus(config, st)
+    _gpu_budget(config, st)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistHooks(st), "specbench-xdist")
 
@@ -237,6 +281,24 @@ def _pin_gpus(config: pytest.Config, st: SpecbenchState) -> None:
         gpus.pin(chosen)
 
 
+def _gpu_budget(config: pytest.Config, st: SpecbenchState) -> None:
+    """What the planner sizes against: --specbench-gpu-memory, else the smallest chosen GPU."""
+    from . import plan
+
+    given = config.getoption("specbench_gpu_memory")
+    if given:
+        st.gpu_budget = plan.GPUBudget(given, plan.DEFAULT_BANDWIDTH, "--specbench-gpu-memory (H200-class bandwidth)")
+        return
+    if st.matrix is None or not any(get_backend(m.backend).gpu for m in st.matrix.methods):
+        return
+    from . import gpus
+
+    inv = [g for g in gpus.inventory() if st.gpus is None or g.index in st.gpus]
+    if inv:
+        g = min(inv, key=lambda g: g.memory_total_mib)
+        st.gpu_budget = plan.GPUBudget(g.memory_total_mib * 1024 ** 2, plan.bandwidth_for(g.name), g.name)
+
+
 def _matrix_path(config: pytest.Config) -> Path | None:
     opt = config.getoption("specbench_matrix")
     if opt:
@@ -276,6 +338,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if not reason and c.method.backend == "sglang" and st.gpus is not None and c.tp > len(st.gpus):
             reason = (f"needs {c.tp} GPUs (TP={c.tp}); {worker} owns {len(st.gpus)} "
                       f"({', '.join(map(str, st.gpus)) or 'none free'})")
+        if not reason:
+            reason = st.get_plan().skip_reason(c)
         if reason:
             marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
         if use_timeout:
@@ -286,7 +350,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Stable-sort bench items by engine group (first appearance order), in place."""
+    """Stable-sort bench items by engine group (first appearance order), in place.
+
+    A bench function whose workload kind has no cells in the matrix is deselected (instead
+    of pytest's "empty parameter set" skip)."""
+    empty = [i for i in items if _item_cell(i) is None and "cell" in getattr(i, "fixturenames", ())
+             and "engine" in getattr(i, "fixturenames", ())]
+    if empty:
+        config.hook.pytest_deselected(items=empty)
+        items[:] = [i for i in items if i not in empty]
     order: dict[str, int] = {}
     keys: list[tuple[int, int]] = []
     for i, item in enumerate(items):
@@ -299,6 +371,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keys.append((order[gid], i))
     if order:
         items[:] = [items[i] for _, i in sorted(keys)]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    st = _state(config)
+    want_print = config.getoption("specbench_plan")
+    json_path = config.getoption("specbench_plan_json")
+    if st.matrix is None or hasattr(config, "workerinput") or not (want_print or json_path):
+        return
+    from . import plan
+
+    p = st.get_plan()
+    selected = [c.id for c in (_item_cell(i) for i in session.items) if c is not None]
+    if json_path:
+        Path(json_path).write_text(report.dumps({"matrix": st.matrix.path, **p.as_dict(selected)}))
+    if want_print:
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        lines = [f"specbench plan for {st.matrix.path}", *plan.format_plan(p, selected)]
+        if json_path:
+            lines.append(f"wrote {json_path}")
+        for line in lines:
+            if tr is not None:
+                tr.write_line(line)
+            else:
+                print(line)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """--specbench-plan: the plan is the whole job; no cell runs and no engine starts."""
+    return True if session.config.getoption("specbench_plan") else None
 
 
 def _item_cell(item: pytest.Item) -> Cell | None:
@@ -342,6 +445,11 @@ class CellRunner:
             engine.kill_for_test()
         run = workloads.run(engine, cell)
         m = metrics.summarize(run.records, sum(run.round_times))
+        cp = st.get_plan().cells.get(cell.id)
+        if cp is not None and cp.roofline_tokens_per_s:  # decode bound without speculation
+            m["roofline_tokens_per_s"] = cp.roofline_tokens_per_s
+            tps = m.get("output_tokens_per_s")
+            m["roofline_fraction"] = tps / cp.roofline_tokens_per_s if tps else None
         result = {
             "nodeid": self.item.nodeid,
             "name": self.item.name,

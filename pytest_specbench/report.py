@@ -76,12 +76,11 @@ def _fmt(v: Any, spec: str) -> str:
 
 def table(doc: dict[str, Any]) -> list[str]:
     """Rows for the terminal summary: one per cell, grouped by workload."""
-    head = f"{'cell':<40} {'tok/s':>10} {'accept':>7} {'vs ar':>6} {'ttft p50 ms':>12} {'lat p50 s':>10} {'err':>4}"
+    head = f"{'cell':<48} {'tok/s':>10} {'accept':>7} {'vs ar':>6} {'ttft p50 ms':>12} {'lat p50 s':>10} {'err':>4}"
     lines = [head, "-" * len(head)]
     for b in doc["benchmarks"]:
         e = b["extra_info"]
-        cell = b["param"] if b["group"] == "throughput" else f"{b['group']}:{b['param']}"
-        lines.append(f"{cell:<40} {_fmt(e.get('output_tokens_per_s'), '10.1f')} "
+        lines.append(f"{b['param']:<48} {_fmt(e.get('output_tokens_per_s'), '10.1f')} "
                      f"{_fmt(e.get('accept_length'), '7.3f')} {_fmt(e.get('speedup_vs_ar'), '6.2f')} "
                      f"{_fmt(e.get('ttft_ms_p50'), '12.1f')} {_fmt(e.get('latency_s_p50'), '10.3f')} "
                      f"{e.get('errors', 0):>4}")

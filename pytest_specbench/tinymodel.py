@@ -162,11 +162,11 @@ def build(out: Path) -> None:
     draft = out / "tiny-draft"
     for d in (target, draft):
         d.mkdir(parents=True, exist_ok=True)
-    cfg = qwen3_config(**TARGET_SHAPE)
+    cfg = embedded_config(PREFIX + "tiny")
     state = _seeded_weights(cfg)
     _save(target, cfg, state)
     write_tokenizer(target)
-    dcfg = dict(cfg, num_hidden_layers=DRAFT_LAYERS, max_window_layers=DRAFT_LAYERS)
+    dcfg = embedded_config(PREFIX + "tiny-draft")
     keep = {f"model.layers.{i}." for i in range(DRAFT_LAYERS)}
     dstate = {k: v for k, v in state.items()
               if not k.startswith("model.layers.") or any(k.startswith(p) for p in keep)}
@@ -207,6 +207,17 @@ def ensure_built(root: Path | None = None) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def embedded_config(path: str) -> dict[str, Any]:
+    """config.json of an embedded model, without building it (the planner reads this)."""
+    name = path[len(PREFIX):]
+    cfg = qwen3_config(**TARGET_SHAPE)
+    if name == "tiny-draft":
+        return dict(cfg, num_hidden_layers=DRAFT_LAYERS, max_window_layers=DRAFT_LAYERS)
+    if name != "tiny":
+        raise ValueError(f"unknown embedded model {path!r}; available: embedded:tiny, embedded:tiny-draft")
+    return cfg
 
 
 def is_embedded(path: str) -> bool:

@@ -1,21 +1,35 @@
 """Workloads: how a cell drives an engine. Each returns a :class:`CellRun`.
 
-``throughput``: ``warmup`` untimed rounds, then ``rounds`` timed rounds of N distinct
-prompts at closed-loop concurrency C, greedy, exactly ``output_tokens`` tokens (EOS
-ignored). The prefix cache is flushed before every round and prompts never repeat, so no
-round gets free prefill. Requests are not streamed unless ``options: {stream: true}``
-(streaming adds per-chunk work in the server); the hf backend always times its chunks.
+Every workload runs ``warmup`` untimed rounds, then ``rounds`` timed ones; the prefix cache
+is flushed before every round and prompts never repeat across requests, so no round gets
+free prefill. Greedy, exactly ``output_tokens`` tokens per request (EOS ignored).
+
+- ``throughput``: N prompts of exactly ``prompt_tokens`` (or ``context_tokens``) ids at
+  closed-loop concurrency C; with ``request_rate`` an open loop instead (Poisson arrivals,
+  C caps what is in flight, client queue time reported and counted). Not streamed unless
+  ``options: {stream: true}`` (streaming adds per-chunk work in the server).
+- ``ttft``: the same, always streamed: TTFT, TPOT and per-token ITL from one request.
+- ``long_context``: exact ``context_tokens`` prompts (3k/30k/100k), streamed; the cell
+  checks that the engine saw exactly N prompt tokens per request.
+- ``agentic``: C concurrent sessions of a multi-turn scenario (fixtures/agentic); each
+  turn's prompt is the whole history (system, earlier turns, the model's own replies as
+  token ids) plus the next user message; per-turn records in ``extra["turns"]``.
+- ``categories``: the prompts of one category of a question file (the project's own set
+  or a Spec-Bench / MT-Bench ``question.jsonl``), through the chat template, streamed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import prompts
-from .engines.base import Engine, Request, RequestRecord, run_requests
+from . import metrics, prompts
+from .engines.base import (Engine, Request, RequestRecord, open_loop, poisson_arrivals, run_requests,
+                           safe_generate)
 from .matrix import Cell
 
 
@@ -28,31 +42,25 @@ class CellRun:
 
 def _seed(cell: Cell, round_idx: int) -> int:
     # distinct prompts per cell, round and request; stable across runs and backends
-    return (hash_str(cell.id) % 100_000) * 1000 + round_idx
+    return (zlib.crc32(cell.id.encode()) % 100_000) * 1000 + round_idx
 
 
-def hash_str(s: str) -> int:
-    import zlib
+def _submit(engine: Engine, cell: Cell, reqs: list[Request], round_idx: int) -> list[RequestRecord]:
+    rate = dict(cell.extra).get("request_rate")
+    if rate:
+        arrivals = poisson_arrivals(rate, len(reqs), _seed(cell, round_idx))
+        return engine.run(open_loop(engine, reqs, arrivals, cell.concurrency))
+    return run_requests(engine, reqs, cell.concurrency)
 
-    return zlib.crc32(s.encode())
 
-
-def throughput(engine: Engine, cell: Cell) -> CellRun:
+def _rounds(engine: Engine, cell: Cell, round_fn: Callable[[int], list[RequestRecord]]) -> CellRun:
     w = cell.workload
-    n = w.requests_per_round(cell.concurrency)
-    tok = engine.tokenizer()
-    # Throughput cells stream only when asked (options: {stream: true}): streaming adds
-    # per-chunk work in the server, although on the H200 the fidelity ratio was the same
-    # with and without it (docs/results/README.md).
-    stream = bool(dict(w.options).get("stream", False))
     records: list[RequestRecord] = []
     times: list[float] = []
     for r in range(w.warmup + w.rounds):
-        reqs = [Request(p, cell.output_tokens, tag=f"round{r}/req{i}", stream=stream)
-                for i, p in enumerate(prompts.make_prompts(tok, cell.context_tokens, n, _seed(cell, r)))]
         engine.flush_cache()
         t0 = time.perf_counter()
-        recs = run_requests(engine, reqs, cell.concurrency)
+        recs = round_fn(r)
         dt = time.perf_counter() - t0
         if r >= w.warmup:
             records += recs
@@ -60,8 +68,120 @@ def throughput(engine: Engine, cell: Cell) -> CellRun:
     return CellRun(records, times)
 
 
+def _exact_rounds(engine: Engine, cell: Cell, stream: bool) -> CellRun:
+    tok = engine.tokenizer()
+    n = cell.workload.requests_per_round(cell.concurrency)
+
+    def one_round(r: int) -> list[RequestRecord]:
+        ps = prompts.make_prompts(tok, cell.context_tokens, n, _seed(cell, r))
+        return _submit(engine, cell, [Request(p, cell.output_tokens, tag=f"round{r}/req{i}", stream=stream)
+                                      for i, p in enumerate(ps)], r)
+
+    run = _rounds(engine, cell, one_round)
+    run.extra["prompt_tokens_exact"] = all(r.prompt_tokens == cell.context_tokens for r in run.records)
+    if dict(cell.extra).get("request_rate"):
+        run.extra["request_rate"] = dict(cell.extra)["request_rate"]
+    return run
+
+
+def throughput(engine: Engine, cell: Cell) -> CellRun:
+    return _exact_rounds(engine, cell, stream=bool(dict(cell.workload.options).get("stream", False)))
+
+
+def ttft(engine: Engine, cell: Cell) -> CellRun:
+    return _exact_rounds(engine, cell, stream=True)
+
+
+def long_context(engine: Engine, cell: Cell) -> CellRun:
+    run = _exact_rounds(engine, cell, stream=True)
+    if not run.extra["prompt_tokens_exact"]:
+        seen = sorted({r.prompt_tokens for r in run.records})
+        raise AssertionError(f"cell {cell.id}: prompts must be exactly {cell.context_tokens} tokens; "
+                             f"the engine saw {seen}")
+    return run
+
+
+def categories(engine: Engine, cell: Cell) -> CellRun:
+    w = cell.workload
+    tok = engine.tokenizer()
+    cat = dict(cell.extra)["category"]
+    qs = [q for q in prompts.load_questions(w.questions) if q.category == cat]
+    n = w.requests or len(qs)
+    ids = [prompts.chat_ids(tok, [{"role": "user", "content": qs[i % len(qs)].turns[0]}], True)
+           for i in range(n)]
+    stream = bool(dict(w.options).get("stream", True))
+
+    def one_round(r: int) -> list[RequestRecord]:
+        return _submit(engine, cell, [Request(tuple(p), cell.output_tokens, tag=f"round{r}/{qs[i % len(qs)].id}",
+                                              stream=stream) for i, p in enumerate(ids)], r)
+
+    run = _rounds(engine, cell, one_round)
+    run.extra.update(category=cat, questions=w.questions or "builtin", prompts=len(qs))
+    return run
+
+
+def agentic(engine: Engine, cell: Cell) -> CellRun:
+    """C sessions at once, each going through the scenario's turns in order."""
+    sc = prompts.load_scenario(dict(cell.extra)["scenario"])
+    tok = engine.tokenizer()
+    template = getattr(tok, "chat_template", None) or ""
+    end_ids = list(tok.encode("<|im_end|>\n" if "<|im_end|>" in template else "\n\n", add_special_tokens=False))
+
+    async def session(r: int, s: int) -> list[RequestRecord]:
+        # a per-session line keeps sessions apart after the shared system prompt
+        system = f"{sc.system}\n(session {_seed(cell, r)}-{s})"
+        history = prompts.chat_ids(tok, [{"role": "system", "content": system}])
+        recs = []
+        for t, turn in enumerate(sc.turns):
+            ids = history + prompts.chat_ids(tok, [{"role": "user", "content": turn.user}], True)
+            rec = await safe_generate(engine, Request(tuple(ids), cell.output_tokens,
+                                                      tag=f"round{r}/s{s}/t{t}", stream=True))
+            recs.append(rec)
+            if rec.error:
+                break
+            reply = list(rec.output_ids) or list(tok.encode(rec.output_text, add_special_tokens=False))
+            history = ids + reply + end_ids
+        return recs
+
+    async def all_sessions(r: int) -> list[RequestRecord]:
+        out = await asyncio.gather(*(session(r, s) for s in range(cell.concurrency)))
+        return [rec for sess in out for rec in sess]
+
+    run = _rounds(engine, cell, lambda r: engine.run(all_sessions(r)))
+    run.extra["scenario"] = sc.name
+    run.extra["turns"] = per_turn(run.records, [t.name for t in sc.turns])
+    return run
+
+
+def per_turn(records: list[RequestRecord], names: list[str]) -> list[dict[str, Any]]:
+    """One row per turn index over every session and timed round (acceptance vs turn)."""
+    rows = []
+    for t, name in enumerate(names):
+        recs = [r for r in records if r.tag.endswith(f"/t{t}") and not r.error]
+        if not recs:
+            continue
+        ttfts = [r.ttft_s for r in recs if r.ttft_s is not None]
+        p50_ttft = metrics.percentile(ttfts, 50)
+        rows.append({
+            "turn": t,
+            "name": name,
+            "requests": len(recs),
+            "prompt_tokens_mean": sum(r.prompt_tokens for r in recs) / len(recs),
+            "cached_tokens": sum(r.cached_tokens for r in recs),
+            "output_tokens": sum(r.output_tokens for r in recs),
+            "accept_length": metrics.accept_length(recs),
+            "ttft_ms_p50": None if p50_ttft is None else p50_ttft * 1e3,
+            "latency_s_p50": metrics.percentile([r.latency_s for r in recs], 50),
+        })
+    return rows
+
+
 WORKLOADS: dict[str, Callable[[Engine, Cell], CellRun]] = {
     "throughput": throughput,
+    "ttft": ttft,
+    "long_context": long_context,
+    "agentic": agentic,
+    "categories": categories,
 }
 
 
@@ -69,6 +189,6 @@ def run(engine: Engine, cell: Cell) -> CellRun:
     try:
         fn = WORKLOADS[cell.workload.kind]
     except KeyError:
-        raise NotImplementedError(f"workload kind {cell.workload.kind!r} is not implemented yet; "
+        raise NotImplementedError(f"workload kind {cell.workload.kind!r} is not implemented; "
                                   f"implemented: {', '.join(WORKLOADS)}") from None
     return fn(engine, cell)

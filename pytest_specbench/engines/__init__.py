@@ -22,6 +22,7 @@ class Backend:
     factory: str | Callable[[EngineGroup], Any]
     max_tp: int | None = None  # None: any TP the GPUs allow
     algorithms: tuple[str, ...] | None = None  # speculative algorithms it implements; None: any
+    gpu: bool = True  # runs on GPUs: the planner sizes its groups against GPU memory
 
     def skip_reason(self, group: EngineGroup) -> str | None:
         """Why this backend cannot run ``group`` at all (checked at collection, no imports)."""
@@ -46,8 +47,8 @@ BACKENDS: dict[str, Backend] = {}
 
 
 def register_backend(name: str, factory: str | Callable[[EngineGroup], Any], *, max_tp: int | None = None,
-                     algorithms: tuple[str, ...] | None = None) -> None:
-    BACKENDS[name] = Backend(name, factory, max_tp, algorithms)
+                     algorithms: tuple[str, ...] | None = None, gpu: bool = True) -> None:
+    BACKENDS[name] = Backend(name, factory, max_tp, algorithms, gpu)
 
 
 def get_backend(name: str) -> Backend:
@@ -57,5 +58,6 @@ def get_backend(name: str) -> Backend:
         raise KeyError(f"backend {name!r} is not registered; registered: {', '.join(BACKENDS)}") from None
 
 
-register_backend("hf", "pytest_specbench.engines.hf:HFEngine", max_tp=1, algorithms=("ngram", "draft"))
+register_backend("hf", "pytest_specbench.engines.hf:HFEngine", max_tp=1, algorithms=("ngram", "draft"),
+                 gpu=False)
 register_backend("sglang", "pytest_specbench.engines.sglang:SGLangEngine")

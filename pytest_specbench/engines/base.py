@@ -10,6 +10,8 @@ No pytest and no heavy imports here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ class RequestRecord:
     cached_tokens: int = 0
     chunks: tuple[tuple[float, int], ...] = ()
     output_ids: tuple[int, ...] = ()
+    output_text: str = ""  # when the engine returns text but no ids (agentic history only)
     tag: str = ""
     error: str | None = None
     meta: tuple[tuple[str, Any], ...] = field(default=())
@@ -84,14 +87,17 @@ async def timed_stream(submit: Callable[[], Any], prompt_tokens: int, tag: str,
     chunks: list[tuple[float, int]] = []
     meta: dict[str, Any] = {}
     n = 0
+    last: Any = None
     stream = await submit()
     async for chunk in stream:
         now = time.perf_counter() - t0
         n_new, meta = parse_chunk(chunk)
+        last = chunk
         if n_new > n:
             chunks.append((now, n_new))
             n = n_new
     latency = time.perf_counter() - t0
+    ids, text = output_of(last, n)
     return RequestRecord(
         prompt_tokens=prompt_tokens,
         output_tokens=n,
@@ -101,16 +107,38 @@ async def timed_stream(submit: Callable[[], Any], prompt_tokens: int, tag: str,
         accept_histogram=tuple(meta.get("spec_accept_histogram") or ()),
         cached_tokens=int(meta.get("cached_tokens") or 0),
         chunks=tuple(chunks),
+        output_ids=ids,
+        output_text=text,
         tag=tag,
     )
+
+
+def output_of(chunk: Any, n_tokens: int) -> tuple[tuple[int, ...], str]:
+    """A final response's output ids (when it carries all ``n_tokens`` of them) and text."""
+    if not isinstance(chunk, dict):
+        return (), ""
+    ids = chunk.get("output_ids")
+    ids = tuple(int(i) for i in ids) if isinstance(ids, (list, tuple)) and len(ids) == n_tokens else ()
+    text = chunk.get("text")
+    return ids, text if isinstance(text, str) else ""
 
 
 async def closed_loop(engine: Engine, requests: Sequence[Request], concurrency: int
                       ) -> list[RequestRecord]:
     """Closed loop: submit ``requests`` keeping ``concurrency`` in flight; results in order.
 
-    A request is issued when a slot frees, so its latency starts at its submission.
+    A request is issued when a slot frees, so its latency starts at its submission. When
+    every request fits in one wave and none streams, an engine with ``agenerate_batch``
+    gets them as one batch, as a client sending a batch would (what a bare
+    ``engine.generate([...])`` loop does; the fidelity script compares the two).
     """
+    batch = getattr(engine, "agenerate_batch", None)
+    if batch is not None and len(requests) <= concurrency and not any(r.stream for r in requests):
+        try:
+            return list(await batch(list(requests)))
+        except Exception as e:
+            err = f"{type(e).__name__}: {e}"
+            return [RequestRecord(len(r.input_ids), 0, 0.0, tag=r.tag, error=err) for r in requests]
     sem = asyncio.Semaphore(concurrency)
 
     async def one(req: Request) -> RequestRecord:
@@ -126,6 +154,45 @@ async def safe_generate(engine: Engine, req: Request) -> RequestRecord:
         return await engine.agenerate(req)
     except Exception as e:
         return RequestRecord(len(req.input_ids), 0, 0.0, tag=req.tag, error=f"{type(e).__name__}: {e}")
+
+
+def poisson_arrivals(rate: float, n: int, seed: int) -> list[float]:
+    """Arrival offsets (s) of ``n`` requests of a Poisson process of ``rate`` req/s."""
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(n):
+        t += rng.expovariate(rate)
+        out.append(t)
+    return out
+
+
+async def open_loop(engine: Engine, requests: Sequence[Request], arrivals: Sequence[float],
+                    max_in_flight: int) -> list[RequestRecord]:
+    """Open loop: request i arrives at ``arrivals[i]`` s whatever the engine does.
+
+    At most ``max_in_flight`` are submitted at once; a request that arrives while the
+    client is full waits. That wait (and any lateness of the client's own event loop) is
+    the record's ``queue_s``, and it is counted in its E2E latency and TTFT, not hidden.
+    """
+    sem = asyncio.Semaphore(max_in_flight)
+    t_start = time.perf_counter()
+
+    async def one(req: Request, at: float) -> RequestRecord:
+        delay = t_start + at - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        async with sem:
+            queued = max(0.0, time.perf_counter() - (t_start + at))
+            rec = await safe_generate(engine, req)
+        return with_queue(rec, queued)
+
+    return list(await asyncio.gather(*(one(r, a) for r, a in zip(requests, arrivals))))
+
+
+def with_queue(rec: RequestRecord, queued: float) -> RequestRecord:
+    """The record as the arriving user saw it: client queue time added to E2E and TTFT."""
+    return dataclasses.replace(rec, queue_s=queued, latency_s=rec.latency_s + queued,
+                               ttft_s=None if rec.ttft_s is None else rec.ttft_s + queued)
 
 
 def run_requests(engine: Engine, requests: Sequence[Request], concurrency: int) -> list[RequestRecord]:

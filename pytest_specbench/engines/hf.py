@@ -23,7 +23,7 @@ from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .. import tinymodel
+from .. import plan, tinymodel
 from ..matrix import EngineGroup
 from .base import Request, RequestRecord
 
@@ -50,6 +50,21 @@ def _forward(model: Any, ids: list[int], cache: Any) -> Any:
     return model(input_ids=torch.tensor([ids]), use_cache=True, **{kw: cache}).logits[0]
 
 
+PREFILL_CHUNK = 4096
+
+
+def _prefill(model: Any, ids: list[int], cache: Any) -> Any:
+    """Last-position logits of a prompt, prefilled in chunks (bounded attention-mask memory)."""
+    import torch
+
+    kw = "cache" if getattr(model, "_specbench_cache_kw", False) else "past_key_values"
+    logits = None
+    for s in range(0, len(ids), PREFILL_CHUNK):
+        logits = model(input_ids=torch.tensor([ids[s:s + PREFILL_CHUNK]]), use_cache=True, logits_to_keep=1,
+                       **{kw: cache}).logits[0, -1]
+    return logits
+
+
 def _crop(cache: Any, keep: int) -> None:
     """Keep the first ``keep`` positions; negative crop means "remove N" in every version."""
     remove = cache.get_seq_length() - keep
@@ -72,13 +87,18 @@ class HFEngine:
         self.spec = m.speculative
         path = tinymodel.resolve(m.model.path)
         self._tok = AutoTokenizer.from_pretrained(m.model.tokenizer or path)
-        self.target = self._load(AutoModelForCausalLM, path, torch)
+        # the context the cells need; beyond the config's max_position_embeddings it is
+        # overridden (RoPE extrapolates; what it means for quality is the user's call)
+        self.context = plan.engine_context(group)
+        self._ctx_kw = ({"max_position_embeddings": self.context.length} if self.context.override else {})
+        self.target = self._load(AutoModelForCausalLM, path, torch, self._ctx_kw)
         self.draft = None
         draft_path = None
         if self.spec and self.spec.algorithm == "draft":
             assert m.draft_model is not None
             draft_path = tinymodel.resolve(m.draft_model.path)
-            self.draft = self.target if draft_path == path else self._load(AutoModelForCausalLM, draft_path, torch)
+            self.draft = (self.target if draft_path == path
+                          else self._load(AutoModelForCausalLM, draft_path, torch, self._ctx_kw))
         elif self.spec and self.spec.algorithm != "ngram":
             raise ValueError(f"method {m.name!r}: the hf backend implements speculative algorithms "
                              f"ngram and draft; {self.spec.algorithm!r} needs the sglang backend")
@@ -97,13 +117,16 @@ class HFEngine:
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "torch_threads": torch.get_num_threads(),
+            "context_length": self.context.length,
+            "native_context_length": self.context.native,
+            "context_override": self.context.override,
         }
 
     @staticmethod
-    def _load(cls: Any, path: str, torch: Any) -> Any:
+    def _load(cls: Any, path: str, torch: Any, config_kw: dict[str, Any]) -> Any:
         import inspect
 
-        model = cls.from_pretrained(path, dtype=torch.float32)
+        model = cls.from_pretrained(path, dtype=torch.float32, **config_kw)
         model.eval()
         model._specbench_cache_kw = "cache" in inspect.signature(model.forward).parameters
         return model
@@ -143,7 +166,7 @@ class HFEngine:
         verify = 0
         with torch.inference_mode():
             cache = DynamicCache()
-            seq.append(int(_forward(self.target, seq, cache)[-1].argmax()))
+            seq.append(int(_prefill(self.target, seq, cache).argmax()))
             chunks.append((time.perf_counter() - t0, 1))
             drafter = _Drafter(self.draft, n_prompt) if self.draft is not None else None
             while len(seq) - n_prompt < max_new:
@@ -200,7 +223,7 @@ class _Drafter:
         feed = seq[self.valid:]
         out: list[int] = []
         for _ in range(k):
-            tok = int(_forward(self.model, feed, self.cache)[-1].argmax())
+            tok = int(_prefill(self.model, feed, self.cache).argmax())
             out.append(tok)
             feed = [tok]
         self._proposed_from = len(seq)

@@ -24,9 +24,9 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import tinymodel
+from .. import plan, tinymodel
 from ..matrix import EngineGroup, thaw
-from .base import EngineStartError, Request, RequestRecord, timed_stream
+from .base import EngineStartError, Request, RequestRecord, output_of, timed_stream
 
 T = TypeVar("T")
 ALGORITHMS = {"ngram": "NGRAM", "standalone": "STANDALONE", "draft": "STANDALONE", "eagle": "EAGLE",
@@ -62,8 +62,9 @@ def engine_kwargs(group: EngineGroup) -> dict[str, Any]:
         kw["tokenizer_path"] = m.model.tokenizer
     if m.model.load_format != "auto":
         kw["load_format"] = m.model.load_format
-    if m.model.context_length:
-        kw["context_length"] = m.model.context_length
+    ctx = plan.engine_context(group)
+    if ctx.length:
+        kw["context_length"] = ctx.length
     kw["tp_size"] = group.tp
     s = m.speculative
     if s is not None:
@@ -77,6 +78,11 @@ def engine_kwargs(group: EngineGroup) -> dict[str, Any]:
             if v is not None:
                 kw[dst] = v
     kw.update(thaw(m.engine_args) if m.engine_args else {})
+    if ctx.override:  # beyond the config's max_position_embeddings (see SGLANG_ALLOW_OVERWRITE_...)
+        over = kw.get("json_model_override_args") or {}
+        over = json.loads(over) if isinstance(over, str) else dict(over)
+        over.setdefault("max_position_embeddings", ctx.length)
+        kw["json_model_override_args"] = over
     for k in ("json_model_override_args",):  # YAML mappings -> the JSON string sglang expects
         if isinstance(kw.get(k), dict):
             kw[k] = json.dumps(kw[k], sort_keys=True)
@@ -130,6 +136,9 @@ class SGLangEngine:
         self.kwargs = engine_kwargs(group)
         for k, v in group.method.env:
             os.environ[k] = v
+        if "json_model_override_args" in self.kwargs and plan.engine_context(group).override:
+            # SGLang refuses a context_length above the config's without this
+            os.environ.setdefault("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
         t0 = time.perf_counter()
         with _StderrToFile(self.log_path):
             import sglang
@@ -264,18 +273,23 @@ class SGLangEngine:
         if not request.stream:
             t0 = time.perf_counter()
             out = await self.engine.async_generate(input_ids=ids, sampling_params=sp)
-            latency = time.perf_counter() - t0
-            meta = out.get("meta_info") or {}
-            return RequestRecord(
-                prompt_tokens=len(ids), output_tokens=int(meta.get("completion_tokens", 0)), latency_s=latency,
-                verify_steps=meta.get("spec_verify_ct"),
-                accept_histogram=tuple(meta.get("spec_accept_histogram") or ()),
-                cached_tokens=int(meta.get("cached_tokens") or 0), tag=request.tag)
+            return _final_record(request, out, time.perf_counter() - t0)
 
         async def submit() -> Any:
             return await self.engine.async_generate(input_ids=ids, sampling_params=sp, stream=True)
 
         return await timed_stream(submit, len(ids), request.tag, _parse_chunk)
+
+    async def agenerate_batch(self, requests: list[Request]) -> list[RequestRecord]:
+        """Non-streamed requests as ONE batched call (what a bare ``engine.generate([...])``
+        does). Every request's latency is the batch's: with a fixed output length they all
+        finish in the same decode step."""
+        sps = [{"temperature": 0.0, "max_new_tokens": r.max_new_tokens, "ignore_eos": True} for r in requests]
+        t0 = time.perf_counter()
+        outs = await self.engine.async_generate(input_ids=[list(r.input_ids) for r in requests],
+                                                sampling_params=sps)
+        latency = time.perf_counter() - t0
+        return [_final_record(r, o, latency) for r, o in zip(requests, outs)]
 
     def flush_cache(self) -> None:
         # through run(): a dead scheduler must surface as EngineCrashed here too, not a hang
@@ -300,6 +314,17 @@ class SGLangEngine:
             v = getattr(sa, f.name)
             out[f.name] = v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)
         return out
+
+
+def _final_record(request: Request, out: dict[str, Any], latency: float) -> RequestRecord:
+    meta = out.get("meta_info") or {}
+    n = int(meta.get("completion_tokens", 0))
+    ids, text = output_of(out, n)
+    return RequestRecord(
+        prompt_tokens=len(request.input_ids), output_tokens=n, output_ids=ids, output_text=text,
+        latency_s=latency, verify_steps=meta.get("spec_verify_ct"),
+        accept_histogram=tuple(meta.get("spec_accept_histogram") or ()),
+        cached_tokens=int(meta.get("cached_tokens") or 0), tag=request.tag)
 
 
 def _parse_chunk(chunk: dict[str, Any]) -> tuple[int, dict[str, Any]]:
