@@ -44,6 +44,7 @@ class SpecbenchState:
     gpu_notes: list[str] = field(default_factory=list)
     gpu_baseline: dict[int, int] = field(default_factory=dict)
     cells_run: dict[str, int] = field(default_factory=dict)  # per group, for --specbench-kill-engine
+    torn_down: dict[str, str] = field(default_factory=dict)  # group -> why its engine was abandoned
     machine_info: dict[str, Any] | None = None
     commit_info: dict[str, Any] | None = None
     gpu_budget: Any = None  # plan.GPUBudget: NVML or --specbench-gpu-memory
@@ -74,6 +75,11 @@ class SpecbenchState:
         if self.live is not None:  # one live engine per process, whatever pytest's order
             self.stop_engine(*self.live)
         ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "backend": group.method.backend}
+        gp = self.get_plan().groups.get(group.id)
+        if gp is not None:  # the planner's numbers next to what the engine reports
+            ev["planned"] = {k: getattr(gp, k) for k in ("weight_bytes_per_gpu", "kv_bytes_per_token",
+                                                         "kv_tokens_capacity", "mem_fraction_static",
+                                                         "context_length", "notes")}
         if self.gpus:  # the previous engine's memory must be back before the next one sizes its pools
             from .gpus import wait_released
 
@@ -152,6 +158,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--specbench-kill-engine", metavar="GROUP@N", type=_kill_spec, default=None,
                 help="testing aid: SIGKILL the engine of GROUP (e.g. ar-tp1) before its N-th cell "
                      "(0-based) to check that a crash fails only that group. Default: off")
+    g.addoption("--specbench-hang-engine", metavar="GROUP@N", type=_kill_spec, default=None,
+                help="testing aid: SIGSTOP the scheduler of GROUP before its N-th cell, so the cell "
+                     "hangs until pytest-timeout fails it and the engine is torn down. Default: off")
     g.addoption("--specbench-plan", action="store_true", default=False,
                 help="print the feasibility plan (groups, cells, per-GPU weights and KV capacity, skip "
                      "reasons, ETA) and exit without starting any engine")
@@ -441,8 +450,12 @@ class CellRunner:
         st = _state(self.item.config)
         n = st.cells_run.get(cell.group.id, 0)
         st.cells_run[cell.group.id] = n + 1
+        if cell.group.id in st.torn_down:
+            pytest.fail(f"cell {cell.id}: {st.torn_down[cell.group.id]}", pytrace=False)
         if self.item.config.getoption("specbench_kill_engine") == (cell.group.id, n):
             engine.kill_for_test()
+        if self.item.config.getoption("specbench_hang_engine") == (cell.group.id, n):
+            engine.hang_for_test()
         run = workloads.run(engine, cell)
         m = metrics.summarize(run.records, sum(run.round_times))
         cp = st.get_plan().cells.get(cell.id)
@@ -485,6 +498,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     outcome = yield
     rep = outcome.get_result()
     cell = _item_cell(item)
+    if cell is not None and rep.failed and rep.when == "call" and "Timeout" in rep.longreprtext \
+            and st.live is not None and st.live[0] == cell.group:
+        # pytest-timeout stopped a cell that made no progress: the engine cannot be trusted
+        # (requests still queued in it); tear it down so the next group starts clean
+        why = f"engine of group {cell.group.id} torn down after cell {cell.id} timed out"
+        st.torn_down[cell.group.id] = why
+        abandon = getattr(st.live[1], "abandon", None)
+        if abandon is not None:
+            abandon(why)
     if cell is not None and rep.failed:
         lines = str(rep.longreprtext).strip().splitlines()
         rep.user_properties.append((FAILED_PROP, {"nodeid": item.nodeid, "cell": cell.id, "group": cell.group.id,

@@ -1,41 +1,53 @@
 #!/usr/bin/env bash
-# The H200 run of issue 3, in one device call. Needs the wheelhouse in .whl (built by
+# The H200 runs, one device call each. Needs the wheelhouse in .whl (built by
 # shared/gpu-host/build-wheelhouse.sh) and writes everything under $OUT.
-#   PARTS="fidelity bench" (default bench), each one of:
-#   bench     the benchmark matrix benches/h200.yaml (dense + hybrid + crash probe);
-#             KEXPR selects cells (-k), LIMIT is its time limit in seconds
-#   fidelity  the fidelity script (plugin vs bare engine.generate)
+#   PARTS="issue3 fidelity" (default issue3), each one of:
+#   issue3     benches/h200.yaml (dense + hybrid + crash and hang probes), -n $NPROC
+#   fidelity   scripts/fidelity.py: the plugin's throughput path vs a bare engine.generate batch
+#   workloads  benches/h200-workloads.yaml (sweep, Poisson, TTFT, ctx3k/30k/100k, agentic), -n $NPROC
+#   tp         benches/h200-tp.yaml: -k tp2 serial, then -k tp1 serial and -k tp1 -n 2 (wall times)
+#   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to issue3/workloads.
 set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-out}; mkdir -p "$OUT/logs"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
 [ -d .model/qwen3-1.7b ] || python3 scripts/make_dummy_model.py .model/qwen3-1.7b --preset qwen3-1.7b \
-    --eagle3-draft .model/eagle3 --dflash-draft .model/dflash
+    --eagle3-draft .model/eagle3 --dflash-draft .model/dflash > "$OUT/logs/make-model.log" 2>&1
 [ -d .model/qwen3.5-hybrid-small ] || python3 scripts/make_dummy_model.py .model/qwen3.5-hybrid-small \
-    --preset qwen3.5-hybrid-small
-nvidia-smi --query-gpu=index,name,memory.used,memory.total,driver_version --format=csv > "$OUT/nvidia-smi.csv"
-(while true; do nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader >> "$OUT/gpumem.csv"; sleep 2; done) &
+    --preset qwen3.5-hybrid-small >> "$OUT/logs/make-model.log" 2>&1
+nvidia-smi --query-gpu=index,name,memory.used,memory.total,driver_version --format=csv > "$OUT/logs/nvidia-smi.csv"
+(while true; do nvidia-smi --query-gpu=timestamp,index,memory.used --format=csv,noheader >> "$OUT/logs/gpumem.csv"; sleep 2; done) &
 MEMLOG=$!
-for PART in ${PARTS:-bench}; do
+NPROC=${NPROC:-$(nvidia-smi -L | wc -l)}
+bench() {  # NAME MATRIX ARGS...: one pytest session, its wall time in $OUT/logs/walltimes.txt
+  local name=$1 matrix=$2; shift 2
+  local t0=$(date +%s.%N)
+  timeout "${LIMIT:-560}" python3 -m pytest -p pytest_specbench.plugin benches/test_specbench.py \
+    --specbench-matrix "$matrix" --benchmark-json "$OUT/$name.json" --specbench-log-dir "$OUT/logs/$name" \
+    -rsfE "$@" > "$OUT/logs/$name.pytest.log" 2>&1
+  local rc=$?
+  echo "$name rc=$rc wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))") args: $*" | tee -a "$OUT/logs/walltimes.txt"
+  tail -n 45 "$OUT/logs/$name.pytest.log"
+}
+for PART in ${PARTS:-issue3}; do
 case "$PART" in
-  bench)
-    timeout "${LIMIT:-560}" python3 -m pytest -p pytest_specbench.plugin benches/test_throughput.py \
-      --specbench-matrix benches/h200.yaml --benchmark-json "$OUT/h200.json" \
-      --specbench-log-dir "$OUT/logs" --specbench-kill-engine ar-crash-tp1@1 \
-      -v -rsfE ${KEXPR:+-k "$KEXPR"} 2>&1 | tee "$OUT/pytest.log"
-    python3 -c "import sys, json; d = json.load(open('$OUT/h200.json')); print(len(d['benchmarks']), 'cells in JSON')"
-    ;;
+  issue3)
+    bench h200 benches/h200.yaml -n "$NPROC" --specbench-kill-engine ar-crash-tp1@1 \
+      --specbench-hang-engine ar-hang-tp1@1 ${KEXPR:+-k "$KEXPR"} ;;
+  workloads)
+    bench h200-workloads benches/h200-workloads.yaml -n "$NPROC" ${KEXPR:+-k "$KEXPR"} ;;
+  tp)
+    bench h200-tp2 benches/h200-tp.yaml -k tp2
+    bench h200-tp1-serial benches/h200-tp.yaml -k tp1
+    bench h200-tp1-n2 benches/h200-tp.yaml -k tp1 -n 2 ;;
   fidelity)
-    timeout "${LIMIT:-300}" python3 scripts/fidelity.py --matrix benches/h200.yaml --method ar \
-      --concurrency 32 --output-tokens 256 --reps 3 --json "$OUT/fidelity.json" 2>&1 | tee "$OUT/fidelity.log"
-    [ -n "${FIDELITY_STREAM:-}" ] && timeout "${LIMIT:-300}" python3 scripts/fidelity.py --matrix benches/h200.yaml \
-      --method ar --concurrency 32 --output-tokens 256 --reps 3 --stream --json "$OUT/fidelity-stream.json" 2>&1 \
-      | tee -a "$OUT/fidelity.log"
-    ;;
+    timeout "${FLIMIT:-150}" python3 scripts/fidelity.py --matrix benches/h200.yaml --method ar \
+      --concurrency 32 --output-tokens 256 --reps 5 --json "$OUT/fidelity.json" > "$OUT/logs/fidelity.log" 2>&1
+    tail -n 8 "$OUT/logs/fidelity.log" ;;
 esac
 done
 kill $MEMLOG
-nvidia-smi --query-gpu=index,memory.used --format=csv >> "$OUT/nvidia-smi.csv"
-[ -d "$OUT/logs" ] && tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"
+nvidia-smi --query-gpu=index,memory.used --format=csv >> "$OUT/logs/nvidia-smi.csv"
+tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"
 ls -la "$OUT"

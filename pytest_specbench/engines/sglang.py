@@ -170,6 +170,9 @@ class SGLangEngine:
             "engine_start_s": start_s,
             "warmup_s": time.perf_counter() - t2,
             "log": str(self.log_path),
+            # what the scheduler sized at start (compare with the planner's numbers)
+            "scheduler_info": {k: v for k, v in (getattr(self.engine, "scheduler_info", None) or {}).items()
+                               if isinstance(v, (int, float, str, bool))},
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -229,15 +232,28 @@ class SGLangEngine:
         return EngineCrashed(f"{self.group.id}: engine crashed ({self.crashed}); the group's remaining cells "
                              f"fail\n--- engine log tail ({self.log_path}) ---\n{log_tail(self.log_path)}")
 
-    def kill_for_test(self) -> None:
-        """SIGKILL the scheduler process (``--specbench-kill-engine``): a crash on purpose."""
-        import signal
-
+    def _scheduler(self) -> int:
         import psutil
 
         procs = [psutil.Process(p) for p in self._children if psutil.pid_exists(p)]
         sched = [p for p in procs if "scheduler" in " ".join(p.cmdline() + [p.name()])] or procs
-        os.kill(sched[0].pid, signal.SIGKILL)
+        return sched[0].pid
+
+    def kill_for_test(self) -> None:
+        """SIGKILL the scheduler process (``--specbench-kill-engine``): a crash on purpose."""
+        import signal
+
+        os.kill(self._scheduler(), signal.SIGKILL)
+
+    def hang_for_test(self) -> None:
+        """SIGSTOP the scheduler (``--specbench-hang-engine``): alive, but no progress."""
+        import signal
+
+        os.kill(self._scheduler(), signal.SIGSTOP)
+
+    def abandon(self, why: str) -> None:
+        """Tear down a hung engine now (its processes killed, pending requests cancelled)."""
+        self._mark_crashed(why)
 
     # ------------------------------------------------------------------ Engine protocol
     def tokenizer(self) -> Any:
