@@ -10,8 +10,10 @@ the controller writes one pytest-benchmark JSON at ``--benchmark-json``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,8 +88,10 @@ class SpecbenchState:
             ev["gpu_used_mib_before"] = {str(k): v for k, v in
                                          wait_released(self.gpus, self.gpu_baseline, timeout_s=90).items()}
         t0 = time.perf_counter()
+        ev["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
         try:
-            eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
+            with _alarm(self.config.getoption("specbench_start_timeout"), f"{group.id}: engine start"):
+                eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
         except BaseException as e:
             ev.update(ok=False, start_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
             self.pending.append(ev)
@@ -112,6 +116,32 @@ class SpecbenchState:
                 ev["gpu_used_mib_after"] = {str(k): v for k, v in
                                             wait_released(self.gpus, self.gpu_baseline).items()}
             self.pending.append(ev)
+
+
+class EngineStartTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None, what: str) -> Iterator[None]:
+    """SIGALRM after ``seconds`` (main thread only): a start that hangs fails its group."""
+    import signal
+    import threading
+
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(signum: int, frame: Any) -> None:
+        raise EngineStartTimeout(f"{what} took longer than {seconds:g} s (--specbench-start-timeout)")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def _state(config: pytest.Config) -> SpecbenchState:
@@ -161,6 +191,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--specbench-hang-engine", metavar="GROUP@N", type=_kill_spec, default=None,
                 help="testing aid: SIGSTOP the scheduler of GROUP before its N-th cell, so the cell "
                      "hangs until pytest-timeout fails it and the engine is torn down. Default: off")
+    g.addoption("--specbench-start-timeout", metavar="S", type=float, default=900.0,
+                help="an engine start taking longer fails its group's cells (the run goes on). "
+                     "Cells have their own limit: the workload's timeout_s through pytest-timeout, "
+                     "engine start excluded. Default: %(default)s")
     g.addoption("--specbench-plan", action="store_true", default=False,
                 help="print the feasibility plan (groups, cells, per-GPU weights and KV capacity, skip "
                      "reasons, ETA) and exit without starting any engine")
@@ -351,8 +385,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             reason = st.get_plan().skip_reason(c)
         if reason:
             marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
-        if use_timeout:
-            marks.append(pytest.mark.timeout(c.workload.timeout_s))
+        if use_timeout:  # the cell's own run; engine starts have their own limit (start_timeout_s)
+            marks.append(pytest.mark.timeout(c.workload.timeout_s, func_only=True))
         params.append(pytest.param(c.group, c, marks=marks, id=c.id))
     metafunc.parametrize(("engine", "cell"), params, indirect=["engine"], scope="session")
 
