@@ -5,7 +5,8 @@
 #   issue3     benches/h200.yaml (dense + hybrid + crash and hang probes), -n $NPROC
 #   fidelity   scripts/fidelity.py: the plugin's throughput path vs a bare engine.generate batch
 #   workloads  benches/h200-workloads.yaml (sweep, Poisson, TTFT, ctx3k/30k/100k, agentic), -n $NPROC
-#   tp         benches/h200-tp.yaml: -k tp2 serial, then -k tp1 serial and -k tp1 -n 2 (wall times)
+#   tp         benches/h200-tp.yaml: -k tp2 serial (TPLIMIT s); with TP_COMPARE=1 also -k tp1
+#              serial and -k tp1 -n 2 (wall times in logs/walltimes.txt)
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to issue3/workloads.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT/logs"
@@ -38,9 +39,11 @@ case "$PART" in
   workloads)
     bench h200-workloads benches/h200-workloads.yaml -n "$NPROC" ${KEXPR:+-k "$KEXPR"} ;;
   tp)
-    bench h200-tp2 benches/h200-tp.yaml -k tp2
-    bench h200-tp1-serial benches/h200-tp.yaml -k tp1
-    bench h200-tp1-n2 benches/h200-tp.yaml -k tp1 -n 2 ;;
+    LIMIT=${TPLIMIT:-${LIMIT:-560}} bench h200-tp2 benches/h200-tp.yaml -k tp2
+    if [ -n "${TP_COMPARE:-}" ]; then
+      bench h200-tp1-serial benches/h200-tp.yaml -k tp1
+      bench h200-tp1-n2 benches/h200-tp.yaml -k tp1 -n 2
+    fi ;;
   fidelity)
     timeout "${FLIMIT:-150}" python3 scripts/fidelity.py --matrix benches/h200.yaml --method ar \
       --concurrency 32 --output-tokens 256 --reps 5 --json "$OUT/fidelity.json" > "$OUT/logs/fidelity.log" 2>&1
