@@ -95,10 +95,12 @@ def args_hash(args: dict[str, Any]) -> str:
 
 def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        text = path.read_text(errors="replace")
     except OSError:
         return "(no engine log)"
-    return "\n".join(lines[-n:])
+    # progress bars (CUDA graph capture) redraw with \r: they would push the reason out
+    lines = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip() and "%|" not in ln]
+    return "\n".join(lines[-n:]) or "(the engine log holds only progress bars)"
 
 
 class _StderrToFile:
