@@ -1,0 +1,160 @@
+"""Planner: hand-computed sizes for configs written here, skip reasons, --specbench-plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_specbench import plan
+from pytest_specbench.matrix import parse
+
+GiB = 1024 ** 3
+QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 36, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 4096, "intermediate_size": 12288,
+            "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+            "max_position_embeddings": 40960}
+LLAMA3_70B = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 80, "num_attention_heads": 64,
+              "num_key_value_heads": 8, "hidden_size": 8192, "intermediate_size": 28672, "vocab_size": 128256,
+              "tie_word_embeddings": False, "torch_dtype": "bfloat16", "max_position_embeddings": 8192}
+QWEN3_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "num_hidden_layers": 48, "full_attention_interval": 4,
+              "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "hidden_size": 2048,
+              "vocab_size": 151936, "torch_dtype": "bfloat16", "linear_num_key_heads": 16,
+              "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+              "linear_conv_kernel_dim": 4, "num_experts": 512, "moe_intermediate_size": 512,
+              "shared_expert_intermediate_size": 512, "max_position_embeddings": 262144}
+DEEPSEEK_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "num_attention_heads": 128,
+               "num_key_value_heads": 128, "hidden_size": 7168, "vocab_size": 129280, "kv_lora_rank": 512,
+               "q_lora_rank": 1536, "qk_rope_head_dim": 64}
+
+
+def test_qwen3_8b_dense_gqa() -> None:
+    s = plan.shape_from_config(QWEN3_8B)
+    assert s.kv_bytes_per_token(1) == 2 * 36 * 8 * 128 * 2 == 147456  # K and V
+    assert s.kv_bytes_per_token(4) == 36864
+    assert s.kv_bytes_per_token(8) == 18432  # 1 KV head per GPU
+    assert s.weight_bytes() == 8_190_427_136 * 2  # 8.19 B parameters in bf16
+    assert s.tp_error(3) == "32 attention heads do not divide by TP=3"
+    assert s.kv_note(8) is None
+    assert "replicates" in s.kv_note(16)
+
+
+def test_llama3_70b() -> None:
+    s = plan.shape_from_config(LLAMA3_70B)
+    assert s.head_dim == 128  # hidden / heads when head_dim is absent
+    assert s.kv_bytes_per_token(1) == 327680  # 320 KiB per token
+    assert s.kv_bytes_per_token(8) == 40960
+    assert s.weight_bytes() == 70_552_387_584 * 2
+    assert s.weight_bytes_per_gpu(4) == 70_552_387_584 * 2 // 4  # 8 KV heads split evenly at TP4
+
+
+def test_qwen3_next_hybrid_counts_only_full_attention() -> None:
+    s = plan.shape_from_config(QWEN3_NEXT)
+    assert (s.full_attn_layers, s.linear_layers) == (12, 36)
+    assert s.kv_bytes_per_token(1) == 2 * 12 * 2 * 256 * 2 == 24576
+    assert s.kv_bytes_per_token(4) == 12288  # 2 KV heads < TP4: one replicated head per GPU
+    assert "KV heads (2) < TP (4)" in s.kv_note(4)
+    # Gated DeltaNet state per request: 32 x 128 x 128 fp32 + (2*16*128 + 32*128) x 3 bf16, 36 layers
+    assert s.state_bytes_per_request(1) == 36 * (32 * 128 * 128 * 4 + 8192 * 3 * 2) == 77_266_944
+
+
+def test_mla_is_reported_unsupported() -> None:
+    with pytest.raises(plan.Unsupported, match="MLA"):
+        plan.shape_from_config(DEEPSEEK_V3)
+
+
+def _matrix(tmp_path: Path, config: dict, tp: list[int], ctx: list[int], conc: list[int], mem: float | None = None):
+    d = tmp_path / "model"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(config))
+    method = {"backend": "sglang", "model": "m"}
+    if mem:
+        method["engine_args"] = {"mem_fraction_static": mem}
+    doc = {"models": {"m": {"path": str(d), "load_format": "dummy"}}, "methods": {"ar": method}, "tp": tp,
+           "workloads": {"long_context": {"context_tokens": ctx, "concurrency": conc, "output_tokens": [256]}}}
+    return parse(doc, str(tmp_path / "m.yaml"))
+
+
+def test_skip_reasons_name_the_numbers(tmp_path: Path) -> None:
+    m = _matrix(tmp_path, LLAMA3_70B, [1, 4], [3000], [1])
+    p = plan.make_plan(m.cells(), plan.GPUBudget(80 * GiB, 4.8e12))
+    r = p.skip_reason(m.cells()[0])
+    assert r == ("needs 131.4 GiB per GPU for weights at TP=1, 68.0 GiB available (80.0 GiB x "
+                 "mem_fraction_static 0.85)")
+    assert p.skip_reason(m.cells()[1]) is None  # TP4: 32.9 GiB per GPU
+    assert p.groups["ar-tp4"].weight_bytes_per_gpu == 70_552_387_584 * 2 // 4
+    # the 70B's max_position_embeddings is 8192: a 3k cell gets no override
+    assert p.groups["ar-tp4"].context_override is False
+
+
+def test_kv_capacity_fits_queues_or_skips(tmp_path: Path) -> None:
+    m = _matrix(tmp_path, QWEN3_8B, [1], [30000, 100000], [1, 32], mem=0.9)
+    p = plan.make_plan(m.cells(), plan.GPUBudget(24 * GiB, 1e12))
+    g = p.groups["ar-tp1"]
+    assert g.kv_tokens_capacity == (int(24 * GiB * 0.9) - 16_380_854_272) // 147456
+    assert g.context_length == 100256 and g.context_override  # 100k + 256 > 40960: override
+    by_id = {c.cell: c for c in p.cells.values()}
+    assert by_id["long_context-ar-tp1-c1-ctx30k-out256"].feasible
+    q = by_id["long_context-ar-tp1-c32-ctx30k-out256"]
+    assert q.feasible and q.note.startswith("queues: needs 968192 KV tokens for 32 requests, holds 46196: about 1 of 32")
+    s = by_id["long_context-ar-tp1-c1-ctx100k-out256"]
+    assert not s.feasible and s.reason.startswith("one request needs 100256 KV tokens (13.8 GiB per GPU), "
+                                                  "the KV cache holds 46196 tokens (6.3 GiB per GPU)")
+
+
+def test_context_cap_skips_with_reason(tmp_path: Path) -> None:
+    m = _matrix(tmp_path, QWEN3_8B, [1], [3000, 100000], [1])
+    doc_model = m.methods[0].model
+    capped = type(doc_model)(doc_model.name, doc_model.path, context_length=32768)
+    from dataclasses import replace
+
+    cells = [replace(c, group=replace(c.group, method=replace(c.method, model=capped))) for c in m.cells()]
+    p = plan.make_plan(cells, None)
+    assert p.skip_reason(cells[0]) is None
+    assert p.skip_reason(cells[1]).startswith("needs 100256 tokens of context (100000 prompt + 256 output); "
+                                              "models.m.context_length caps it at 32768")
+
+
+MATRIX = """
+models:
+  big: {path: ./llama70b, load_format: dummy}
+  small: {path: ./qwen8b, load_format: dummy}
+methods:
+  ar70: {backend: fake, model: big, tp: [1, 4]}
+  ar8: {backend: fake, model: small}
+tp: [1]
+workloads:
+  long_context: {context_tokens: [3000, 30000], concurrency: [1], output_tokens: [64]}
+"""
+
+
+def test_plan_option_prints_and_starts_nothing(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    from test_plugin import CONFTEST
+
+    pytester.makeconftest(CONFTEST)
+    for name, cfg in (("llama70b", LLAMA3_70B), ("qwen8b", QWEN3_8B)):
+        (pytester.path / "benches" / name).mkdir(parents=True)
+        (pytester.path / "benches" / name / "config.json").write_text(json.dumps(cfg))
+    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
+    (pytester.path / "benches" / "test_b.py").write_text(
+        "def test_long_context(engine, cell, specbench):\n    specbench.run(engine, cell)\n")
+    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(tmp_path / "starts.txt"))
+    res = pytester.runpytest("benches", "--specbench-plan", "--specbench-gpu-memory", "80GiB",
+                             "--specbench-plan-json", "plan.json")
+    out = res.stdout.str()
+    assert "group ar70-tp1 (fake, TP=1, model big): CANNOT RUN: needs 131.4 GiB per GPU for weights" in out
+    assert "SKIP long_context-ar70-tp1-c1-ctx3k-out64: needs 131.4 GiB per GPU" in out
+    assert "engine starts: 2" in out
+    assert not (tmp_path / "starts.txt").exists()  # no engine started
+    d = json.loads((pytester.path / "plan.json").read_text())
+    g = {x["group"]: x for x in d["groups"]}
+    assert g["ar8-tp1"]["kv_bytes_per_token"] == 147456
+    assert g["ar70-tp4"]["weight_bytes_per_gpu"] == 70_552_387_584 * 2 // 4
+    assert g["ar8-tp1"]["kv_tokens_capacity"] == (int(80 * GiB * 0.85) - 16_380_854_272) // 147456
+    assert {c["cell"]: c["feasible"] for c in d["cells"]}["long_context-ar70-tp1-c1-ctx30k-out64"] is False
+    # a real run: the TP1 70B group's cells are skipped and its engine never starts
+    res = pytester.runpytest("benches", "--specbench-gpu-memory", "80GiB", "-rs")
+    res.assert_outcomes(passed=4, skipped=2)
+    assert sorted(s.split()[0] for s in (tmp_path / "starts.txt").read_text().splitlines()) == ["ar70-tp4", "ar8-tp1"]
