@@ -158,3 +158,11 @@ def test_plan_option_prints_and_starts_nothing(pytester: pytest.Pytester, monkey
     res = pytester.runpytest("benches", "--specbench-gpu-memory", "80GiB", "-rs")
     res.assert_outcomes(passed=4, skipped=2)
     assert sorted(s.split()[0] for s in (tmp_path / "starts.txt").read_text().splitlines()) == ["ar70-tp4", "ar8-tp1"]
+
+
+def test_eta_from_previous_results(tmp_path: Path) -> None:
+    m = _matrix(tmp_path, QWEN3_8B, [1], [3000], [1])
+    cell = m.cells()[0]
+    prev = {"benchmarks": [{"param": cell.id, "stats": {"data": [2.0, 4.0]}, "options": {"warmup": 1}}]}
+    p = plan.make_plan(m.cells(), plan.GPUBudget(80 * GiB, 4.8e12), prev)
+    assert p.cells[cell.id].eta_s == pytest.approx(9.0)  # 6 s measured over 2 rounds, + 1 warmup round
