@@ -22,6 +22,7 @@ import pytest
 
 from . import hookspec, report
 from .engines import BACKENDS, get_backend
+from .engines.base import CellTimeout
 from .matrix import Cell, EngineGroup, Matrix, MatrixError, load
 
 STATE = pytest.StashKey["SpecbenchState"]()
@@ -29,6 +30,7 @@ DEFAULT_MATRIX = "benches/specbench.yaml"
 RESULT_PROP = "specbench_result"
 ENGINE_PROP = "specbench_engine"
 FAILED_PROP = "specbench_failed"
+TIMEOUT_GRACE_S = 60.0  # pytest-timeout fires this long after a cell's timeout_s
 
 
 @dataclass
@@ -100,6 +102,14 @@ class SpecbenchState:
         self.pending.append(ev)
         self.live = (group, eng)
         return eng
+
+    def abandon_engine(self, group: EngineGroup, why: str) -> None:
+        """A hung engine: its group's remaining cells fail at once; its processes are killed now."""
+        self.torn_down[group.id] = why
+        if self.live is not None and self.live[0] == group:
+            abandon = getattr(self.live[1], "abandon", None)
+            if abandon is not None:
+                abandon(why)
 
     def stop_engine(self, group: EngineGroup, eng: Any) -> None:
         if self.live is not None and self.live[1] is eng:
@@ -385,8 +395,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             reason = st.get_plan().skip_reason(c)
         if reason:
             marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
-        if use_timeout:  # the cell's own run; engine starts have their own limit (start_timeout_s)
-            marks.append(pytest.mark.timeout(c.workload.timeout_s, func_only=True))
+        if use_timeout:  # an outer net: the cell's own limit is enforced in the engine's event
+            # loop (CellRunner); engine starts have their own limit (--specbench-start-timeout)
+            marks.append(pytest.mark.timeout(c.workload.timeout_s + TIMEOUT_GRACE_S, func_only=True))
         params.append(pytest.param(c.group, c, marks=marks, id=c.id))
     metafunc.parametrize(("engine", "cell"), params, indirect=["engine"], scope="session")
 
@@ -490,7 +501,16 @@ class CellRunner:
             engine.kill_for_test()
         if self.item.config.getoption("specbench_hang_engine") == (cell.group.id, n):
             engine.hang_for_test()
-        run = workloads.run(engine, cell)
+        engine.deadline = time.monotonic() + cell.workload.timeout_s
+        try:
+            run = workloads.run(engine, cell)
+        except CellTimeout as e:
+            why = (f"engine of group {cell.group.id} torn down: cell {cell.id} made no progress within "
+                   f"timeout_s={cell.workload.timeout_s:g} s")
+            st.abandon_engine(cell.group, why)
+            pytest.fail(f"cell {cell.id}: {e}; {why}", pytrace=False)
+        finally:
+            engine.deadline = None
         m = metrics.summarize(run.records, sum(run.round_times))
         cp = st.get_plan().cells.get(cell.id)
         if cp is not None and cp.roofline_tokens_per_s:  # decode bound without speculation
@@ -533,14 +553,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     rep = outcome.get_result()
     cell = _item_cell(item)
     if cell is not None and rep.failed and rep.when == "call" and "Timeout" in rep.longreprtext \
-            and st.live is not None and st.live[0] == cell.group:
-        # pytest-timeout stopped a cell that made no progress: the engine cannot be trusted
-        # (requests still queued in it); tear it down so the next group starts clean
-        why = f"engine of group {cell.group.id} torn down after cell {cell.id} timed out"
-        st.torn_down[cell.group.id] = why
-        abandon = getattr(st.live[1], "abandon", None)
-        if abandon is not None:
-            abandon(why)
+            and cell.group.id not in st.torn_down:
+        # pytest-timeout (the outer net) stopped a cell: the engine cannot be trusted (requests
+        # still queued in it); tear it down so the next group starts clean
+        st.abandon_engine(cell.group, f"engine of group {cell.group.id} torn down after cell {cell.id} "
+                                      "timed out (pytest-timeout)")
     if cell is not None and rep.failed:
         lines = str(rep.longreprtext).strip().splitlines()
         rep.user_properties.append((FAILED_PROP, {"nodeid": item.nodeid, "cell": cell.id, "group": cell.group.id,

@@ -6,7 +6,7 @@ import asyncio
 import os
 from typing import Any
 
-from pytest_specbench.engines.base import Request, RequestRecord
+from pytest_specbench.engines.base import Request, RequestRecord, guard
 
 STARTS_FILE_ENV = "FAKE_ENGINE_STARTS"
 
@@ -21,6 +21,8 @@ class FakeTokenizer:
 
 class FakeEngine:
     backend = "fake"
+    deadline: float | None = None
+    hung = False
 
     def __init__(self, group: Any):
         self.group = group
@@ -36,7 +38,21 @@ class FakeEngine:
     def tokenizer(self) -> FakeTokenizer:
         return FakeTokenizer()
 
+    def _event(self, what: str) -> None:
+        path = os.environ.get(STARTS_FILE_ENV)
+        if path:
+            with open(path, "a") as f:
+                f.write(f"{what} {self.group.id}\n")
+
+    def hang_for_test(self) -> None:
+        self.hung = True
+
+    def abandon(self, why: str) -> None:
+        self._event("abandon")
+
     async def agenerate(self, request: Request) -> RequestRecord:
+        if self.hung:  # an engine that stopped making progress
+            await asyncio.Event().wait()
         spec = self.group.method.speculative
         k = (spec.num_draft_tokens or 1) if spec else 0
         n = request.max_new_tokens
@@ -54,7 +70,7 @@ class FakeEngine:
                              chunks=tuple(chunks), tag=request.tag)
 
     def run(self, coro: Any) -> Any:
-        return self._loop.run_until_complete(coro)
+        return self._loop.run_until_complete(guard(coro, self.deadline))
 
     def flush_cache(self) -> None:
         pass

@@ -197,3 +197,20 @@ def test_help_and_collection_do_not_import_heavy_modules(project: pytest.Pyteste
             "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sglang') if m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], cwd=project.path, capture_output=True, text=True)
     assert "HEAVY []" in res.stdout, res.stdout + res.stderr
+
+
+def test_hung_engine_fails_its_group_only(project: pytest.Pytester, tmp_path: Path) -> None:
+    (project.path / "benches" / "specbench.yaml").write_text(MATRIX.replace("warmup: 1", "warmup: 1\n    timeout_s: 1"))
+    res = project.runpytest("benches", "-k", "tp1", "--specbench-hang-engine", "ar-tp1@0",
+                            "--benchmark-json", "out.json")
+    res.assert_outcomes(passed=4, failed=2)
+    out = res.stdout.str()
+    assert ("cell ar-tp1-c1-out16: no result before the cell's time limit (timeout_s); engine of group "
+            "ar-tp1 torn down: cell ar-tp1-c1-out16 made no progress within timeout_s=1 s") in out
+    assert "cell ar-tp1-c4-out16: engine of group ar-tp1 torn down" in out
+    lines = starts(tmp_path)
+    assert lines.count("abandon ar-tp1") == 1
+    assert [s.split()[0] for s in lines if not s.startswith("abandon")] == ["ar-tp1", "ngram-tp1", "eagle3-tp1"]
+    doc = json.loads((project.path / "out.json").read_text())
+    assert sorted(f["cell"] for f in doc["specbench"]["failed_cells"]) == ["ar-tp1-c1-out16", "ar-tp1-c4-out16"]
+    assert len(doc["benchmarks"]) == 4

@@ -59,6 +59,7 @@ class Engine(Protocol):
 
     backend: str
     info: dict[str, Any]  # resolved engine args, versions: goes into the results JSON
+    deadline: float | None  # time.monotonic() by which run() must return (set per cell)
 
     def tokenizer(self) -> Any: ...
 
@@ -73,6 +74,25 @@ class Engine(Protocol):
 
 class EngineStartError(RuntimeError):
     """An engine failed to start; the message carries the reason (e.g. the engine log tail)."""
+
+
+class CellTimeout(RuntimeError):
+    """A cell did not finish within its time limit (an engine that stopped making progress)."""
+
+
+async def guard(coro: Awaitable[T], deadline: float | None) -> T:
+    """``coro`` bounded by ``deadline`` (time.monotonic()): engines wrap every run() in this.
+
+    The limit lives in the event loop, so it fires whatever the loop is (uvloop included) and
+    whatever the engine's processes do; signal-based timeouts need the interpreter to run.
+    """
+    if deadline is None:
+        return await coro
+    remaining = deadline - time.monotonic()
+    try:
+        return await asyncio.wait_for(coro, max(remaining, 0.001))
+    except asyncio.TimeoutError:
+        raise CellTimeout("no result before the cell's time limit (timeout_s)") from None
 
 
 async def timed_stream(submit: Callable[[], Any], prompt_tokens: int, tag: str,

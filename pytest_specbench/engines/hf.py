@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from .. import plan, tinymodel
 from ..matrix import EngineGroup
-from .base import Request, RequestRecord
+from .base import Request, RequestRecord, guard
 
 T = TypeVar("T")
 
@@ -74,6 +74,7 @@ def _crop(cache: Any, keep: int) -> None:
 
 class HFEngine:
     backend = "hf"
+    deadline: float | None = None
 
     def __init__(self, group: EngineGroup):
         import torch
@@ -136,7 +137,7 @@ class HFEngine:
         return self._tok
 
     def run(self, coro: Awaitable[T]) -> T:
-        return self._loop.run_until_complete(coro)
+        return self._loop.run_until_complete(guard(coro, self.deadline))
 
     async def agenerate(self, request: Request) -> RequestRecord:
         loop = asyncio.get_running_loop()

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from .. import plan, tinymodel
 from ..matrix import EngineGroup, thaw
-from .base import EngineStartError, Request, RequestRecord, output_of, timed_stream
+from .base import EngineStartError, Request, RequestRecord, guard, output_of, timed_stream
 
 T = TypeVar("T")
 ALGORITHMS = {"ngram": "NGRAM", "standalone": "STANDALONE", "draft": "STANDALONE", "eagle": "EAGLE",
@@ -129,6 +129,7 @@ class _StderrToFile:
 
 class SGLangEngine:
     backend = "sglang"
+    deadline: float | None = None  # set per cell by the plugin (base.guard)
 
     def __init__(self, group: EngineGroup, log_dir: str | os.PathLike[str] | None = None):
         self.group = group
@@ -273,7 +274,7 @@ class SGLangEngine:
         async def guarded() -> T:
             dog = asyncio.ensure_future(self._watchdog())
             try:
-                return await coro
+                return await guard(coro, self.deadline)
             finally:
                 dog.cancel()
 
