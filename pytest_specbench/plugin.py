@@ -52,6 +52,7 @@ class SpecbenchState:
     machine_info: dict[str, Any] | None = None
     commit_info: dict[str, Any] | None = None
     gpu_budget: Any = None  # plan.GPUBudget: NVML or --specbench-gpu-memory
+    gpus_at_start: list[dict[str, Any]] | None = None  # NVML before any engine (machine_info)
     plan: Any = None  # plan.Plan of every cell of the matrix
 
     def get_plan(self) -> Any:
@@ -273,6 +274,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if st.matrix is not None and any(m.backend == "sglang" for m in st.matrix.methods):
         _pin_gpus(config, st)
     _gpu_budget(config, st)
+    if st.matrix is not None and any(get_backend(m.backend).gpu for m in st.matrix.methods):
+        from . import gpus
+
+        st.gpus_at_start = gpus.describe(gpus.inventory())  # before any engine holds memory
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistHooks(st), "specbench-xdist")
 
@@ -616,7 +621,7 @@ def _build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
         st.machine_info["specbench"] = {
             "backends": sorted({m.backend for m in st.matrix.methods}),
             "versions": _versions(),
-            "gpus": gpus.describe(gpus.inventory()),
+            "gpus": st.gpus_at_start if st.gpus_at_start is not None else gpus.describe(gpus.inventory()),
             **gpus.driver_info(),
         }
         st.commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)

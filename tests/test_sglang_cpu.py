@@ -65,3 +65,16 @@ def test_worker_slices_are_disjoint() -> None:
     assert gpus.parse_gpu_list("0,2") == (0, 2)
     with pytest.raises(ValueError, match="distinct"):
         gpus.parse_gpu_list("1,1")
+
+
+def test_scheduler_info_is_read_where_sglang_0_5_17_keeps_it() -> None:
+    from types import SimpleNamespace
+
+    from pytest_specbench.engines.sglang import _scheduler_info
+
+    eng = SimpleNamespace(_scheduler_init_result=SimpleNamespace(
+        scheduler_infos=[{"status": "ready", "max_total_num_tokens": 1087303, "max_req_input_len": 40955,
+                          "nested": {"x": 1}}]))
+    assert _scheduler_info(eng) == {"status": "ready", "max_total_num_tokens": 1087303,
+                                    "max_req_input_len": 40955}
+    assert _scheduler_info(SimpleNamespace()) == {}

@@ -174,8 +174,7 @@ class SGLangEngine:
             "warmup_s": time.perf_counter() - t2,
             "log": str(self.log_path),
             # what the scheduler sized at start (compare with the planner's numbers)
-            "scheduler_info": {k: v for k, v in (getattr(self.engine, "scheduler_info", None) or {}).items()
-                               if isinstance(v, (int, float, str, bool))},
+            "scheduler_info": _scheduler_info(self.engine),
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -333,6 +332,15 @@ class SGLangEngine:
             v = getattr(sa, f.name)
             out[f.name] = v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)
         return out
+
+
+def _scheduler_info(engine: Any) -> dict[str, Any]:
+    """What the scheduler sized at start (max_total_num_tokens, ...): sglang 0.5.17 keeps it in
+    Engine._scheduler_init_result.scheduler_infos[0] (what get_server_info() reads)."""
+    res = getattr(engine, "_scheduler_init_result", None)
+    infos = getattr(res, "scheduler_infos", None) or [getattr(engine, "scheduler_info", None) or {}]
+    info = infos[0] if infos and isinstance(infos[0], dict) else {}
+    return {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool))}
 
 
 def _final_record(request: Request, out: dict[str, Any], latency: float) -> RequestRecord:
