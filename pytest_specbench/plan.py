@@ -31,7 +31,7 @@ from .matrix import Cell, EngineGroup, Model
 GiB = 1024 ** 3
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1,
                "fp8": 1, "int8": 1}
-DEFAULT_MEM_FRACTION = 0.85  # when the method sets no mem_fraction_static (SGLang sizes its own)
+DEFAULT_MEM_FRACTION = 0.85  # backends other than sglang that set no mem_fraction_static
 # HBM bandwidth (bytes/s) by GPU name fragment, for the roofline (vendor datasheets)
 HBM_BANDWIDTH = (("H200", 4.8e12), ("H100 NVL", 3.9e12), ("H100", 3.35e12), ("H20", 4.0e12),
                  ("B200", 8.0e12), ("A100-SXM4-80GB", 2.039e12), ("A100", 1.555e12), ("L40S", 0.864e12),
@@ -346,9 +346,25 @@ class CellPlan:
     eta_s: float | None = None
 
 
-def _mem_fraction(group: EngineGroup) -> float:
+def sglang_mem_fraction(gpu_bytes: int, tp: int) -> float:
+    """SGLang 0.5.17's default mem_fraction_static (server_args.py), without its CUDA-graph
+    reserve: (GPU memory - reserved) / GPU memory, reserved = 512 MiB + 1.5 MiB per token of
+    the chunked-prefill size (2k/4k/8k/16k by GPU size) + TP/8 GiB, at least 10 GiB above 60 GiB."""
+    mib = gpu_bytes / 1024 ** 2
+    chunk = 2048 if mib < 35 * 1024 else 4096 if mib < 60 * 1024 else 8192 if mib < 160 * 1024 else 16384
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp / 8 * 1024
+    if mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mib - reserved) / mib, 3)
+
+
+def _mem_fraction(group: EngineGroup, gpu: GPUBudget) -> tuple[float, str]:
     v = dict(group.method.engine_args).get("mem_fraction_static")
-    return float(v) if isinstance(v, (int, float)) else DEFAULT_MEM_FRACTION
+    if isinstance(v, (int, float)):
+        return float(v), "set in engine_args"
+    if group.method.backend == "sglang":
+        return sglang_mem_fraction(gpu.memory_bytes, group.tp), "SGLang's default for this GPU size"
+    return DEFAULT_MEM_FRACTION, "assumed"
 
 
 def plan_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str] = frozenset({"sglang"})
@@ -386,7 +402,10 @@ def plan_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozense
     if gpu is None:
         gp.notes.append("GPU memory unknown (no NVML and no --specbench-gpu-memory): KV capacity not planned")
         return gp
-    gp.mem_fraction_static = _mem_fraction(group)
+    gp.mem_fraction_static, why = _mem_fraction(group, gpu)
+    if why != "set in engine_args":
+        gp.notes.append(f"mem_fraction_static {gp.mem_fraction_static} ({why}; set it in engine_args to plan "
+                        "exactly what the engine gets)")
     gp.budget_bytes_per_gpu = int(gpu.memory_bytes * gp.mem_fraction_static)
     free = gp.budget_bytes_per_gpu - gp.weight_bytes_per_gpu
     if free <= 0:

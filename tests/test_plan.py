@@ -80,8 +80,11 @@ def test_skip_reasons_name_the_numbers(tmp_path: Path) -> None:
     m = _matrix(tmp_path, LLAMA3_70B, [1, 4], [3000], [1])
     p = plan.make_plan(m.cells(), plan.GPUBudget(80 * GiB, 4.8e12))
     r = p.skip_reason(m.cells()[0])
-    assert r == ("needs 131.4 GiB per GPU for weights at TP=1, 68.0 GiB available (80.0 GiB x "
-                 "mem_fraction_static 0.85)")
+    # SGLang's default fraction for 80 GiB at TP1: (81920 - 512 - 8192 x 1.5 - 128) MiB / 81920 MiB
+    assert plan.sglang_mem_fraction(80 * GiB, 1) == round((81920 - 12928) / 81920, 3) == 0.842
+    assert plan.sglang_mem_fraction(143771 * 1024 ** 2, 1) == 0.91  # H200; 0.909 resolved on the GPU
+    assert r == ("needs 131.4 GiB per GPU for weights at TP=1, 67.4 GiB available (80.0 GiB x "
+                 "mem_fraction_static 0.842)")
     assert p.skip_reason(m.cells()[1]) is None  # TP4: 32.9 GiB per GPU
     assert p.groups["ar-tp4"].weight_bytes_per_gpu == 70_552_387_584 * 2 // 4
     # the 70B's max_position_embeddings is 8192: a 3k cell gets no override
