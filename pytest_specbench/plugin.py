@@ -682,6 +682,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     spec = st.doc["specbench"]
     tr.write_line(f"engine starts: {spec['engine_starts']} "
                   f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in spec['engine_groups'])})")
+    for e in spec["engine_groups"]:
+        line = report.planned_vs_engine(e)
+        if line:
+            tr.write_line(line)
     for f in spec["failed_cells"]:
         tr.write_line(f"failed: {f['nodeid']} ({f['phase']}): {f['reason'].splitlines()[-1] if f['reason'] else ''}")
     target = config.getoption("benchmark_json", None)

@@ -85,3 +85,16 @@ def table(doc: dict[str, Any]) -> list[str]:
                      f"{_fmt(e.get('ttft_ms_p50'), '12.1f')} {_fmt(e.get('latency_s_p50'), '10.3f')} "
                      f"{e.get('errors', 0):>4}")
     return lines
+
+
+def planned_vs_engine(event: dict[str, Any]) -> str | None:
+    """The planner's KV capacity and memory fraction next to what the engine sized at start."""
+    planned = event.get("planned") or {}
+    info = event.get("info") or {}
+    engine_tokens = (info.get("scheduler_info") or {}).get("max_total_num_tokens")
+    if not planned.get("kv_tokens_capacity") or not engine_tokens:
+        return None
+    frac = (info.get("server_args") or {}).get("mem_fraction_static")
+    return (f"{event['group']}: KV tokens planned {planned['kv_tokens_capacity']:,} (mem_fraction_static "
+            f"{planned.get('mem_fraction_static')}), engine {engine_tokens:,} (mem_fraction_static {frac}): "
+            f"planned/engine = {planned['kv_tokens_capacity'] / engine_tokens:.3f}")

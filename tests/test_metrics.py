@@ -57,3 +57,14 @@ def test_speedups_match_axes() -> None:
 
     res = [r("ar", 1, 100.0), r("ngram", 1, 150.0), r("ngram", 4, 300.0)]
     assert speedups(res, "ar") == {0: 1.0, 1: 1.5, 2: None}
+
+
+def test_planned_vs_engine_line() -> None:
+    from pytest_specbench.report import planned_vs_engine
+
+    ev = {"group": "ar-tp2", "planned": {"kv_tokens_capacity": 2073162, "mem_fraction_static": 0.8},
+          "info": {"scheduler_info": {"max_total_num_tokens": 2000000},
+                   "server_args": {"mem_fraction_static": 0.8}}}
+    assert planned_vs_engine(ev) == ("ar-tp2: KV tokens planned 2,073,162 (mem_fraction_static 0.8), engine "
+                                     "2,000,000 (mem_fraction_static 0.8): planned/engine = 1.037")
+    assert planned_vs_engine({"group": "x", "planned": {}, "info": {}}) is None
