@@ -33,7 +33,8 @@ class FakeEngine:
         path = os.environ.get(STARTS_FILE_ENV)
         if path:  # one line per start, also from xdist workers
             with open(path, "a") as f:
-                f.write(f"{group.id} {os.environ.get('PYTEST_XDIST_WORKER', 'main')}\n")
+                f.write(f"{group.id} {os.environ.get('PYTEST_XDIST_WORKER', 'main')} "
+                        f"{os.environ.get('CUDA_VISIBLE_DEVICES', '-')}\n")
 
     def tokenizer(self) -> FakeTokenizer:
         return FakeTokenizer()
