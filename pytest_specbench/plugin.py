@@ -10,166 +10,28 @@ the controller writes one pytest-benchmark JSON at ``--benchmark-json``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from . import hookspec, report
+from . import hookspec, report, results
 from .engines import BACKENDS, get_backend
 from .engines.base import CellTimeout
-from .matrix import Cell, EngineGroup, Matrix, MatrixError, load
-
-STATE = pytest.StashKey["SpecbenchState"]()
-DEFAULT_MATRIX = "benches/specbench.yaml"
-RESULT_PROP = "specbench_result"
-ENGINE_PROP = "specbench_engine"
-FAILED_PROP = "specbench_failed"
-TIMEOUT_GRACE_S = 60.0  # pytest-timeout fires this long after a cell's timeout_s
-
-
-@dataclass
-class SpecbenchState:
-    config: pytest.Config
-    matrix: Matrix | None = None
-    live: tuple[EngineGroup, Any] | None = None
-    pending: list[dict[str, Any]] = field(default_factory=list)  # engine events, not yet on a report
-    # controller side
-    results: list[dict[str, Any]] = field(default_factory=list)
-    engine_events: list[dict[str, Any]] = field(default_factory=list)
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    doc: dict[str, Any] | None = None
-    gpus: tuple[int, ...] | None = None  # physical GPU indices this process may use (sglang)
-    gpu_notes: list[str] = field(default_factory=list)
-    gpu_baseline: dict[int, int] = field(default_factory=dict)
-    cells_run: dict[str, int] = field(default_factory=dict)  # per group, for --specbench-kill-engine
-    torn_down: dict[str, str] = field(default_factory=dict)  # group -> why its engine was abandoned
-    machine_info: dict[str, Any] | None = None
-    commit_info: dict[str, Any] | None = None
-    gpu_budget: Any = None  # plan.GPUBudget: NVML or --specbench-gpu-memory
-    gpus_at_start: list[dict[str, Any]] | None = None  # NVML before any engine (machine_info)
-    plan: Any = None  # plan.Plan of every cell of the matrix
-
-    def get_plan(self) -> Any:
-        if self.plan is None and self.matrix is not None:
-            from . import plan
-
-            prev = None
-            path = self.config.getoption("specbench_plan_from")
-            if path:
-                import json
-
-                try:
-                    prev = json.loads(Path(path).read_text())
-                except (OSError, ValueError) as e:
-                    raise pytest.UsageError(f"--specbench-plan-from {path}: cannot read a results JSON: {e}") from None
-            gpu_backends = frozenset(n for n, b in BACKENDS.items() if b.gpu)
-            self.plan = plan.make_plan(self.matrix.cells(), self.gpu_budget, prev, gpu_backends)
-        return self.plan
-
-    @property
-    def worker(self) -> str:
-        return os.environ.get("PYTEST_XDIST_WORKER", "main")
-
-    def start_engine(self, group: EngineGroup) -> Any:
-        if self.live is not None:  # one live engine per process, whatever pytest's order
-            self.stop_engine(*self.live)
-        ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "backend": group.method.backend}
-        gp = self.get_plan().groups.get(group.id)
-        if gp is not None:  # the planner's numbers next to what the engine reports
-            ev["planned"] = {k: getattr(gp, k) for k in ("weight_bytes_per_gpu", "kv_bytes_per_token",
-                                                         "kv_tokens_capacity", "mem_fraction_static",
-                                                         "context_length", "notes")}
-        if self.gpus:  # the previous engine's memory must be back before the next one sizes its pools
-            from .gpus import wait_released
-
-            ev["gpu_used_mib_before"] = {str(k): v for k, v in
-                                         wait_released(self.gpus, self.gpu_baseline, timeout_s=90).items()}
-        t0 = time.perf_counter()
-        ev["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
-        try:
-            with _alarm(self.config.getoption("specbench_start_timeout"), f"{group.id}: engine start"):
-                eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
-        except BaseException as e:
-            ev.update(ok=False, start_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
-            self.pending.append(ev)
-            raise
-        ev.update(ok=True, start_s=time.perf_counter() - t0, info=_jsonable(getattr(eng, "info", {})))
-        self.pending.append(ev)
-        self.live = (group, eng)
-        return eng
-
-    def abandon_engine(self, group: EngineGroup, why: str) -> None:
-        """A hung engine: its group's remaining cells fail at once; its processes are killed now."""
-        self.torn_down[group.id] = why
-        if self.live is not None and self.live[0] == group:
-            abandon = getattr(self.live[1], "abandon", None)
-            if abandon is not None:
-                abandon(why)
-
-    def stop_engine(self, group: EngineGroup, eng: Any) -> None:
-        if self.live is not None and self.live[1] is eng:
-            self.live = None
-        t0 = time.perf_counter()
-        ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "event": "stop"}
-        try:
-            eng.close()
-        finally:
-            ev["stop_s"] = time.perf_counter() - t0
-            if self.gpus:  # GPU memory must be back after shutdown (NVML)
-                from .gpus import wait_released
-
-                ev["gpu_used_mib_after"] = {str(k): v for k, v in
-                                            wait_released(self.gpus, self.gpu_baseline).items()}
-            self.pending.append(ev)
-
-
-class EngineStartTimeout(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _alarm(seconds: float | None, what: str) -> Iterator[None]:
-    """SIGALRM after ``seconds`` (main thread only): a start that hangs fails its group."""
-    import signal
-    import threading
-
-    if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def fire(signum: int, frame: Any) -> None:
-        raise EngineStartTimeout(f"{what} took longer than {seconds:g} s (--specbench-start-timeout)")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
-def _state(config: pytest.Config) -> SpecbenchState:
-    return config.stash[STATE]
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if v is None or type(v) in (str, int, float, bool):  # exact types: execnet rejects subclasses
-        return v
-    if isinstance(v, (int, float)):
-        return bool(v) if isinstance(v, bool) else int(v) if isinstance(v, int) else float(v)
-    return str(v)
-
+from .matrix import Cell, EngineGroup, MatrixError, load
+from .state import (
+    DEFAULT_MATRIX,
+    ENGINE_PROP,
+    FAILED_PROP,
+    RESULT_PROP,
+    STATE,
+    TIMEOUT_GRACE_S,
+    SpecbenchState,
+    jsonable,
+)
+from .state import get_state as _state
 
 # ------------------------------------------------------------------------------ options
 
@@ -530,8 +392,8 @@ class CellRunner:
             "params": cell.params(),
             "round_times": run.round_times,
             "warmup": cell.workload.warmup,
-            "metrics": _jsonable(m),
-            "extra_info": _jsonable(run.extra),
+            "metrics": jsonable(m),
+            "extra_info": jsonable(run.extra),
             "worker": _state(self.item.config).worker,
         }
         self.item.user_properties.append((RESULT_PROP, result))
@@ -569,80 +431,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
                                                   "phase": rep.when, "reason": "\n".join(lines[-15:])}))
 
 
-class _Collector:
-    """Controller-side: gathers results and engine events from every report (xdist too)."""
-
-    def __init__(self, st: SpecbenchState):
-        self.st = st
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in report.user_properties:
-            if name == FAILED_PROP:
-                self.st.failures.append(value)
-        if report.when != "teardown":
-            return
-        for name, value in report.user_properties:
-            if name == RESULT_PROP:
-                self.st.config.hook.pytest_specbench_cell_done(config=self.st.config, result=value)
-                self.st.results.append(value)
-            elif name == ENGINE_PROP:
-                self.st.engine_events.append(value)
-        if report.user_properties:  # a run that dies halfway keeps what it measured
-            _write_json(self.st.config, self.st)
-
+# ------------------------------------------------------------------------------ results (results.py)
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):
-        session.config.pluginmanager.register(_Collector(_state(session.config)), "specbench-collector")
-
-
-def _versions() -> dict[str, str | None]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out: dict[str, str | None] = {}
-    for name in ("pytest-specbench", "torch", "transformers", "sglang", "pytest", "pytest-benchmark",
-                 "pytest-xdist"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def _build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
-    from pytest_benchmark import __version__ as pb_version
-
-    assert st.matrix is not None
-    if st.machine_info is None:  # computed once: rewritten after every cell
-        from . import gpus
-
-        st.machine_info = config.hook.pytest_benchmark_generate_machine_info(config=config)
-        config.hook.pytest_benchmark_update_machine_info(config=config, machine_info=st.machine_info)
-        st.machine_info["specbench"] = {
-            "backends": sorted({m.backend for m in st.matrix.methods}),
-            "versions": _versions(),
-            "gpus": st.gpus_at_start if st.gpus_at_start is not None else gpus.describe(gpus.inventory()),
-            **gpus.driver_info(),
-        }
-        st.commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
-    machine = st.machine_info
-    starts = [e for e in st.engine_events if "ok" in e]
-    return report.build(
-        st.results,
-        baseline=st.matrix.baseline,
-        machine_info=machine,
-        commit_info=st.commit_info or {},
-        specbench={
-            "matrix": st.matrix.path,
-            "engine_starts": len(starts),
-            "engine_groups": starts,
-            "engine_stops": [e for e in st.engine_events if e.get("event") == "stop"],
-            "gpus_used": list(st.gpus) if st.gpus is not None else None,
-            "gpu_notes": st.gpu_notes,
-            "failed_cells": st.failures,
-        },
-        version=pb_version,
-    )
+        session.config.pluginmanager.register(results.Collector(_state(session.config)), "specbench-collector")
 
 
 @pytest.hookimpl(trylast=True)
@@ -651,43 +444,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     st = _state(config)
     if hasattr(config, "workerinput") or st.matrix is None or not (st.results or st.engine_events):
         return
-    _write_json(config, st)
-
-
-def _write_json(config: pytest.Config, st: SpecbenchState) -> None:
-    """(Re)write the whole document: after every finished cell and at the end of the session."""
-    st.doc = _build_doc(config, st)
-    target = config.getoption("benchmark_json", None)
-    if not target:
-        return
-    if hasattr(target, "write"):  # older pytest-benchmark: an open binary file
-        target.seek(0)
-        target.truncate()
-        target.write(report.dumps(st.doc).encode())
-        target.flush()
-    else:
-        tmp = Path(str(target) + ".tmp")
-        tmp.write_text(report.dumps(st.doc))
-        tmp.replace(target)
+    results.write_json(config, st)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    st = _state(config)
-    if st.doc is None:
-        return
-    tr = terminalreporter
-    tr.write_sep("=", "specbench summary")
-    for line in report.table(st.doc):
-        tr.write_line(line)
-    spec = st.doc["specbench"]
-    tr.write_line(f"engine starts: {spec['engine_starts']} "
-                  f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in spec['engine_groups'])})")
-    for e in spec["engine_groups"]:
-        line = report.planned_vs_engine(e)
-        if line:
-            tr.write_line(line)
-    for f in spec["failed_cells"]:
-        tr.write_line(f"failed: {f['nodeid']} ({f['phase']}): {f['reason'].splitlines()[-1] if f['reason'] else ''}")
-    target = config.getoption("benchmark_json", None)
-    if target:
-        tr.write_line(f"wrote {getattr(target, 'name', target)} ({len(st.doc['benchmarks'])} cells)")
+    lines = results.summary_lines(_state(config), config)
+    if lines:
+        terminalreporter.write_sep("=", "specbench summary")
+        for line in lines:
+            terminalreporter.write_line(line)

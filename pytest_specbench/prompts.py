@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ def fixtures_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[1] / "fixtures"
 
 
-@lru_cache(maxsize=None)
+@cache
 def passages(text_dir: str | None = None) -> tuple[str, ...]:
     """Paragraphs of the corpus, in a stable order."""
     d = Path(text_dir) if text_dir else fixtures_dir() / "text"
@@ -118,7 +118,7 @@ def scenario_names() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in (fixtures_dir() / "agentic").glob("*.yaml")))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_scenario(name: str, base_dir: Path | None = None) -> Scenario:
     """A built-in scenario by name (fixtures/agentic/NAME.yaml) or a YAML file path.
 
@@ -161,7 +161,7 @@ class Question:
     turns: tuple[str, ...]
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_questions(path: str | None = None) -> tuple[Question, ...]:
     """Spec-Bench / MT-Bench ``question.jsonl``: one JSON object per line with ``question_id``,
     ``category`` and ``turns`` (a list of user messages). Default: the project's own prompt set."""

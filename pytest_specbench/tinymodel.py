@@ -31,7 +31,7 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
-TARGET_SHAPE = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+TARGET_SHAPE: dict[str, Any] = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
                     num_attention_heads=4, num_key_value_heads=2, head_dim=64, tie=False)
 DRAFT_LAYERS = 1
 HEAD_PRIOR = 0.6

@@ -28,8 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import metrics, prompts
-from .engines.base import (Engine, Request, RequestRecord, open_loop, poisson_arrivals, run_requests,
-                           safe_generate)
+from .engines.base import (
+    Engine,
+    Request,
+    RequestRecord,
+    open_loop,
+    poisson_arrivals,
+    run_requests,
+    safe_generate,
+)
 from .matrix import Cell
 
 

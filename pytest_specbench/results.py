@@ -1,0 +1,122 @@
+"""Controller side: gather cell results and engine events (xdist too), write the JSON, print
+the summary. The JSON is rewritten after every finished cell, so a run that dies halfway keeps
+what it measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import report
+from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SpecbenchState
+
+
+class Collector:
+    """Controller-side: gathers results and engine events from every report (xdist too)."""
+
+    def __init__(self, st: SpecbenchState):
+        self.st = st
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props: list[tuple[str, Any]] = list(report.user_properties)
+        for name, value in props:
+            if name == FAILED_PROP:
+                self.st.failures.append(value)
+        if report.when != "teardown":
+            return
+        for name, value in props:
+            if name == RESULT_PROP:
+                self.st.config.hook.pytest_specbench_cell_done(config=self.st.config, result=value)
+                self.st.results.append(value)
+            elif name == ENGINE_PROP:
+                self.st.engine_events.append(value)
+        if report.user_properties:  # a run that dies halfway keeps what it measured
+            write_json(self.st.config, self.st)
+
+
+def versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for name in ("pytest-specbench", "torch", "transformers", "sglang", "pytest", "pytest-benchmark",
+                 "pytest-xdist"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
+    from pytest_benchmark import __version__ as pb_version
+
+    assert st.matrix is not None
+    if st.machine_info is None:  # computed once: rewritten after every cell
+        from . import gpus
+
+        st.machine_info = config.hook.pytest_benchmark_generate_machine_info(config=config)
+        config.hook.pytest_benchmark_update_machine_info(config=config, machine_info=st.machine_info)
+        st.machine_info["specbench"] = {
+            "backends": sorted({m.backend for m in st.matrix.methods}),
+            "versions": versions(),
+            "gpus": st.gpus_at_start if st.gpus_at_start is not None else gpus.describe(gpus.inventory()),
+            **gpus.driver_info(),
+        }
+        st.commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
+    machine = st.machine_info
+    starts = [e for e in st.engine_events if "ok" in e]
+    return report.build(
+        st.results,
+        baseline=st.matrix.baseline,
+        machine_info=machine,
+        commit_info=st.commit_info or {},
+        specbench={
+            "matrix": st.matrix.path,
+            "engine_starts": len(starts),
+            "engine_groups": starts,
+            "engine_stops": [e for e in st.engine_events if e.get("event") == "stop"],
+            "gpus_used": list(st.gpus) if st.gpus is not None else None,
+            "gpu_notes": st.gpu_notes,
+            "failed_cells": st.failures,
+        },
+        version=pb_version,
+    )
+
+
+def write_json(config: pytest.Config, st: SpecbenchState) -> None:
+    """(Re)write the whole document: after every finished cell and at the end of the session."""
+    st.doc = build_doc(config, st)
+    target = config.getoption("benchmark_json", None)
+    if not target:
+        return
+    if hasattr(target, "write"):  # older pytest-benchmark: an open binary file
+        target.seek(0)
+        target.truncate()
+        target.write(report.dumps(st.doc).encode())
+        target.flush()
+    else:
+        tmp = Path(str(target) + ".tmp")
+        tmp.write_text(report.dumps(st.doc))
+        tmp.replace(target)
+
+
+def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
+    if st.doc is None:
+        return []
+    out: list[str] = []
+    out += report.table(st.doc)
+    spec = st.doc["specbench"]
+    out.append(f"engine starts: {spec['engine_starts']} "
+               f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in spec['engine_groups'])})")
+    for e in spec["engine_groups"]:
+        pve = report.planned_vs_engine(e)
+        if pve:
+            out.append(pve)
+    for f in spec["failed_cells"]:
+        out.append(f"failed: {f['nodeid']} ({f['phase']}): {f['reason'].splitlines()[-1] if f['reason'] else ''}")
+    target = config.getoption("benchmark_json", None)
+    if target:
+        out.append(f"wrote {getattr(target, 'name', target)} ({len(st.doc['benchmarks'])} cells)")
+    return out

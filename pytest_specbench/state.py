@@ -1,0 +1,166 @@
+"""Per-process plugin state: the matrix, the live engine, what was measured, the plan.
+
+Kept apart from plugin.py (hooks and fixtures) so both stay readable. One live engine per
+process: starting a group's engine stops the previous one first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .engines import BACKENDS
+from .matrix import EngineGroup, Matrix
+
+STATE = pytest.StashKey["SpecbenchState"]()
+DEFAULT_MATRIX = "benches/specbench.yaml"
+RESULT_PROP = "specbench_result"
+ENGINE_PROP = "specbench_engine"
+FAILED_PROP = "specbench_failed"
+TIMEOUT_GRACE_S = 60.0  # pytest-timeout fires this long after a cell's timeout_s
+
+
+@dataclass
+class SpecbenchState:
+    config: pytest.Config
+    matrix: Matrix | None = None
+    live: tuple[EngineGroup, Any] | None = None
+    pending: list[dict[str, Any]] = field(default_factory=list)  # engine events, not yet on a report
+    # controller side
+    results: list[dict[str, Any]] = field(default_factory=list)
+    engine_events: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    doc: dict[str, Any] | None = None
+    gpus: tuple[int, ...] | None = None  # physical GPU indices this process may use (sglang)
+    gpu_notes: list[str] = field(default_factory=list)
+    gpu_baseline: dict[int, int] = field(default_factory=dict)
+    cells_run: dict[str, int] = field(default_factory=dict)  # per group, for --specbench-kill-engine
+    torn_down: dict[str, str] = field(default_factory=dict)  # group -> why its engine was abandoned
+    machine_info: dict[str, Any] | None = None
+    commit_info: dict[str, Any] | None = None
+    gpu_budget: Any = None  # plan.GPUBudget: NVML or --specbench-gpu-memory
+    gpus_at_start: list[dict[str, Any]] | None = None  # NVML before any engine (machine_info)
+    plan: Any = None  # plan.Plan of every cell of the matrix
+
+    def get_plan(self) -> Any:
+        if self.plan is None and self.matrix is not None:
+            from . import plan
+
+            prev = None
+            path = self.config.getoption("specbench_plan_from")
+            if path:
+                import json
+
+                try:
+                    prev = json.loads(Path(path).read_text())
+                except (OSError, ValueError) as e:
+                    raise pytest.UsageError(f"--specbench-plan-from {path}: cannot read a results JSON: {e}") from None
+            gpu_backends = frozenset(n for n, b in BACKENDS.items() if b.gpu)
+            self.plan = plan.make_plan(self.matrix.cells(), self.gpu_budget, prev, gpu_backends)
+        return self.plan
+
+    @property
+    def worker(self) -> str:
+        return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+    def start_engine(self, group: EngineGroup) -> Any:
+        if self.live is not None:  # one live engine per process, whatever pytest's order
+            self.stop_engine(*self.live)
+        ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "backend": group.method.backend}
+        gp = self.get_plan().groups.get(group.id)
+        if gp is not None:  # the planner's numbers next to what the engine reports
+            ev["planned"] = {k: getattr(gp, k) for k in ("weight_bytes_per_gpu", "kv_bytes_per_token",
+                                                         "kv_tokens_capacity", "mem_fraction_static",
+                                                         "context_length", "notes")}
+        if self.gpus:  # the previous engine's memory must be back before the next one sizes its pools
+            from .gpus import wait_released
+
+            ev["gpu_used_mib_before"] = {str(k): v for k, v in
+                                         wait_released(self.gpus, self.gpu_baseline, timeout_s=90).items()}
+        t0 = time.perf_counter()
+        ev["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+        try:
+            with _alarm(self.config.getoption("specbench_start_timeout"), f"{group.id}: engine start"):
+                eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
+        except BaseException as e:
+            ev.update(ok=False, start_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
+            self.pending.append(ev)
+            raise
+        ev.update(ok=True, start_s=time.perf_counter() - t0, info=jsonable(getattr(eng, "info", {})))
+        self.pending.append(ev)
+        self.live = (group, eng)
+        return eng
+
+    def abandon_engine(self, group: EngineGroup, why: str) -> None:
+        """A hung engine: its group's remaining cells fail at once; its processes are killed now."""
+        self.torn_down[group.id] = why
+        if self.live is not None and self.live[0] == group:
+            abandon = getattr(self.live[1], "abandon", None)
+            if abandon is not None:
+                abandon(why)
+
+    def stop_engine(self, group: EngineGroup, eng: Any) -> None:
+        if self.live is not None and self.live[1] is eng:
+            self.live = None
+        t0 = time.perf_counter()
+        ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "event": "stop"}
+        try:
+            eng.close()
+        finally:
+            ev["stop_s"] = time.perf_counter() - t0
+            if self.gpus:  # GPU memory must be back after shutdown (NVML)
+                from .gpus import wait_released
+
+                ev["gpu_used_mib_after"] = {str(k): v for k, v in
+                                            wait_released(self.gpus, self.gpu_baseline).items()}
+            self.pending.append(ev)
+
+
+class EngineStartTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None, what: str) -> Iterator[None]:
+    """SIGALRM after ``seconds`` (main thread only): a start that hangs fails its group."""
+    import signal
+    import threading
+
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(signum: int, frame: Any) -> None:
+        raise EngineStartTimeout(f"{what} took longer than {seconds:g} s (--specbench-start-timeout)")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def get_state(config: pytest.Config) -> SpecbenchState:
+    return config.stash[STATE]
+
+
+def jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if v is None or type(v) in (str, int, float, bool):  # exact types: execnet rejects subclasses
+        return v
+    if isinstance(v, (int, float)):
+        return bool(v) if isinstance(v, bool) else int(v) if isinstance(v, int) else float(v)
+    return str(v)
+
