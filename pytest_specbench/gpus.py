@@ -59,8 +59,16 @@ def inventory() -> list[GPU]:
             procs = 0
         name = nv.nvmlDeviceGetName(h)
         uuid = nv.nvmlDeviceGetUUID(h)
-        out.append(GPU(i, name.decode() if isinstance(name, bytes) else str(name), mem.total >> 20,
-                       mem.used >> 20, procs, uuid.decode() if isinstance(uuid, bytes) else str(uuid)))
+        out.append(
+            GPU(
+                i,
+                name.decode() if isinstance(name, bytes) else str(name),
+                mem.total >> 20,
+                mem.used >> 20,
+                procs,
+                uuid.decode() if isinstance(uuid, bytes) else str(uuid),
+            )
+        )
     return out
 
 
@@ -68,11 +76,15 @@ def driver_info() -> dict[str, Any]:
     nv = _nvml()
     if nv is None:
         return {}
+
     def s(v: Any) -> str:
         return v.decode() if isinstance(v, bytes) else str(v)
 
     cuda = nv.nvmlSystemGetCudaDriverVersion()
-    return {"driver": s(nv.nvmlSystemGetDriverVersion()), "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}"}
+    return {
+        "driver": s(nv.nvmlSystemGetDriverVersion()),
+        "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
+    }
 
 
 def describe(gpus: list[GPU]) -> list[dict[str, Any]]:
@@ -84,7 +96,9 @@ def parse_gpu_list(value: str) -> tuple[int, ...]:
     try:
         ids = tuple(int(x) for x in value.split(",") if x.strip() != "")
     except ValueError:
-        raise ValueError(f"--specbench-gpus expects comma-separated GPU indices like 0,1,2; got {value!r}") from None
+        raise ValueError(
+            f"--specbench-gpus expects comma-separated GPU indices like 0,1,2; got {value!r}"
+        ) from None
     if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
         raise ValueError(f"--specbench-gpus expects distinct non-negative GPU indices; got {value!r}")
     return ids
@@ -119,14 +133,18 @@ def pin(indices: tuple[int, ...]) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, indices))
 
 
-def wait_released(indices: tuple[int, ...], baseline_mib: dict[int, int], timeout_s: float = 30.0,
-                  slack_mib: int = 1024) -> dict[int, int]:
+def wait_released(
+    indices: tuple[int, ...], baseline_mib: dict[int, int], timeout_s: float = 30.0, slack_mib: int = 1024
+) -> dict[int, int]:
     """Wait until each GPU's used memory is back near its pre-engine value; returns used MiB."""
     deadline = time.monotonic() + timeout_s
     used: dict[int, int] = {}
     while True:
         inv = {g.index: g for g in inventory()}
         used = {i: inv[i].memory_used_mib for i in indices if i in inv}
-        if all(used.get(i, 0) <= baseline_mib.get(i, 0) + slack_mib for i in used) or time.monotonic() > deadline:
+        if (
+            all(used.get(i, 0) <= baseline_mib.get(i, 0) + slack_mib for i in used)
+            or time.monotonic() > deadline
+        ):
             return used
         time.sleep(0.5)

@@ -36,8 +36,11 @@ def freeze(value: Any) -> Any:
 
 def thaw(value: Any) -> Any:
     """Inverse of :func:`freeze` for the pairs-of-tuples form produced from dicts."""
-    if isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
-                                        for p in value) and value:
+    if (
+        isinstance(value, tuple)
+        and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in value)
+        and value
+    ):
         return {k: thaw(v) for k, v in value}
     if isinstance(value, tuple):
         return [thaw(v) for v in value]
@@ -176,8 +179,14 @@ class Cell:
     @property
     def axes_key(self) -> tuple[Any, ...]:
         """Everything but the method: cells with equal keys are comparable (speedup vs ar)."""
-        return (self.workload.name, self.tp, self.concurrency, self.context_tokens,
-                self.output_tokens, self.extra)
+        return (
+            self.workload.name,
+            self.tp,
+            self.concurrency,
+            self.context_tokens,
+            self.output_tokens,
+            self.extra,
+        )
 
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = {
@@ -238,8 +247,9 @@ class Matrix:
             for g in groups:
                 if w.methods and g.method.name not in w.methods:
                     continue
-                for c, ctx, out_t, extra in itertools.product(w.concurrency, ctxs, w.output_tokens,
-                                                              w.extra_axes()):
+                for c, ctx, out_t, extra in itertools.product(
+                    w.concurrency, ctxs, w.output_tokens, w.extra_axes()
+                ):
                     out.append(Cell(w, g, c, out_t, ctx, id_prefix=prefix, extra=extra))
         return out
 
@@ -258,6 +268,7 @@ def _tokens_needed(w: Workload, method: str) -> int:
 
 # --------------------------------------------------------------------------- validation
 
+
 class _Ctx:
     """Carries the file name so every error can name it."""
 
@@ -267,8 +278,9 @@ class _Ctx:
     def err(self, key: str, msg: str) -> MatrixError:
         return MatrixError(f"{self.path}: {key}: {msg}")
 
-    def mapping(self, value: Any, key: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()
-                ) -> dict[str, Any]:
+    def mapping(
+        self, value: Any, key: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.err(key, f"expected a mapping with keys {', '.join(allowed)}; got {value!r}")
         for k in value:
@@ -312,11 +324,24 @@ class _Ctx:
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
 METHOD_KEYS = ("backend", "model", "speculative", "tp", "engine_args", "env")
-SPEC_KEYS = ("algorithm", "draft_model", "num_steps", "topk", "num_draft_tokens", "max_ngram",
-             "block_size")
-WORKLOAD_KEYS = ("kind", "concurrency", "output_tokens", "context_tokens", "prompt_tokens",
-                 "requests", "rounds", "warmup", "timeout_s", "methods", "options", "request_rate",
-                 "scenarios", "categories", "questions")
+SPEC_KEYS = ("algorithm", "draft_model", "num_steps", "topk", "num_draft_tokens", "max_ngram", "block_size")
+WORKLOAD_KEYS = (
+    "kind",
+    "concurrency",
+    "output_tokens",
+    "context_tokens",
+    "prompt_tokens",
+    "requests",
+    "rounds",
+    "warmup",
+    "timeout_s",
+    "methods",
+    "options",
+    "request_rate",
+    "scenarios",
+    "categories",
+    "questions",
+)
 TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline")
 
 
@@ -327,8 +352,9 @@ def _model(cx: _Ctx, name: str, raw: Any, base_dir: Path) -> Model:
     d = cx.mapping(raw, key, MODEL_KEYS, required=("path",))
     path = cx.string(d["path"], f"{key}.path")
     # "./x" and "../x" are relative to the matrix file; a bare "org/name" may be a hub id
-    if path.startswith(("./", "../")) or (not path.startswith("embedded:") and not Path(path).is_absolute()
-                                          and (base_dir / path).exists()):
+    if path.startswith(("./", "../")) or (
+        not path.startswith("embedded:") and not Path(path).is_absolute() and (base_dir / path).exists()
+    ):
         path = str((base_dir / path).resolve())
     tok = d.get("tokenizer")
     return Model(
@@ -336,8 +362,11 @@ def _model(cx: _Ctx, name: str, raw: Any, base_dir: Path) -> Model:
         path=path,
         tokenizer=cx.string(tok, f"{key}.tokenizer") if tok is not None else None,
         load_format=cx.choice(d.get("load_format", "auto"), f"{key}.load_format", LOAD_FORMATS),
-        context_length=(cx.pos_int(d["context_length"], f"{key}.context_length")
-                        if d.get("context_length") is not None else None),
+        context_length=(
+            cx.pos_int(d["context_length"], f"{key}.context_length")
+            if d.get("context_length") is not None
+            else None
+        ),
     )
 
 
@@ -350,34 +379,42 @@ def _speculative(cx: _Ctx, key: str, raw: Any) -> Speculative:
     if d.get("draft_model") is not None:
         kw["draft_model"] = cx.string(d["draft_model"], f"{key}.draft_model")
     if kw["algorithm"] in ("draft", "standalone", "eagle3", "dflash") and "draft_model" not in kw:
-        raise cx.err(f"{key}.draft_model", f"algorithm {kw['algorithm']!r} needs a draft_model "
-                                           "(a name under models:)")
+        raise cx.err(
+            f"{key}.draft_model", f"algorithm {kw['algorithm']!r} needs a draft_model (a name under models:)"
+        )
     return Speculative(**kw)
 
 
-def _method(cx: _Ctx, name: str, raw: Any, models: dict[str, Model], backends: tuple[str, ...] | None
-            ) -> Method:
+def _method(
+    cx: _Ctx, name: str, raw: Any, models: dict[str, Model], backends: tuple[str, ...] | None
+) -> Method:
     key = f"methods.{name}"
     d = cx.mapping(raw, key, METHOD_KEYS, required=("backend", "model"))
     backend = cx.string(d["backend"], f"{key}.backend")
     if backends is not None and backend not in backends:
-        raise cx.err(f"{key}.backend", f"{backend!r} is not a registered backend; allowed: "
-                                       f"{', '.join(backends)}")
+        raise cx.err(
+            f"{key}.backend", f"{backend!r} is not a registered backend; allowed: {', '.join(backends)}"
+        )
     mname = cx.string(d["model"], f"{key}.model")
     if mname not in models:
-        raise cx.err(f"{key}.model", f"{mname!r} is not defined under models:; defined: "
-                                     f"{', '.join(models) or '(none)'}")
+        raise cx.err(
+            f"{key}.model",
+            f"{mname!r} is not defined under models:; defined: {', '.join(models) or '(none)'}",
+        )
     spec = _speculative(cx, f"{key}.speculative", d["speculative"]) if d.get("speculative") else None
     draft = None
     if spec and spec.draft_model:
         if spec.draft_model not in models:
-            raise cx.err(f"{key}.speculative.draft_model", f"{spec.draft_model!r} is not defined under "
-                                                           f"models:; defined: {', '.join(models)}")
+            raise cx.err(
+                f"{key}.speculative.draft_model",
+                f"{spec.draft_model!r} is not defined under models:; defined: {', '.join(models)}",
+            )
         draft = models[spec.draft_model]
     engine_args = d.get("engine_args") or {}
     if not isinstance(engine_args, dict):
-        raise cx.err(f"{key}.engine_args", f"expected a mapping of engine keyword arguments; got "
-                                           f"{engine_args!r}")
+        raise cx.err(
+            f"{key}.engine_args", f"expected a mapping of engine keyword arguments; got {engine_args!r}"
+        )
     env = d.get("env") or {}
     if not isinstance(env, dict):
         raise cx.err(f"{key}.env", f"expected a mapping of environment variables; got {env!r}")
@@ -405,8 +442,12 @@ def _workload_axes(cx: _Ctx, key: str, kind: str, d: dict[str, Any], base_dir: P
     from . import prompts
 
     kw: dict[str, Any] = {}
-    only = {"request_rate": ("throughput", "ttft"), "scenarios": ("agentic",),
-            "categories": ("categories",), "questions": ("categories",)}
+    only = {
+        "request_rate": ("throughput", "ttft"),
+        "scenarios": ("agentic",),
+        "categories": ("categories",),
+        "questions": ("categories",),
+    }
     for k, kinds in only.items():
         if d.get(k) is not None and kind not in kinds:
             raise cx.err(f"{key}.{k}", f"only for workload kind {' or '.join(kinds)}; this one is {kind!r}")
@@ -417,16 +458,24 @@ def _workload_axes(cx: _Ctx, key: str, kind: str, d: dict[str, Any], base_dir: P
                 raise cx.err(f"{key}.request_rate[{i}]", f"expected requests per second > 0; got {r!r}")
         kw["request_rate"] = tuple(float(r) for r in rates)
     if kind == "agentic":
-        names = _str_list(cx, d["scenarios"], f"{key}.scenarios") if d.get("scenarios") else \
-            prompts.scenario_names()
-        names = tuple(str((base_dir / n).resolve()) if n.endswith((".yaml", ".yml")) and not Path(n).is_absolute()
-                      else n for n in names)
+        names = (
+            _str_list(cx, d["scenarios"], f"{key}.scenarios")
+            if d.get("scenarios")
+            else prompts.scenario_names()
+        )
+        names = tuple(
+            str((base_dir / n).resolve())
+            if n.endswith((".yaml", ".yml")) and not Path(n).is_absolute()
+            else n
+            for n in names
+        )
         for i, n in enumerate(names):
             try:
                 prompts.load_scenario(n)
             except (OSError, ValueError) as e:
-                raise cx.err(f"{key}.scenarios[{i}]", f"{e}; built-in scenarios: "
-                                                      f"{', '.join(prompts.scenario_names())}") from None
+                raise cx.err(
+                    f"{key}.scenarios[{i}]", f"{e}; built-in scenarios: {', '.join(prompts.scenario_names())}"
+                ) from None
         kw["scenarios"] = names
     if kind == "categories":
         qpath = None
@@ -443,8 +492,11 @@ def _workload_axes(cx: _Ctx, key: str, kind: str, d: dict[str, Any], base_dir: P
         cats = _str_list(cx, d["categories"], f"{key}.categories") if d.get("categories") else have
         for i, c in enumerate(cats):
             if c not in have:
-                raise cx.err(f"{key}.categories[{i}]", f"{c!r} is not a category of "
-                                                       f"{qpath or 'the built-in prompt set'}; it has: {', '.join(have)}")
+                raise cx.err(
+                    f"{key}.categories[{i}]",
+                    f"{c!r} is not a category of "
+                    f"{qpath or 'the built-in prompt set'}; it has: {', '.join(have)}",
+                )
         kw["categories"] = cats
     return kw
 
@@ -474,8 +526,10 @@ def _workload(cx: _Ctx, name: str, raw: Any, methods: dict[str, Method], base_di
         ms = d["methods"] if isinstance(d["methods"], list) else [d["methods"]]
         for i, m in enumerate(ms):
             if m not in methods:
-                raise cx.err(f"{key}.methods[{i}]", f"{m!r} is not defined under methods:; defined: "
-                                                    f"{', '.join(methods)}")
+                raise cx.err(
+                    f"{key}.methods[{i}]",
+                    f"{m!r} is not defined under methods:; defined: {', '.join(methods)}",
+                )
         kw["methods"] = tuple(ms)
     if d.get("options") is not None:
         if not isinstance(d["options"], dict):
@@ -485,8 +539,9 @@ def _workload(cx: _Ctx, name: str, raw: Any, methods: dict[str, Method], base_di
     return Workload(**kw)
 
 
-def parse(data: Any, path: str = "<matrix>", backends: tuple[str, ...] | None = None,
-          base_dir: Path | None = None) -> Matrix:
+def parse(
+    data: Any, path: str = "<matrix>", backends: tuple[str, ...] | None = None, base_dir: Path | None = None
+) -> Matrix:
     """Validate a loaded YAML document and build the frozen :class:`Matrix`."""
     cx = _Ctx(path)
     d = cx.mapping(data, "(top level)", TOP_KEYS, required=("models", "methods", "workloads"))
@@ -503,10 +558,11 @@ def parse(data: Any, path: str = "<matrix>", backends: tuple[str, ...] | None = 
         methods[cx.name(n, f"methods.{n}")] = _method(cx, n, r, models, backends)
     raw_w = d["workloads"]
     if not isinstance(raw_w, dict) or not raw_w:
-        raise cx.err("workloads", f"expected a non-empty mapping of workload name -> settings "
-                                  f"(kinds: {', '.join(WORKLOAD_KINDS)})")
-    workloads = tuple(_workload(cx, cx.name(n, f"workloads.{n}"), r, methods, base)
-                      for n, r in raw_w.items())
+        raise cx.err(
+            "workloads",
+            f"expected a non-empty mapping of workload name -> settings (kinds: {', '.join(WORKLOAD_KINDS)})",
+        )
+    workloads = tuple(_workload(cx, cx.name(n, f"workloads.{n}"), r, methods, base) for n, r in raw_w.items())
     baseline = d.get("baseline", DEFAULT_BASELINE)
     if "baseline" in d and baseline not in methods:
         raise cx.err("baseline", f"{baseline!r} is not defined under methods:; defined: {', '.join(methods)}")

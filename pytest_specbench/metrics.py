@@ -35,7 +35,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 def itl_gaps(chunks: Sequence[tuple[float, int]]) -> list[float]:
     """Per-token inter-token latencies from (time, cumulative tokens) chunks."""
     gaps: list[float] = []
-    for (t0, n0), (t1, n1) in zip(chunks, chunks[1:]):
+    for (t0, n0), (t1, n1) in zip(chunks, chunks[1:], strict=False):
         k = n1 - n0
         if k > 0:
             gaps.extend([(t1 - t0) / k] * k)

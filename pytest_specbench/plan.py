@@ -28,17 +28,36 @@ from typing import Any
 
 from .matrix import Cell, EngineGroup, Model
 
-GiB = 1024 ** 3
-DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1,
-               "fp8": 1, "int8": 1}
+GiB = 1024**3
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "float16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "fp8": 1,
+    "int8": 1,
+}
 DEFAULT_MEM_FRACTION = 0.85  # backends other than sglang that set no mem_fraction_static
 # HBM bandwidth (bytes/s) by GPU name fragment, for the roofline (vendor datasheets)
-HBM_BANDWIDTH = (("H200", 4.8e12), ("H100 NVL", 3.9e12), ("H100", 3.35e12), ("H20", 4.0e12),
-                 ("B200", 8.0e12), ("A100-SXM4-80GB", 2.039e12), ("A100", 1.555e12), ("L40S", 0.864e12),
-                 ("A10G", 0.6e12))
+HBM_BANDWIDTH = (
+    ("H200", 4.8e12),
+    ("H100 NVL", 3.9e12),
+    ("H100", 3.35e12),
+    ("H20", 4.0e12),
+    ("B200", 8.0e12),
+    ("A100-SXM4-80GB", 2.039e12),
+    ("A100", 1.555e12),
+    ("L40S", 0.864e12),
+    ("A10G", 0.6e12),
+)
 DEFAULT_BANDWIDTH = 4.8e12
 PEAK_FLOPS = 989e12  # dense bf16, H100/H200 class: prefill bound for the ETA
 ENGINE_START_S = {"sglang": 60.0, "hf": 2.0}  # ETA of a start without previous results (H200: 30-90 s)
+
+
+KNOWN_LAYER_TYPES = {"full_attention", "attention", "sliding_attention", "linear_attention"}
 
 
 class Unsupported(ValueError):
@@ -46,6 +65,7 @@ class Unsupported(ValueError):
 
 
 # ------------------------------------------------------------------------------ shapes
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -91,8 +111,10 @@ class Shape:
 
     def kv_note(self, tp: int) -> str | None:
         if self.kv_heads < tp:
-            return (f"KV heads ({self.kv_heads}) < TP ({tp}): SGLang replicates them, each GPU holds 1 "
-                    f"KV head, so the KV cache per GPU is {tp // self.kv_heads}x what an even split gives")
+            return (
+                f"KV heads ({self.kv_heads}) < TP ({tp}): SGLang replicates them, each GPU holds 1 "
+                f"KV head, so the KV cache per GPU is {tp // self.kv_heads}x what an even split gives"
+            )
         return None
 
     def param_counts(self) -> dict[str, int]:
@@ -102,8 +124,11 @@ class Shape:
         attn_q_o = self.full_attn_layers * (h * q + self.heads * d * h)
         attn_kv = self.full_attn_layers * 2 * h * self.kv_heads * d
         if self.experts:
-            mlp = self.layers * (self.experts * 3 * h * self.moe_intermediate + 3 * h * self.shared_intermediate
-                                 + h * self.experts)
+            mlp = self.layers * (
+                self.experts * 3 * h * self.moe_intermediate
+                + 3 * h * self.shared_intermediate
+                + h * self.experts
+            )
         else:
             mlp = self.layers * 3 * h * self.intermediate
         linear = self.linear_layers * self._linear_params()
@@ -114,7 +139,12 @@ class Shape:
         kh, vh, kd, vd, conv = self.linear_shape
         key, val = kh * kd, vh * vd
         # in_proj_qkvz + in_proj_ba + conv1d + out_proj (Gated DeltaNet)
-        return self.hidden * (2 * key + 2 * val) + self.hidden * 2 * vh + (2 * key + val) * conv + val * self.hidden
+        return (
+            self.hidden * (2 * key + 2 * val)
+            + self.hidden * 2 * vh
+            + (2 * key + val) * conv
+            + val * self.hidden
+        )
 
     def weight_bytes(self) -> int:
         if self.index_weight_bytes:
@@ -141,8 +171,10 @@ def shape_from_config(cfg: dict[str, Any], index_total: int | None = None) -> Sh
     c = _text_config(cfg)
     arch = (c.get("architectures") or [c.get("model_type", "?")])[0]
     if c.get("kv_lora_rank") or c.get("q_lora_rank"):
-        raise Unsupported(f"{arch}: multi-head latent attention (MLA, kv_lora_rank={c.get('kv_lora_rank')}) "
-                          "caches a compressed latent, not K and V per head; the planner does not size it")
+        raise Unsupported(
+            f"{arch}: multi-head latent attention (MLA, kv_lora_rank={c.get('kv_lora_rank')}) "
+            "caches a compressed latent, not K and V per head; the planner does not size it"
+        )
     try:
         layers = int(c["num_hidden_layers"])
         heads = int(c["num_attention_heads"])
@@ -162,8 +194,10 @@ def shape_from_config(cfg: dict[str, Any], index_total: int | None = None) -> Sh
         linear = sum(1 for t in types if t in ("linear_attention",))
         other = len(types) - full - linear
         if other:
-            raise Unsupported(f"{arch}: layer_types holds {other} layers of kinds the planner does not size "
-                              f"({sorted(set(types) - {'full_attention', 'attention', 'sliding_attention', 'linear_attention'})})")
+            raise Unsupported(
+                f"{arch}: layer_types holds {other} layers of kinds the planner does not size "
+                f"({sorted(set(types) - KNOWN_LAYER_TYPES)})"
+            )
     elif c.get("full_attention_interval"):
         k = int(c["full_attention_interval"])
         full = sum(1 for i in range(layers) if (i + 1) % k == 0)
@@ -172,25 +206,38 @@ def shape_from_config(cfg: dict[str, Any], index_total: int | None = None) -> Sh
         pat = c["hybrid_override_pattern"]
         full = pat.count("*")
         if pat.count("M"):
-            raise Unsupported(f"{arch}: Mamba-2 layers ({pat.count('M')}) have a state the planner does not size")
+            raise Unsupported(
+                f"{arch}: Mamba-2 layers ({pat.count('M')}) have a state the planner does not size"
+            )
     kh = int(c.get("linear_num_key_heads") or 0)
     vh = int(c.get("linear_num_value_heads") or 0)
     kd = int(c.get("linear_key_head_dim") or 0)
     vd = int(c.get("linear_value_head_dim") or 0)
     conv = int(c.get("linear_conv_kernel_dim") or 0)
     if linear and not (kh and vh and kd and vd):
-        raise Unsupported(f"{arch}: {linear} linear-attention layers without linear_num_*_heads / "
-                          "linear_*_head_dim; cannot size their state")
+        raise Unsupported(
+            f"{arch}: {linear} linear-attention layers without linear_num_*_heads / "
+            "linear_*_head_dim; cannot size their state"
+        )
     # Gated DeltaNet state per request and layer: recurrent state (v heads x k dim x v dim, in
     # mamba_ssm_dtype, float32 by default) + conv state ((2 k + v) channels x (kernel - 1))
     ssm_bytes = DTYPE_BYTES.get(str(c.get("mamba_ssm_dtype") or "float32"), 4)
     per_layer = vh * kd * vd * ssm_bytes + (2 * kh * kd + vh * vd) * max(conv - 1, 0) * DTYPE_BYTES[dtype]
     shape = Shape(
-        arch=arch, layers=layers, full_attn_layers=full, heads=heads, kv_heads=kv, head_dim=head_dim,
-        hidden=hidden, intermediate=int(c.get("intermediate_size") or 0), vocab=vocab,
-        tied=bool(c.get("tie_word_embeddings", False)), dtype_bytes=DTYPE_BYTES[dtype],
+        arch=arch,
+        layers=layers,
+        full_attn_layers=full,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=head_dim,
+        hidden=hidden,
+        intermediate=int(c.get("intermediate_size") or 0),
+        vocab=vocab,
+        tied=bool(c.get("tie_word_embeddings", False)),
+        dtype_bytes=DTYPE_BYTES[dtype],
         max_position=int(c["max_position_embeddings"]) if c.get("max_position_embeddings") else None,
-        linear_layers=linear, linear_state_bytes=linear * per_layer,
+        linear_layers=linear,
+        linear_state_bytes=linear * per_layer,
         experts=int(c.get("num_experts") or c.get("n_routed_experts") or 0),
         moe_intermediate=int(c.get("moe_intermediate_size") or 0),
         shared_intermediate=int(c.get("shared_expert_intermediate_size") or 0),
@@ -250,6 +297,7 @@ def model_shape(model: Model) -> Shape:
 
 # ------------------------------------------------------------------------------ context
 
+
 @dataclass(frozen=True)
 class EngineContext:
     length: int | None  # what the engine gets (None: its own default)
@@ -277,13 +325,16 @@ def context_reason(cell: Cell) -> str | None:
     m = cell.method.model
     need = cell.context_tokens + cell.output_tokens
     if m.context_length and need > m.context_length:
-        return (f"needs {need} tokens of context ({cell.context_tokens} prompt + {cell.output_tokens} output); "
-                f"models.{m.name}.context_length caps it at {m.context_length} (remove the cap to let the "
-                "engine override max_position_embeddings)")
+        return (
+            f"needs {need} tokens of context ({cell.context_tokens} prompt + {cell.output_tokens} output); "
+            f"models.{m.name}.context_length caps it at {m.context_length} (remove the cap to let the "
+            "engine override max_position_embeddings)"
+        )
     return None
 
 
 # ------------------------------------------------------------------------------ memory
+
 
 @dataclass(frozen=True)
 class GPUBudget:
@@ -302,11 +353,11 @@ def bandwidth_for(name: str) -> float:
 def parse_memory(value: str) -> int:
     """'80GiB', '141GB', '80g', '81920MiB' -> bytes."""
     s = value.strip().lower().replace(" ", "")
-    units = (("gib", GiB), ("gb", 10 ** 9), ("g", GiB), ("mib", 1024 ** 2), ("mb", 10 ** 6), ("tib", 1024 ** 4))
+    units = (("gib", GiB), ("gb", 10**9), ("g", GiB), ("mib", 1024**2), ("mb", 10**6), ("tib", 1024**4))
     for suffix, mult in units:
         if s.endswith(suffix):
             try:
-                return int(float(s[:-len(suffix)]) * mult)
+                return int(float(s[: -len(suffix)]) * mult)
             except ValueError:
                 break
     raise ValueError(f"{value!r}: expected a size like 80GiB, 141GB or 81920MiB")
@@ -350,7 +401,7 @@ def sglang_mem_fraction(gpu_bytes: int, tp: int) -> float:
     """SGLang 0.5.17's default mem_fraction_static (server_args.py), without its CUDA-graph
     reserve: (GPU memory - reserved) / GPU memory, reserved = 512 MiB + 1.5 MiB per token of
     the chunked-prefill size (2k/4k/8k/16k by GPU size) + TP/8 GiB, at least 10 GiB above 60 GiB."""
-    mib = gpu_bytes / 1024 ** 2
+    mib = gpu_bytes / 1024**2
     chunk = 2048 if mib < 35 * 1024 else 4096 if mib < 60 * 1024 else 8192 if mib < 160 * 1024 else 16384
     reserved = 512 + max(chunk, 2048) * 1.5 + tp / 8 * 1024
     if mib > 60 * 1024:
@@ -367,14 +418,17 @@ def _mem_fraction(group: EngineGroup, gpu: GPUBudget) -> tuple[float, str]:
     return DEFAULT_MEM_FRACTION, "assumed"
 
 
-def plan_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str] = frozenset({"sglang"})
-               ) -> GroupPlan:
+def plan_group(
+    group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str] = frozenset({"sglang"})
+) -> GroupPlan:
     m = group.method
     gp = GroupPlan(group.id, m.name, m.backend, group.tp, m.model.name)
     ctx = engine_context(group)
     gp.context_length, gp.native_context_length, gp.context_override = ctx.length, ctx.native, ctx.override
     if ctx.override:
-        gp.notes.append(f"context {ctx.length} > max_position_embeddings {ctx.native}: the engine gets an override")
+        gp.notes.append(
+            f"context {ctx.length} > max_position_embeddings {ctx.native}: the engine gets an override"
+        )
     try:
         t = model_shape(m.model)
         d = model_shape(m.draft_model) if m.draft_model is not None else None
@@ -393,8 +447,12 @@ def plan_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozense
         if note:
             gp.notes.append(f"{name}: {note}")
     gp.kv_bytes_per_token = t.kv_bytes_per_token(group.tp) + (d.kv_bytes_per_token(group.tp) if d else 0)
-    gp.state_bytes_per_request = t.state_bytes_per_request(group.tp) + (d.state_bytes_per_request(group.tp) if d else 0)
-    gp.weight_bytes_per_gpu = t.weight_bytes_per_gpu(group.tp) + (d.weight_bytes_per_gpu(group.tp) if d else 0)
+    gp.state_bytes_per_request = t.state_bytes_per_request(group.tp) + (
+        d.state_bytes_per_request(group.tp) if d else 0
+    )
+    gp.weight_bytes_per_gpu = t.weight_bytes_per_gpu(group.tp) + (
+        d.weight_bytes_per_gpu(group.tp) if d else 0
+    )
     gp.roofline_bytes_per_step = gp.weight_bytes_per_gpu
     if m.backend not in gpu_backends:
         gp.notes.append(f"backend {m.backend}: runs on the CPU; no GPU memory plan")
@@ -404,14 +462,18 @@ def plan_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozense
         return gp
     gp.mem_fraction_static, why = _mem_fraction(group, gpu)
     if why != "set in engine_args":
-        gp.notes.append(f"mem_fraction_static {gp.mem_fraction_static} ({why}; set it in engine_args to plan "
-                        "exactly what the engine gets)")
+        gp.notes.append(
+            f"mem_fraction_static {gp.mem_fraction_static} ({why}; set it in engine_args to plan "
+            "exactly what the engine gets)"
+        )
     gp.budget_bytes_per_gpu = int(gpu.memory_bytes * gp.mem_fraction_static)
     free = gp.budget_bytes_per_gpu - gp.weight_bytes_per_gpu
     if free <= 0:
-        gp.error = (f"needs {gp.weight_bytes_per_gpu / GiB:.1f} GiB per GPU for weights at TP={group.tp}, "
-                    f"{gp.budget_bytes_per_gpu / GiB:.1f} GiB available ({gpu.memory_bytes / GiB:.1f} GiB x "
-                    f"mem_fraction_static {gp.mem_fraction_static})")
+        gp.error = (
+            f"needs {gp.weight_bytes_per_gpu / GiB:.1f} GiB per GPU for weights at TP={group.tp}, "
+            f"{gp.budget_bytes_per_gpu / GiB:.1f} GiB available ({gpu.memory_bytes / GiB:.1f} GiB x "
+            f"mem_fraction_static {gp.mem_fraction_static})"
+        )
         return gp
     gp.kv_tokens_capacity = free // gp.kv_bytes_per_token if gp.kv_bytes_per_token else None
     return gp
@@ -430,13 +492,17 @@ def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
         per_req_bytes = per_req * gp.kv_bytes_per_token + (gp.state_bytes_per_request or 0)
         if per_req_bytes > budget:
             cp.feasible = False
-            cp.reason = (f"one request needs {per_req} KV tokens ({per_req_bytes / GiB:.1f} GiB per GPU), "
-                         f"the KV cache holds {gp.kv_tokens_capacity} tokens ({budget / GiB:.1f} GiB per GPU)")
+            cp.reason = (
+                f"one request needs {per_req} KV tokens ({per_req_bytes / GiB:.1f} GiB per GPU), "
+                f"the KV cache holds {gp.kv_tokens_capacity} tokens ({budget / GiB:.1f} GiB per GPU)"
+            )
             return cp
         fit = int(budget // per_req_bytes)
         if fit < cell.concurrency:
-            cp.note = (f"queues: needs {cp.kv_tokens_needed} KV tokens for {cell.concurrency} requests, holds "
-                       f"{gp.kv_tokens_capacity}: about {fit} of {cell.concurrency} in flight at once")
+            cp.note = (
+                f"queues: needs {cp.kv_tokens_needed} KV tokens for {cell.concurrency} requests, holds "
+                f"{gp.kv_tokens_capacity}: about {fit} of {cell.concurrency} in flight at once"
+            )
     if gpu is not None and gp.budget_bytes_per_gpu and gp.kv_bytes_per_token is not None:
         cp.roofline_tokens_per_s = roofline_tokens_per_s(gp, cell, gpu)
         cp.eta_s = _eta(cell, gp, cp.roofline_tokens_per_s)
@@ -465,6 +531,7 @@ def _eta(cell: Cell, gp: GroupPlan, bound: float | None) -> float | None:
 
 # ------------------------------------------------------------------------------ the plan
 
+
 @dataclass
 class Plan:
     gpu: GPUBudget | None
@@ -490,8 +557,12 @@ class Plan:
         }
 
 
-def make_plan(cells: list[Cell], gpu: GPUBudget | None, previous: dict[str, Any] | None = None,
-              gpu_backends: frozenset[str] = frozenset({"sglang"})) -> Plan:
+def make_plan(
+    cells: list[Cell],
+    gpu: GPUBudget | None,
+    previous: dict[str, Any] | None = None,
+    gpu_backends: frozenset[str] = frozenset({"sglang"}),
+) -> Plan:
     groups: dict[str, GroupPlan] = {}
     out: dict[str, CellPlan] = {}
     for c in cells:
@@ -518,8 +589,11 @@ def apply_previous(cells: dict[str, CellPlan], doc: dict[str, Any]) -> None:
 def format_plan(plan: Plan, selected: list[str] | None = None) -> list[str]:
     d = plan.as_dict(selected)
     g = d["gpu"]
-    lines = [f"GPU: {g['name']}, {g['memory_bytes'] / GiB:.1f} GiB, {g['bandwidth'] / 1e12:.2f} TB/s"
-             if g else "GPU: unknown (no NVML, no --specbench-gpu-memory)"]
+    lines = [
+        f"GPU: {g['name']}, {g['memory_bytes'] / GiB:.1f} GiB, {g['bandwidth'] / 1e12:.2f} TB/s"
+        if g
+        else "GPU: unknown (no NVML, no --specbench-gpu-memory)"
+    ]
     for gp in d["groups"]:
         head = f"group {gp['group']} ({gp['backend']}, TP={gp['tp']}, model {gp['model']})"
         if gp["error"]:
@@ -534,16 +608,22 @@ def format_plan(plan: Plan, selected: list[str] | None = None) -> list[str]:
                 parts.append(f"KV capacity {gp['kv_tokens_capacity']:,} tokens")
             if gp["context_length"]:
                 parts.append(f"context {gp['context_length']}")
-            lines.append(f"{head}: {', '.join(parts) or '-'}{'' if gp['starts'] else ' (no start: nothing runs)'}")
+            lines.append(
+                f"{head}: {', '.join(parts) or '-'}{'' if gp['starts'] else ' (no start: nothing runs)'}"
+            )
         lines += [f"    note: {n}" for n in gp["notes"]]
     for c in d["cells"]:
         if not c["feasible"]:
             lines.append(f"  SKIP {c['cell']}: {c['reason']}")
         else:
             eta = f"eta {c['eta_s']:.0f} s" if c["eta_s"] is not None else "eta ?"
-            bound = (f", roofline {c['roofline_tokens_per_s']:,.0f} tok/s" if c["roofline_tokens_per_s"] else "")
+            bound = (
+                f", roofline {c['roofline_tokens_per_s']:,.0f} tok/s" if c["roofline_tokens_per_s"] else ""
+            )
             lines.append(f"  run  {c['cell']}: {eta}{bound}{'; ' + c['note'] if c['note'] else ''}")
     n_run = sum(1 for c in d["cells"] if c["feasible"])
-    lines.append(f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; engine starts: {d['engine_starts']}; "
-                 f"ETA {d['eta_s'] / 60:.1f} min")
+    lines.append(
+        f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; engine starts: {d['engine_starts']}; "
+        f"ETA {d['eta_s'] / 60:.1f} min"
+    )
     return lines

@@ -35,6 +35,7 @@ from .state import get_state as _state
 
 # ------------------------------------------------------------------------------ options
 
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
@@ -49,35 +50,81 @@ def _existing_file(value: str) -> str:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("specbench", "speculative-decoding benchmarks (pytest-specbench)")
-    g.addoption("--specbench-matrix", metavar="PATH", type=_existing_file, default=None,
-                help="benchmark matrix YAML. Default: ini specbench_matrix, else "
-                     f"{DEFAULT_MATRIX!r} under the rootdir when it exists.")
-    g.addoption("--specbench-gpus", metavar="IDS", type=_gpu_list, default=None,
-                help="comma-separated GPU indices to use (sglang backend). Default: every GPU with "
-                     "no compute process and >= 90%% memory free. Under -n K each worker owns a "
-                     "disjoint slice.")
-    g.addoption("--specbench-log-dir", metavar="DIR", default="specbench-logs",
-                help="engine logs, one file per group. Default: %(default)r")
-    g.addoption("--specbench-kill-engine", metavar="GROUP@N", type=_kill_spec, default=None,
-                help="testing aid: SIGKILL the engine of GROUP (e.g. ar-tp1) before its N-th cell "
-                     "(0-based) to check that a crash fails only that group. Default: off")
-    g.addoption("--specbench-hang-engine", metavar="GROUP@N", type=_kill_spec, default=None,
-                help="testing aid: SIGSTOP the scheduler of GROUP before its N-th cell, so the cell "
-                     "hangs until pytest-timeout fails it and the engine is torn down. Default: off")
-    g.addoption("--specbench-start-timeout", metavar="S", type=float, default=900.0,
-                help="an engine start taking longer fails its group's cells (the run goes on). "
-                     "Cells have their own limit: the workload's timeout_s through pytest-timeout, "
-                     "engine start excluded. Default: %(default)s")
-    g.addoption("--specbench-plan", action="store_true", default=False,
-                help="print the feasibility plan (groups, cells, per-GPU weights and KV capacity, skip "
-                     "reasons, ETA) and exit without starting any engine")
-    g.addoption("--specbench-plan-json", metavar="PATH", default=None,
-                help="write the plan as JSON to PATH (with or without --specbench-plan)")
-    g.addoption("--specbench-gpu-memory", metavar="SIZE", type=_memory, default=None,
-                help="plan for GPUs of SIZE memory (e.g. 80GiB) instead of what NVML reports; "
-                     "lets a machine without GPUs plan a GPU matrix")
-    g.addoption("--specbench-plan-from", metavar="PATH", default=None,
-                help="a previous results JSON: the plan's ETA uses its measured cell times")
+    g.addoption(
+        "--specbench-matrix",
+        metavar="PATH",
+        type=_existing_file,
+        default=None,
+        help="benchmark matrix YAML. Default: ini specbench_matrix, else "
+        f"{DEFAULT_MATRIX!r} under the rootdir when it exists.",
+    )
+    g.addoption(
+        "--specbench-gpus",
+        metavar="IDS",
+        type=_gpu_list,
+        default=None,
+        help="comma-separated GPU indices to use (sglang backend). Default: every GPU with "
+        "no compute process and >= 90%% memory free. Under -n K each worker owns a "
+        "disjoint slice.",
+    )
+    g.addoption(
+        "--specbench-log-dir",
+        metavar="DIR",
+        default="specbench-logs",
+        help="engine logs, one file per group. Default: %(default)r",
+    )
+    g.addoption(
+        "--specbench-kill-engine",
+        metavar="GROUP@N",
+        type=_kill_spec,
+        default=None,
+        help="testing aid: SIGKILL the engine of GROUP (e.g. ar-tp1) before its N-th cell "
+        "(0-based) to check that a crash fails only that group. Default: off",
+    )
+    g.addoption(
+        "--specbench-hang-engine",
+        metavar="GROUP@N",
+        type=_kill_spec,
+        default=None,
+        help="testing aid: SIGSTOP the scheduler of GROUP before its N-th cell, so the cell "
+        "hangs until pytest-timeout fails it and the engine is torn down. Default: off",
+    )
+    g.addoption(
+        "--specbench-start-timeout",
+        metavar="S",
+        type=float,
+        default=900.0,
+        help="an engine start taking longer fails its group's cells (the run goes on). "
+        "Cells have their own limit: the workload's timeout_s through pytest-timeout, "
+        "engine start excluded. Default: %(default)s",
+    )
+    g.addoption(
+        "--specbench-plan",
+        action="store_true",
+        default=False,
+        help="print the feasibility plan (groups, cells, per-GPU weights and KV capacity, skip "
+        "reasons, ETA) and exit without starting any engine",
+    )
+    g.addoption(
+        "--specbench-plan-json",
+        metavar="PATH",
+        default=None,
+        help="write the plan as JSON to PATH (with or without --specbench-plan)",
+    )
+    g.addoption(
+        "--specbench-gpu-memory",
+        metavar="SIZE",
+        type=_memory,
+        default=None,
+        help="plan for GPUs of SIZE memory (e.g. 80GiB) instead of what NVML reports; "
+        "lets a machine without GPUs plan a GPU matrix",
+    )
+    g.addoption(
+        "--specbench-plan-from",
+        metavar="PATH",
+        default=None,
+        help="a previous results JSON: the plan's ETA uses its measured cell times",
+    )
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
 
 
@@ -114,10 +161,13 @@ def _kill_spec(value: str) -> tuple[str, int]:
 
 # ------------------------------------------------------------------------------ configure
 
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "specbench(kind): bench function for workload kind "
-                                       "(default: the function name without test_)")
+    config.addinivalue_line(
+        "markers",
+        "specbench(kind): bench function for workload kind (default: the function name without test_)",
+    )
     st = SpecbenchState(config)
     config.stash[STATE] = st
     # pytest-benchmark warns that it saved nothing when no test used its own fixture; the
@@ -168,7 +218,7 @@ class _XdistHooks:
             def _split_scope(self, nodeid: str) -> str:
                 i = nodeid.rfind("[")
                 if i >= 0 and nodeid.endswith("]"):
-                    gid = groups.get(nodeid[i + 1:-1])
+                    gid = groups.get(nodeid[i + 1 : -1])
                     if gid is not None:
                         return gid
                 return nodeid
@@ -190,8 +240,9 @@ def _pin_gpus(config: pytest.Config, st: SpecbenchState) -> None:
         raise pytest.UsageError(str(e)) from None
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
-        chosen = gpus.worker_slice(chosen, int(workerinput["workerid"].removeprefix("gw")),
-                                   int(workerinput["workercount"]))
+        chosen = gpus.worker_slice(
+            chosen, int(workerinput["workerid"].removeprefix("gw")), int(workerinput["workercount"])
+        )
     elif getattr(config.option, "numprocesses", None):
         return
     st.gpus = chosen
@@ -207,7 +258,9 @@ def _gpu_budget(config: pytest.Config, st: SpecbenchState) -> None:
 
     given = config.getoption("specbench_gpu_memory")
     if given:
-        st.gpu_budget = plan.GPUBudget(given, plan.DEFAULT_BANDWIDTH, "--specbench-gpu-memory (H200-class bandwidth)")
+        st.gpu_budget = plan.GPUBudget(
+            given, plan.DEFAULT_BANDWIDTH, "--specbench-gpu-memory (H200-class bandwidth)"
+        )
         return
     if st.matrix is None or not any(get_backend(m.backend).gpu for m in st.matrix.methods):
         return
@@ -216,7 +269,7 @@ def _gpu_budget(config: pytest.Config, st: SpecbenchState) -> None:
     inv = [g for g in gpus.inventory() if st.gpus is None or g.index in st.gpus]
     if inv:
         g = min(inv, key=lambda g: g.memory_total_mib)
-        st.gpu_budget = plan.GPUBudget(g.memory_total_mib * 1024 ** 2, plan.bandwidth_for(g.name), g.name)
+        st.gpu_budget = plan.GPUBudget(g.memory_total_mib * 1024**2, plan.bandwidth_for(g.name), g.name)
 
 
 def _matrix_path(config: pytest.Config) -> Path | None:
@@ -233,6 +286,7 @@ def _matrix_path(config: pytest.Config) -> Path | None:
 
 # ------------------------------------------------------------------------------ collection
 
+
 def _kind(metafunc: pytest.Metafunc) -> str:
     mark = metafunc.definition.get_closest_marker("specbench")
     if mark and mark.args:
@@ -245,19 +299,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     st = _state(metafunc.config)
     if st.matrix is None:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: no benchmark matrix; pass "
-                                f"--specbench-matrix PATH or create {DEFAULT_MATRIX}")
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: no benchmark matrix; pass "
+            f"--specbench-matrix PATH or create {DEFAULT_MATRIX}"
+        )
     cells = st.matrix.cells(_kind(metafunc))
     worker = st.worker
-    use_timeout = (metafunc.config.pluginmanager.hasplugin("timeout")
-                   and not metafunc.config.getoption("timeout", None))
+    use_timeout = metafunc.config.pluginmanager.hasplugin("timeout") and not metafunc.config.getoption(
+        "timeout", None
+    )
     params = []
     for c in cells:
         marks: list[Any] = []
         reason = get_backend(c.method.backend).skip_reason(c.group)
         if not reason and c.method.backend == "sglang" and st.gpus is not None and c.tp > len(st.gpus):
-            reason = (f"needs {c.tp} GPUs (TP={c.tp}); {worker} owns {len(st.gpus)} "
-                      f"({', '.join(map(str, st.gpus)) or 'none free'})")
+            reason = (
+                f"needs {c.tp} GPUs (TP={c.tp}); {worker} owns {len(st.gpus)} "
+                f"({', '.join(map(str, st.gpus)) or 'none free'})"
+            )
         if not reason:
             reason = st.get_plan().skip_reason(c)
         if reason:
@@ -275,8 +334,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     A bench function whose workload kind has no cells in the matrix is deselected (instead
     of pytest's "empty parameter set" skip)."""
-    empty = [i for i in items if _item_cell(i) is None and "cell" in getattr(i, "fixturenames", ())
-             and "engine" in getattr(i, "fixturenames", ())]
+    empty = [
+        i
+        for i in items
+        if _item_cell(i) is None
+        and "cell" in getattr(i, "fixturenames", ())
+        and "engine" in getattr(i, "fixturenames", ())
+    ]
     if empty:
         config.hook.pytest_deselected(items=empty)
         items[:] = [i for i in items if i not in empty]
@@ -333,6 +397,7 @@ def _item_cell(item: pytest.Item) -> Cell | None:
 
 # ------------------------------------------------------------------------------ fixtures
 
+
 def pytest_specbench_make_engine(config: pytest.Config, group: EngineGroup) -> Any:
     return get_backend(group.method.backend).create(group)
 
@@ -342,8 +407,10 @@ def engine(request: pytest.FixtureRequest) -> Any:
     """The live engine of the requesting cell's (method, TP) group; one start per group."""
     group = getattr(request, "param", None)
     if not isinstance(group, EngineGroup):
-        raise pytest.UsageError("the `engine` fixture is parametrized by pytest-specbench: "
-                                "request it together with `cell` in a bench function")
+        raise pytest.UsageError(
+            "the `engine` fixture is parametrized by pytest-specbench: "
+            "request it together with `cell` in a bench function"
+        )
     st = _state(request.config)
     eng = st.start_engine(group)
     yield eng
@@ -372,8 +439,10 @@ class CellRunner:
         try:
             run = workloads.run(engine, cell)
         except CellTimeout as e:
-            why = (f"engine of group {cell.group.id} torn down: cell {cell.id} made no progress within "
-                   f"timeout_s={cell.workload.timeout_s:g} s")
+            why = (
+                f"engine of group {cell.group.id} torn down: cell {cell.id} made no progress within "
+                f"timeout_s={cell.workload.timeout_s:g} s"
+            )
             st.abandon_engine(cell.group, why)
             pytest.fail(f"cell {cell.id}: {e}; {why}", pytrace=False)
         finally:
@@ -398,8 +467,11 @@ class CellRunner:
         }
         self.item.user_properties.append((RESULT_PROP, result))
         if m["errors"]:
-            pytest.fail(f"cell {cell.id}: {m['errors']} of {m['requests']} requests failed; first: "
-                        f"{m['first_error']}", pytrace=False)
+            pytest.fail(
+                f"cell {cell.id}: {m['errors']} of {m['requests']} requests failed; first: "
+                f"{m['first_error']}",
+                pytrace=False,
+            )
         return result
 
 
@@ -411,6 +483,7 @@ def specbench(request: pytest.FixtureRequest) -> CellRunner:
 
 # ------------------------------------------------------------------------------ reporting
 
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     st = _state(item.config)
@@ -419,23 +492,43 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     outcome = yield
     rep = outcome.get_result()
     cell = _item_cell(item)
-    if cell is not None and rep.failed and rep.when == "call" and "Timeout" in rep.longreprtext \
-            and cell.group.id not in st.torn_down:
+    if (
+        cell is not None
+        and rep.failed
+        and rep.when == "call"
+        and "Timeout" in rep.longreprtext
+        and cell.group.id not in st.torn_down
+    ):
         # pytest-timeout (the outer net) stopped a cell: the engine cannot be trusted (requests
         # still queued in it); tear it down so the next group starts clean
-        st.abandon_engine(cell.group, f"engine of group {cell.group.id} torn down after cell {cell.id} "
-                                      "timed out (pytest-timeout)")
+        st.abandon_engine(
+            cell.group,
+            f"engine of group {cell.group.id} torn down after cell {cell.id} timed out (pytest-timeout)",
+        )
     if cell is not None and rep.failed:
         lines = str(rep.longreprtext).strip().splitlines()
-        rep.user_properties.append((FAILED_PROP, {"nodeid": item.nodeid, "cell": cell.id, "group": cell.group.id,
-                                                  "phase": rep.when, "reason": "\n".join(lines[-15:])}))
+        rep.user_properties.append(
+            (
+                FAILED_PROP,
+                {
+                    "nodeid": item.nodeid,
+                    "cell": cell.id,
+                    "group": cell.group.id,
+                    "phase": rep.when,
+                    "reason": "\n".join(lines[-15:]),
+                },
+            )
+        )
 
 
 # ------------------------------------------------------------------------------ results (results.py)
 
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):
-        session.config.pluginmanager.register(results.Collector(_state(session.config)), "specbench-collector")
+        session.config.pluginmanager.register(
+            results.Collector(_state(session.config)), "specbench-collector"
+        )
 
 
 @pytest.hookimpl(trylast=True)

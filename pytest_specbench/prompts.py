@@ -65,13 +65,13 @@ def exact_prompt(tokenizer: Any, n_tokens: int, seed: int) -> tuple[int, ...]:
             ids.extend(enc[i])
     want = n_tokens
     for _ in range(16):
-        text = tokenizer.decode(ids[offset:offset + want])
+        text = tokenizer.decode(ids[offset : offset + want])
         out = tokenizer.encode(text, add_special_tokens=False)
         if len(out) == n_tokens:
             return tuple(out)
         want += n_tokens - len(out)
     # a tokenizer that never round-trips: the ids themselves (the engine still gets exactly N)
-    return tuple(ids[offset:offset + n_tokens])
+    return tuple(ids[offset : offset + n_tokens])
 
 
 def make_prompts(tokenizer: Any, n_tokens: int, count: int, seed: int = 0) -> list[tuple[int, ...]]:
@@ -81,15 +81,19 @@ def make_prompts(tokenizer: Any, n_tokens: int, count: int, seed: int = 0) -> li
 
 # ------------------------------------------------------------------ chat, scenarios, questions
 
-def chat_ids(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool = False
-             ) -> list[int]:
+
+def chat_ids(
+    tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool = False
+) -> list[int]:
     """Token ids of chat messages through the tokenizer's chat template (plain text without one).
 
     Rendered as text, then encoded without special-token insertion: the ids the engine gets
     are the ids counted.
     """
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+        text = tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
     else:
         text = "".join(f"{m['role']}: {m['content']}\n\n" for m in messages)
         if add_generation_prompt:
@@ -135,8 +139,9 @@ def load_scenario(name: str, base_dir: Path | None = None) -> Scenario:
         raise FileNotFoundError(f"{p}: no such scenario file")
     d = yaml.safe_load(p.read_text())
     if not isinstance(d, dict) or not isinstance(d.get("turns"), list) or not d["turns"]:
-        raise ValueError(f"{p}: expected a mapping with 'system' and a non-empty list 'turns' of "
-                         "{name, user}")
+        raise ValueError(
+            f"{p}: expected a mapping with 'system' and a non-empty list 'turns' of {{name, user}}"
+        )
     turns = []
     for i, t in enumerate(d["turns"]):
         if not isinstance(t, dict) or not isinstance(t.get("user"), str):
@@ -145,11 +150,11 @@ def load_scenario(name: str, base_dir: Path | None = None) -> Scenario:
         while "{file:" in text:
             start = text.index("{file:")
             end = text.index("}", start)
-            fname = text[start + 6:end]
+            fname = text[start + 6 : end]
             fpath = p.parent / fname
             if not fpath.is_file():
                 raise ValueError(f"{p}: turns[{i}]: {{file:{fname}}}: {fpath} does not exist")
-            text = text[:start] + fpath.read_text() + text[end + 1:]
+            text = text[:start] + fpath.read_text() + text[end + 1 :]
         turns.append(Turn(str(t.get("name", f"turn{i + 1}")), text))
     return Scenario(str(d.get("name", p.stem)), str(d.get("system", "")), tuple(turns), str(p))
 
@@ -179,10 +184,16 @@ def load_questions(path: str | None = None) -> tuple[Question, ...]:
         except json.JSONDecodeError as e:
             raise ValueError(f"{p}:{n}: not valid JSON: {e.msg}") from None
         turns = d.get("turns") if isinstance(d, dict) else None
-        if not isinstance(turns, list) or not turns or not all(isinstance(t, str) for t in turns) \
-                or not isinstance(d.get("category"), str):
-            raise ValueError(f"{p}:{n}: expected keys question_id, category (a string) and turns "
-                             "(a non-empty list of strings)")
+        if (
+            not isinstance(turns, list)
+            or not turns
+            or not all(isinstance(t, str) for t in turns)
+            or not isinstance(d.get("category"), str)
+        ):
+            raise ValueError(
+                f"{p}:{n}: expected keys question_id, category (a string) and turns "
+                "(a non-empty list of strings)"
+            )
         out.append(Question(str(d.get("question_id", n)), d["category"], tuple(turns)))
     if not out:
         raise ValueError(f"{p}: no questions")

@@ -16,8 +16,15 @@ from typing import Any
 
 from .metrics import speedups
 
-EXTRA_KEYS_FIRST = ("output_tokens_per_s", "accept_length", "speedup_vs_ar", "requests", "output_tokens",
-                    "latency_s_p50", "latency_s_p99")
+EXTRA_KEYS_FIRST = (
+    "output_tokens_per_s",
+    "accept_length",
+    "speedup_vs_ar",
+    "requests",
+    "output_tokens",
+    "latency_s_p50",
+    "latency_s_p99",
+)
 
 
 def _stats(round_times: Sequence[float]) -> dict[str, Any]:
@@ -46,14 +53,27 @@ def benchmark_entry(result: dict[str, Any], speedup: float | None) -> dict[str, 
         "params": result["params"],
         "param": result["cell_id"],
         "extra_info": extra,
-        "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": len(result["round_times"]),
-                    "max_time": 0, "min_time": 0, "warmup": result.get("warmup", 0)},
+        "options": {
+            "disable_gc": False,
+            "timer": "perf_counter",
+            "min_rounds": len(result["round_times"]),
+            "max_time": 0,
+            "min_time": 0,
+            "warmup": result.get("warmup", 0),
+        },
         "stats": _stats(result["round_times"]),
     }
 
 
-def build(results: Sequence[dict[str, Any]], *, baseline: str, machine_info: dict[str, Any],
-          commit_info: dict[str, Any], specbench: dict[str, Any], version: str) -> dict[str, Any]:
+def build(
+    results: Sequence[dict[str, Any]],
+    *,
+    baseline: str,
+    machine_info: dict[str, Any],
+    commit_info: dict[str, Any],
+    specbench: dict[str, Any],
+    version: str,
+) -> dict[str, Any]:
     ordered = sorted(results, key=lambda r: r["nodeid"])
     sp = speedups(ordered, baseline)
     return {
@@ -76,14 +96,19 @@ def _fmt(v: Any, spec: str) -> str:
 
 def table(doc: dict[str, Any]) -> list[str]:
     """Rows for the terminal summary: one per cell, grouped by workload."""
-    head = f"{'cell':<48} {'tok/s':>10} {'accept':>7} {'vs ar':>6} {'ttft p50 ms':>12} {'lat p50 s':>10} {'err':>4}"
+    head = (
+        f"{'cell':<48} {'tok/s':>10} {'accept':>7} {'vs ar':>6} {'ttft p50 ms':>12} "
+        f"{'lat p50 s':>10} {'err':>4}"
+    )
     lines = [head, "-" * len(head)]
     for b in doc["benchmarks"]:
         e = b["extra_info"]
-        lines.append(f"{b['param']:<48} {_fmt(e.get('output_tokens_per_s'), '10.1f')} "
-                     f"{_fmt(e.get('accept_length'), '7.3f')} {_fmt(e.get('speedup_vs_ar'), '6.2f')} "
-                     f"{_fmt(e.get('ttft_ms_p50'), '12.1f')} {_fmt(e.get('latency_s_p50'), '10.3f')} "
-                     f"{e.get('errors', 0):>4}")
+        lines.append(
+            f"{b['param']:<48} {_fmt(e.get('output_tokens_per_s'), '10.1f')} "
+            f"{_fmt(e.get('accept_length'), '7.3f')} {_fmt(e.get('speedup_vs_ar'), '6.2f')} "
+            f"{_fmt(e.get('ttft_ms_p50'), '12.1f')} {_fmt(e.get('latency_s_p50'), '10.3f')} "
+            f"{e.get('errors', 0):>4}"
+        )
     return lines
 
 
@@ -95,6 +120,8 @@ def planned_vs_engine(event: dict[str, Any]) -> str | None:
     if not planned.get("kv_tokens_capacity") or not engine_tokens:
         return None
     frac = (info.get("server_args") or {}).get("mem_fraction_static")
-    return (f"{event['group']}: KV tokens planned {planned['kv_tokens_capacity']:,} (mem_fraction_static "
-            f"{planned.get('mem_fraction_static')}), engine {engine_tokens:,} (mem_fraction_static {frac}): "
-            f"planned/engine = {planned['kv_tokens_capacity'] / engine_tokens:.3f}")
+    return (
+        f"{event['group']}: KV tokens planned {planned['kv_tokens_capacity']:,} (mem_fraction_static "
+        f"{planned.get('mem_fraction_static')}), engine {engine_tokens:,} (mem_fraction_static {frac}): "
+        f"planned/engine = {planned['kv_tokens_capacity'] / engine_tokens:.3f}"
+    )

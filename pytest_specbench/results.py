@@ -40,8 +40,15 @@ def versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
     out: dict[str, str | None] = {}
-    for name in ("pytest-specbench", "torch", "transformers", "sglang", "pytest", "pytest-benchmark",
-                 "pytest-xdist"):
+    for name in (
+        "pytest-specbench",
+        "torch",
+        "transformers",
+        "sglang",
+        "pytest",
+        "pytest-benchmark",
+        "pytest-xdist",
+    ):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
@@ -108,14 +115,18 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     out: list[str] = []
     out += report.table(st.doc)
     spec = st.doc["specbench"]
-    out.append(f"engine starts: {spec['engine_starts']} "
-               f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in spec['engine_groups'])})")
+    out.append(
+        f"engine starts: {spec['engine_starts']} "
+        f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in spec['engine_groups'])})"
+    )
     for e in spec["engine_groups"]:
         pve = report.planned_vs_engine(e)
         if pve:
             out.append(pve)
     for f in spec["failed_cells"]:
-        out.append(f"failed: {f['nodeid']} ({f['phase']}): {f['reason'].splitlines()[-1] if f['reason'] else ''}")
+        out.append(
+            f"failed: {f['nodeid']} ({f['phase']}): {f['reason'].splitlines()[-1] if f['reason'] else ''}"
+        )
     target = config.getoption("benchmark_json", None)
     if target:
         out.append(f"wrote {getattr(target, 'name', target)} ({len(st.doc['benchmarks'])} cells)")

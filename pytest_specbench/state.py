@@ -61,7 +61,9 @@ class SpecbenchState:
                 try:
                     prev = json.loads(Path(path).read_text())
                 except (OSError, ValueError) as e:
-                    raise pytest.UsageError(f"--specbench-plan-from {path}: cannot read a results JSON: {e}") from None
+                    raise pytest.UsageError(
+                        f"--specbench-plan-from {path}: cannot read a results JSON: {e}"
+                    ) from None
             gpu_backends = frozenset(n for n, b in BACKENDS.items() if b.gpu)
             self.plan = plan.make_plan(self.matrix.cells(), self.gpu_budget, prev, gpu_backends)
         return self.plan
@@ -76,14 +78,23 @@ class SpecbenchState:
         ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "backend": group.method.backend}
         gp = self.get_plan().groups.get(group.id)
         if gp is not None:  # the planner's numbers next to what the engine reports
-            ev["planned"] = {k: getattr(gp, k) for k in ("weight_bytes_per_gpu", "kv_bytes_per_token",
-                                                         "kv_tokens_capacity", "mem_fraction_static",
-                                                         "context_length", "notes")}
+            ev["planned"] = {
+                k: getattr(gp, k)
+                for k in (
+                    "weight_bytes_per_gpu",
+                    "kv_bytes_per_token",
+                    "kv_tokens_capacity",
+                    "mem_fraction_static",
+                    "context_length",
+                    "notes",
+                )
+            }
         if self.gpus:  # the previous engine's memory must be back before the next one sizes its pools
             from .gpus import wait_released
 
-            ev["gpu_used_mib_before"] = {str(k): v for k, v in
-                                         wait_released(self.gpus, self.gpu_baseline, timeout_s=90).items()}
+            ev["gpu_used_mib_before"] = {
+                str(k): v for k, v in wait_released(self.gpus, self.gpu_baseline, timeout_s=90).items()
+            }
         t0 = time.perf_counter()
         ev["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
         try:
@@ -118,8 +129,9 @@ class SpecbenchState:
             if self.gpus:  # GPU memory must be back after shutdown (NVML)
                 from .gpus import wait_released
 
-                ev["gpu_used_mib_after"] = {str(k): v for k, v in
-                                            wait_released(self.gpus, self.gpu_baseline).items()}
+                ev["gpu_used_mib_after"] = {
+                    str(k): v for k, v in wait_released(self.gpus, self.gpu_baseline).items()
+                }
             self.pending.append(ev)
 
 
@@ -163,4 +175,3 @@ def jsonable(v: Any) -> Any:
     if isinstance(v, (int, float)):
         return bool(v) if isinstance(v, bool) else int(v) if isinstance(v, int) else float(v)
     return str(v)
-

@@ -31,17 +31,33 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
-TARGET_SHAPE: dict[str, Any] = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-                    num_attention_heads=4, num_key_value_heads=2, head_dim=64, tie=False)
+TARGET_SHAPE: dict[str, Any] = dict(
+    hidden_size=256,
+    intermediate_size=768,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    tie=False,
+)
 DRAFT_LAYERS = 1
 HEAD_PRIOR = 0.6
 SEED = 0
 
 
-def qwen3_config(*, hidden_size: int, intermediate_size: int, num_hidden_layers: int,
-                 num_attention_heads: int, num_key_value_heads: int, head_dim: int,
-                 vocab_size: int = VOCAB, context_length: int = 32768, tie: bool = True,
-                 dtype: str = "float32") -> dict[str, Any]:
+def qwen3_config(
+    *,
+    hidden_size: int,
+    intermediate_size: int,
+    num_hidden_layers: int,
+    num_attention_heads: int,
+    num_key_value_heads: int,
+    head_dim: int,
+    vocab_size: int = VOCAB,
+    context_length: int = 32768,
+    tie: bool = True,
+    dtype: str = "float32",
+) -> dict[str, Any]:
     """A Qwen3ForCausalLM config in the format of the public checkpoints."""
     return {
         "architectures": ["Qwen3ForCausalLM"],
@@ -75,18 +91,70 @@ def qwen3_config(*, hidden_size: int, intermediate_size: int, num_hidden_layers:
 def synthetic_corpus(n_lines: int = 6000, seed: int = 0):
     """Seeded pseudo-English lines; the tokenizer is trained on these (no downloads)."""
     rng = random.Random(seed)
-    onsets = ["", "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w",
-              "st", "tr", "ch", "sh", "th"]
+    onsets = [
+        "",
+        "b",
+        "c",
+        "d",
+        "f",
+        "g",
+        "h",
+        "k",
+        "l",
+        "m",
+        "n",
+        "p",
+        "r",
+        "s",
+        "t",
+        "v",
+        "w",
+        "st",
+        "tr",
+        "ch",
+        "sh",
+        "th",
+    ]
     vowels = ["a", "e", "i", "o", "u", "ai", "ea", "ou", "io"]
     codas = ["", "", "n", "r", "s", "t", "l", "nd", "ng", "st"]
-    words = ["".join(rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas)
-                     for _ in range(rng.randint(1, 3))) for _ in range(3000)]
-    words += ["the", "of", "and", "to", "in", "is", "that", "for", "it", "with", "as", "on", "def",
-              "return", "import", "class", "self", "print", "if", "else", "for", "while", "data"]
+    words = [
+        "".join(rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas) for _ in range(rng.randint(1, 3)))
+        for _ in range(3000)
+    ]
+    words += [
+        "the",
+        "of",
+        "and",
+        "to",
+        "in",
+        "is",
+        "that",
+        "for",
+        "it",
+        "with",
+        "as",
+        "on",
+        "def",
+        "return",
+        "import",
+        "class",
+        "self",
+        "print",
+        "if",
+        "else",
+        "for",
+        "while",
+        "data",
+    ]
     punct = [".", ".", ".", "?", "!", ",", ":", ";"]
     for _ in range(n_lines):
         s = " ".join(rng.choice(words) for _ in range(rng.randint(4, 24)))
-        yield s[0].upper() + s[1:] + rng.choice(punct) + (f" {rng.randint(0, 9999)}" if rng.random() < 0.2 else "")
+        yield (
+            s[0].upper()
+            + s[1:]
+            + rng.choice(punct)
+            + (f" {rng.randint(0, 9999)}" if rng.random() < 0.2 else "")
+        )
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -99,21 +167,28 @@ def write_tokenizer(out: Path, vocab: int = VOCAB) -> None:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(synthetic_corpus(), trainer=trainer)
     tok.save(str(out / "tokenizer.json"))
-    write_json(out / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": 1 << 20,
-        "bos_token": None,
-        "eos_token": "<|endoftext|>",
-        "pad_token": "<|endoftext|>",
-        "mask_token": "<|mask|>",
-        "add_bos_token": False,
-        "clean_up_tokenization_spaces": False,
-        "chat_template": CHAT_TEMPLATE,
-    })
+    write_json(
+        out / "tokenizer_config.json",
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "model_max_length": 1 << 20,
+            "bos_token": None,
+            "eos_token": "<|endoftext|>",
+            "pad_token": "<|endoftext|>",
+            "mask_token": "<|mask|>",
+            "add_bos_token": False,
+            "clean_up_tokenization_spaces": False,
+            "chat_template": CHAT_TEMPLATE,
+        },
+    )
 
 
 def _seeded_weights(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -151,8 +226,9 @@ def _save(out: Path, cfg: dict[str, Any], state: dict[str, Any]) -> None:
     from safetensors.torch import save_file
 
     write_json(out / "config.json", cfg)
-    write_json(out / "generation_config.json", {"bos_token_id": EOS_ID, "eos_token_id": EOS_ID,
-                                                 "do_sample": False})
+    write_json(
+        out / "generation_config.json", {"bos_token_id": EOS_ID, "eos_token_id": EOS_ID, "do_sample": False}
+    )
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
 
 
@@ -168,8 +244,11 @@ def build(out: Path) -> None:
     write_tokenizer(target)
     dcfg = embedded_config(PREFIX + "tiny-draft")
     keep = {f"model.layers.{i}." for i in range(DRAFT_LAYERS)}
-    dstate = {k: v for k, v in state.items()
-              if not k.startswith("model.layers.") or any(k.startswith(p) for p in keep)}
+    dstate = {
+        k: v
+        for k, v in state.items()
+        if not k.startswith("model.layers.") or any(k.startswith(p) for p in keep)
+    }
     _save(draft, dcfg, dstate)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(target / f, draft / f)
@@ -177,7 +256,11 @@ def build(out: Path) -> None:
 
 def cache_root() -> Path:
     env = os.environ.get("SPECBENCH_CACHE")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pytest-specbench"
+    base = (
+        Path(env)
+        if env
+        else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pytest-specbench"
+    )
     return base
 
 
@@ -193,7 +276,9 @@ def recipe_key() -> str:
 def ensure_built(root: Path | None = None) -> Path:
     """Build once per recipe into the cache; concurrent builders race to an atomic rename."""
     final = (root or cache_root()) / recipe_key()
-    if (final / "tiny" / "model.safetensors").exists() and (final / "tiny-draft" / "model.safetensors").exists():
+    if (final / "tiny" / "model.safetensors").exists() and (
+        final / "tiny-draft" / "model.safetensors"
+    ).exists():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=final.parent))
@@ -211,7 +296,7 @@ def ensure_built(root: Path | None = None) -> Path:
 
 def embedded_config(path: str) -> dict[str, Any]:
     """config.json of an embedded model, without building it (the planner reads this)."""
-    name = path[len(PREFIX):]
+    name = path[len(PREFIX) :]
     cfg = qwen3_config(**TARGET_SHAPE)
     if name == "tiny-draft":
         return dict(cfg, num_hidden_layers=DRAFT_LAYERS, max_window_layers=DRAFT_LAYERS)
@@ -228,7 +313,7 @@ def resolve(path: str) -> str:
     """Map ``embedded:NAME`` to a built directory; other paths pass through unchanged."""
     if not is_embedded(path):
         return path
-    name = path[len(PREFIX):]
+    name = path[len(PREFIX) :]
     if name not in ("tiny", "tiny-draft"):
         raise ValueError(f"unknown embedded model {path!r}; available: embedded:tiny, embedded:tiny-draft")
     return str(ensure_built() / name)

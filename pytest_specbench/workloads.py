@@ -81,8 +81,12 @@ def _exact_rounds(engine: Engine, cell: Cell, stream: bool) -> CellRun:
 
     def one_round(r: int) -> list[RequestRecord]:
         ps = prompts.make_prompts(tok, cell.context_tokens, n, _seed(cell, r))
-        return _submit(engine, cell, [Request(p, cell.output_tokens, tag=f"round{r}/req{i}", stream=stream)
-                                      for i, p in enumerate(ps)], r)
+        return _submit(
+            engine,
+            cell,
+            [Request(p, cell.output_tokens, tag=f"round{r}/req{i}", stream=stream) for i, p in enumerate(ps)],
+            r,
+        )
 
     run = _rounds(engine, cell, one_round)
     run.extra["prompt_tokens_exact"] = all(r.prompt_tokens == cell.context_tokens for r in run.records)
@@ -103,8 +107,9 @@ def long_context(engine: Engine, cell: Cell) -> CellRun:
     run = _exact_rounds(engine, cell, stream=True)
     if not run.extra["prompt_tokens_exact"]:
         seen = sorted({r.prompt_tokens for r in run.records})
-        raise AssertionError(f"cell {cell.id}: prompts must be exactly {cell.context_tokens} tokens; "
-                             f"the engine saw {seen}")
+        raise AssertionError(
+            f"cell {cell.id}: prompts must be exactly {cell.context_tokens} tokens; the engine saw {seen}"
+        )
     return run
 
 
@@ -114,13 +119,21 @@ def categories(engine: Engine, cell: Cell) -> CellRun:
     cat = dict(cell.extra)["category"]
     qs = [q for q in prompts.load_questions(w.questions) if q.category == cat]
     n = w.requests or len(qs)
-    ids = [prompts.chat_ids(tok, [{"role": "user", "content": qs[i % len(qs)].turns[0]}], True)
-           for i in range(n)]
+    ids = [
+        prompts.chat_ids(tok, [{"role": "user", "content": qs[i % len(qs)].turns[0]}], True) for i in range(n)
+    ]
     stream = bool(dict(w.options).get("stream", True))
 
     def one_round(r: int) -> list[RequestRecord]:
-        return _submit(engine, cell, [Request(tuple(p), cell.output_tokens, tag=f"round{r}/{qs[i % len(qs)].id}",
-                                              stream=stream) for i, p in enumerate(ids)], r)
+        return _submit(
+            engine,
+            cell,
+            [
+                Request(tuple(p), cell.output_tokens, tag=f"round{r}/{qs[i % len(qs)].id}", stream=stream)
+                for i, p in enumerate(ids)
+            ],
+            r,
+        )
 
     run = _rounds(engine, cell, one_round)
     run.extra.update(category=cat, questions=w.questions or "builtin", prompts=len(qs))
@@ -132,7 +145,9 @@ def agentic(engine: Engine, cell: Cell) -> CellRun:
     sc = prompts.load_scenario(dict(cell.extra)["scenario"])
     tok = engine.tokenizer()
     template = getattr(tok, "chat_template", None) or ""
-    end_ids = list(tok.encode("<|im_end|>\n" if "<|im_end|>" in template else "\n\n", add_special_tokens=False))
+    end_ids = list(
+        tok.encode("<|im_end|>\n" if "<|im_end|>" in template else "\n\n", add_special_tokens=False)
+    )
 
     async def session(r: int, s: int) -> list[RequestRecord]:
         # a per-session line keeps sessions apart after the shared system prompt
@@ -141,8 +156,9 @@ def agentic(engine: Engine, cell: Cell) -> CellRun:
         recs = []
         for t, turn in enumerate(sc.turns):
             ids = history + prompts.chat_ids(tok, [{"role": "user", "content": turn.user}], True)
-            rec = await safe_generate(engine, Request(tuple(ids), cell.output_tokens,
-                                                      tag=f"round{r}/s{s}/t{t}", stream=True))
+            rec = await safe_generate(
+                engine, Request(tuple(ids), cell.output_tokens, tag=f"round{r}/s{s}/t{t}", stream=True)
+            )
             recs.append(rec)
             if rec.error:
                 break
@@ -169,17 +185,19 @@ def per_turn(records: list[RequestRecord], names: list[str]) -> list[dict[str, A
             continue
         ttfts = [r.ttft_s for r in recs if r.ttft_s is not None]
         p50_ttft = metrics.percentile(ttfts, 50)
-        rows.append({
-            "turn": t,
-            "name": name,
-            "requests": len(recs),
-            "prompt_tokens_mean": sum(r.prompt_tokens for r in recs) / len(recs),
-            "cached_tokens": sum(r.cached_tokens for r in recs),
-            "output_tokens": sum(r.output_tokens for r in recs),
-            "accept_length": metrics.accept_length(recs),
-            "ttft_ms_p50": None if p50_ttft is None else p50_ttft * 1e3,
-            "latency_s_p50": metrics.percentile([r.latency_s for r in recs], 50),
-        })
+        rows.append(
+            {
+                "turn": t,
+                "name": name,
+                "requests": len(recs),
+                "prompt_tokens_mean": sum(r.prompt_tokens for r in recs) / len(recs),
+                "cached_tokens": sum(r.cached_tokens for r in recs),
+                "output_tokens": sum(r.output_tokens for r in recs),
+                "accept_length": metrics.accept_length(recs),
+                "ttft_ms_p50": None if p50_ttft is None else p50_ttft * 1e3,
+                "latency_s_p50": metrics.percentile([r.latency_s for r in recs], 50),
+            }
+        )
     return rows
 
 
@@ -196,6 +214,7 @@ def run(engine: Engine, cell: Cell) -> CellRun:
     try:
         fn = WORKLOADS[cell.workload.kind]
     except KeyError:
-        raise NotImplementedError(f"workload kind {cell.workload.kind!r} is not implemented; "
-                                  f"implemented: {', '.join(WORKLOADS)}") from None
+        raise NotImplementedError(
+            f"workload kind {cell.workload.kind!r} is not implemented; implemented: {', '.join(WORKLOADS)}"
+        ) from None
     return fn(engine, cell)

@@ -66,9 +66,19 @@ def main() -> None:
             bare_s += dt_b
     eng.close()
     ratio = (plugin_tokens / plugin_s) / (bare_tokens / bare_s)
-    res = {"method": a.method, "stream": a.stream, "concurrency": a.concurrency, "prompt_tokens": a.prompt_tokens,
-           "output_tokens": a.output_tokens, "reps": a.reps, "plugin_tok_s": plugin_tokens / plugin_s,
-           "bare_tok_s": bare_tokens / bare_s, "ratio": ratio, "rows": rows, "engine": eng.info}
+    res = {
+        "method": a.method,
+        "stream": a.stream,
+        "concurrency": a.concurrency,
+        "prompt_tokens": a.prompt_tokens,
+        "output_tokens": a.output_tokens,
+        "reps": a.reps,
+        "plugin_tok_s": plugin_tokens / plugin_s,
+        "bare_tok_s": bare_tokens / bare_s,
+        "ratio": ratio,
+        "rows": rows,
+        "engine": eng.info,
+    }
     print(f"fidelity ratio (plugin / bare, stream={a.stream}) = {ratio:.4f}")
     if a.json:
         with open(a.json, "w") as f:

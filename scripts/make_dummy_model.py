@@ -28,6 +28,7 @@ vocab_size 248320 and max_position_embeddings 262144 unless given. No MTP weight
 Needs only the `tokenizers` package (and nothing when --tokenizer none).
 Usage: python3 scripts/make_dummy_model.py OUT --preset qwen3-1.7b --eagle3-draft D --dflash-draft D
 """
+
 import argparse
 import json
 import os
@@ -48,18 +49,34 @@ PRESETS = {
 # "qwen3.5-hybrid-small" keeps its layer pattern (3 linear : 1 full) at ~1.2B params.
 HYBRID_PRESETS = {
     "qwen3.5-27b-hybrid": dict(
-        hidden_size=5120, intermediate_size=17408, num_hidden_layers=64,
-        num_attention_heads=24, num_key_value_heads=4, head_dim=256,
-        linear_num_key_heads=16, linear_num_value_heads=48,
-        linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
-        full_attention_interval=4, tie_word_embeddings=False,
+        hidden_size=5120,
+        intermediate_size=17408,
+        num_hidden_layers=64,
+        num_attention_heads=24,
+        num_key_value_heads=4,
+        head_dim=256,
+        linear_num_key_heads=16,
+        linear_num_value_heads=48,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+        full_attention_interval=4,
+        tie_word_embeddings=False,
     ),
     "qwen3.5-hybrid-small": dict(
-        hidden_size=2048, intermediate_size=6144, num_hidden_layers=12,
-        num_attention_heads=8, num_key_value_heads=2, head_dim=256,
-        linear_num_key_heads=16, linear_num_value_heads=16,
-        linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
-        full_attention_interval=4, tie_word_embeddings=True,
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_hidden_layers=12,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=256,
+        linear_num_key_heads=16,
+        linear_num_value_heads=16,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+        full_attention_interval=4,
+        tie_word_embeddings=True,
     ),
 }
 HYBRID_VOCAB_SIZE = 248320  # Qwen3.5's embedding rows
@@ -78,13 +95,23 @@ def target_config(preset, context_length, vocab_size=VOCAB_SIZE):
     from pytest_specbench.tinymodel import qwen3_config
 
     hidden, inter, layers, heads, kv, head_dim, tie = PRESETS[preset]
-    return qwen3_config(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
-                        num_attention_heads=heads, num_key_value_heads=kv, head_dim=head_dim,
-                        vocab_size=vocab_size, context_length=context_length, tie=tie, dtype="bfloat16")
+    return qwen3_config(
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=head_dim,
+        vocab_size=vocab_size,
+        context_length=context_length,
+        tie=tie,
+        dtype="bfloat16",
+    )
 
 
-def hybrid_config(preset, context_length, vocab_size=HYBRID_VOCAB_SIZE,
-                  rope_theta=10000000, partial_rotary_factor=0.25):
+def hybrid_config(
+    preset, context_length, vocab_size=HYBRID_VOCAB_SIZE, rope_theta=10000000, partial_rotary_factor=0.25
+):
     """Text-only Qwen3.5 config as sglang 0.5.17 loads it: model_type qwen3_5_text ->
     sglang.srt.configs.qwen3_5.Qwen3_5TextConfig (a Qwen3NextConfig), architecture
     Qwen3_5ForCausalLM (sglang/srt/models/qwen3_5_text.py). The layer pattern comes from
@@ -93,8 +120,7 @@ def hybrid_config(preset, context_length, vocab_size=HYBRID_VOCAB_SIZE,
     RoPE (the real checkpoints' interleaved M-RoPE equals it for text positions)."""
     h = dict(HYBRID_PRESETS[preset])
     n, k = h["num_hidden_layers"], h["full_attention_interval"]
-    rope = {"rope_type": "default", "rope_theta": rope_theta,
-            "partial_rotary_factor": partial_rotary_factor}
+    rope = {"rope_type": "default", "rope_theta": rope_theta, "partial_rotary_factor": partial_rotary_factor}
     cfg = {
         "architectures": ["Qwen3_5ForCausalLM"],
         "model_type": "qwen3_5_text",
@@ -185,14 +211,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
     ap.add_argument("--preset", default="qwen3-1.7b", choices=sorted(PRESETS) + sorted(HYBRID_PRESETS))
-    ap.add_argument("--context-length", type=int, default=None,
-                    help="max_position_embeddings (default 40960; 262144 for qwen3.5-* presets)")
+    ap.add_argument(
+        "--context-length",
+        type=int,
+        default=None,
+        help="max_position_embeddings (default 40960; 262144 for qwen3.5-* presets)",
+    )
     ap.add_argument("--tokenizer", default="bpe", choices=["bpe", "none"])
     ap.add_argument("--tokenizer-vocab", type=int, default=8192)
-    ap.add_argument("--vocab-size", type=int, default=None,
-                    help="model vocab_size (embedding rows), >= the tokenizer's; default Qwen3's "
-                         "151936 (Qwen3.5's 248320 for qwen3.5-* presets). Generated ids >= the "
-                         "tokenizer's size decode to ''.")
+    ap.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help="model vocab_size (embedding rows), >= the tokenizer's; default Qwen3's "
+        "151936 (Qwen3.5's 248320 for qwen3.5-* presets). Generated ids >= the "
+        "tokenizer's size decode to ''.",
+    )
     ap.add_argument("--eagle3-draft", metavar="DIR")
     ap.add_argument("--dflash-draft", metavar="DIR")
     ap.add_argument("--dflash-layers", type=int, default=1)
@@ -226,8 +260,10 @@ def main():
         )
         if a.tokenizer == "bpe":
             n = write_tokenizer(d, a.tokenizer_vocab)
-        print(f"wrote {d} ({c['architectures'][0]}, {c['num_hidden_layers']} layers"
-              + (f", tokenizer vocab {n})" if a.tokenizer == "bpe" else ", no tokenizer)"))
+        print(
+            f"wrote {d} ({c['architectures'][0]}, {c['num_hidden_layers']} layers"
+            + (f", tokenizer vocab {n})" if a.tokenizer == "bpe" else ", no tokenizer)")
+        )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,13 @@ Seen 2026-11-29 (pytest-timeout 2.4.0, uvloop 0.23.0, CPython 3.11): with asynci
 pytest-timeout's SIGALRM fails the test after 2 s; with uvloop it does not fire at all while
 the loop waits, and only the in-loop deadline (asyncio.wait_for, 6 s) ends the wait.
 """
-import asyncio, time, pytest, uvloop
+
+import asyncio
+import time
+
+import pytest
+import uvloop
+
 
 @pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
 @pytest.mark.timeout(2, func_only=True)
@@ -16,4 +22,4 @@ def test_hang(loop_kind):
     try:
         loop.run_until_complete(asyncio.wait_for(asyncio.Event().wait(), 6))
     except asyncio.TimeoutError:
-        pytest.fail(f"{loop_kind}: only the in-loop deadline fired, after {time.time()-t0:.1f} s")
+        pytest.fail(f"{loop_kind}: only the in-loop deadline fired, after {time.time() - t0:.1f} s")

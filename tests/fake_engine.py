@@ -33,8 +33,10 @@ class FakeEngine:
         path = os.environ.get(STARTS_FILE_ENV)
         if path:  # one line per start, also from xdist workers
             with open(path, "a") as f:
-                f.write(f"{group.id} {os.environ.get('PYTEST_XDIST_WORKER', 'main')} "
-                        f"{os.environ.get('CUDA_VISIBLE_DEVICES', '-')}\n")
+                f.write(
+                    f"{group.id} {os.environ.get('PYTEST_XDIST_WORKER', 'main')} "
+                    f"{os.environ.get('CUDA_VISIBLE_DEVICES', '-')}\n"
+                )
 
     def tokenizer(self) -> FakeTokenizer:
         return FakeTokenizer()
@@ -66,9 +68,15 @@ class FakeEngine:
             total += s
             chunks.append((0.001 * (i + 1), total))
         await asyncio.sleep(0)
-        return RequestRecord(prompt_tokens=len(request.input_ids), output_tokens=n, latency_s=chunks[-1][0],
-                             ttft_s=chunks[0][0], verify_steps=len(sizes) - 1 if spec else None,
-                             chunks=tuple(chunks), tag=request.tag)
+        return RequestRecord(
+            prompt_tokens=len(request.input_ids),
+            output_tokens=n,
+            latency_s=chunks[-1][0],
+            ttft_s=chunks[0][0],
+            verify_steps=len(sizes) - 1 if spec else None,
+            chunks=tuple(chunks),
+            tag=request.tag,
+        )
 
     def run(self, coro: Any) -> Any:
         return self._loop.run_until_complete(guard(coro, self.deadline))

@@ -40,7 +40,8 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
     (pytester.path / "benches").mkdir()
     (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
     (pytester.path / "benches" / "test_b.py").write_text(
-        "def test_throughput(engine, cell, specbench):\n    specbench.run(engine, cell)\n")
+        "def test_throughput(engine, cell, specbench):\n    specbench.run(engine, cell)\n"
+    )
     monkeypatch.setenv("FAKE_ENGINE_STARTS", str(tmp_path / "starts.txt"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     return pytester
@@ -55,8 +56,13 @@ def test_one_process_owns_every_free_gpu(project: pytest.Pytester, tmp_path: Pat
     res = project.runpytest_subprocess("benches", "--benchmark-json", "out.json")
     res.assert_outcomes(passed=6)
     assert {g: v[1] for g, v in _starts(tmp_path).items()} == {
-        "ar-tp1": "0,1,2,3", "ar-tp2": "0,1,2,3", "ar-tp4": "0,1,2,3",
-        "ngram-tp1": "0,1,2,3", "ngram-tp2": "0,1,2,3", "ngram-tp4": "0,1,2,3"}
+        "ar-tp1": "0,1,2,3",
+        "ar-tp2": "0,1,2,3",
+        "ar-tp4": "0,1,2,3",
+        "ngram-tp1": "0,1,2,3",
+        "ngram-tp2": "0,1,2,3",
+        "ngram-tp4": "0,1,2,3",
+    }
     doc = json.loads((project.path / "out.json").read_text())
     assert [g["name"] for g in doc["machine_info"]["specbench"]["gpus"]] == ["NVIDIA H200"] * 4
     assert doc["specbench"]["gpus_used"] == [0, 1, 2, 3]
@@ -82,4 +88,6 @@ def test_explicit_gpu_list(project: pytest.Pytester, tmp_path: Path) -> None:
     assert {v[1] for v in _starts(tmp_path).values()} == {"2,3"}
     assert "needs 4 GPUs (TP=4); main owns 2 (2, 3)" in res.stdout.str()
     res = project.runpytest_subprocess("benches", "--specbench-gpus", "5")
-    assert "--specbench-gpus names GPU(s) [5]; this host has [0, 1, 2, 3]" in res.stderr.str() + res.stdout.str()
+    assert (
+        "--specbench-gpus names GPU(s) [5]; this host has [0, 1, 2, 3]" in res.stderr.str() + res.stdout.str()
+    )

@@ -16,11 +16,21 @@ DOC = {
     "models": {"tiny": "embedded:tiny", "tiny-draft": "embedded:tiny-draft"},
     "methods": {
         "ar": {"backend": "hf", "model": "tiny"},
-        "ngram": {"backend": "hf", "model": "tiny", "speculative": {"algorithm": "ngram", "num_draft_tokens": 4}},
-        "draft": {"backend": "hf", "model": "tiny",
-                  "speculative": {"algorithm": "draft", "draft_model": "tiny-draft", "num_draft_tokens": K}},
-        "draft-oracle": {"backend": "hf", "model": "tiny",
-                         "speculative": {"algorithm": "draft", "draft_model": "tiny", "num_draft_tokens": K}},
+        "ngram": {
+            "backend": "hf",
+            "model": "tiny",
+            "speculative": {"algorithm": "ngram", "num_draft_tokens": 4},
+        },
+        "draft": {
+            "backend": "hf",
+            "model": "tiny",
+            "speculative": {"algorithm": "draft", "draft_model": "tiny-draft", "num_draft_tokens": K},
+        },
+        "draft-oracle": {
+            "backend": "hf",
+            "model": "tiny",
+            "speculative": {"algorithm": "draft", "draft_model": "tiny", "num_draft_tokens": K},
+        },
     },
     "workloads": {"throughput": {}},
 }
@@ -62,7 +72,7 @@ def test_acceptance_is_real(outputs) -> None:
 
 def test_streamed_chunks_carry_verified_tokens(outputs) -> None:
     r = outputs["draft-oracle"][0]
-    sizes = [b - a for (_, a), (_, b) in zip(((0, 0),) + r.chunks, r.chunks)]
+    sizes = [b - a for (_, a), (_, b) in zip(((0, 0),) + r.chunks, r.chunks, strict=False)]
     assert sizes[0] == 1 and sizes[1:-1] == [K + 1] * (len(sizes) - 2)
 
 

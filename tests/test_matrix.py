@@ -10,9 +10,13 @@ DOC = {
     "models": {"t": "embedded:tiny", "d": {"path": "embedded:tiny-draft"}},
     "methods": {
         "ar": {"backend": "hf", "model": "t"},
-        "sa": {"backend": "sglang", "model": "t", "tp": [1, 4],
-               "speculative": {"algorithm": "standalone", "draft_model": "t", "num_steps": 3},
-               "engine_args": {"mem_fraction_static": 0.8}},
+        "sa": {
+            "backend": "sglang",
+            "model": "t",
+            "tp": [1, 4],
+            "speculative": {"algorithm": "standalone", "draft_model": "t", "num_steps": 3},
+            "engine_args": {"mem_fraction_static": 0.8},
+        },
     },
     "tp": [1],
     "workloads": {
@@ -29,8 +33,14 @@ def test_ids_groups_and_params() -> None:
     assert "throughput-ar-tp1-c32-out256" in ids  # two workloads of one kind: prefixed
     assert "long-sa-tp4-c1-ctx100k-out64" in ids
     c = next(c for c in m.cells() if c.id == "long-sa-tp4-c1-ctx100k-out64")
-    assert c.params() == {"method": "sa", "tp": 4, "workload": "long", "concurrency": 1,
-                          "context_tokens": 100000, "output_tokens": 64}
+    assert c.params() == {
+        "method": "sa",
+        "tp": 4,
+        "workload": "long",
+        "concurrency": 1,
+        "context_tokens": 100000,
+        "output_tokens": 64,
+    }
     assert m.method("sa").speculative.expected_oracle_accept == 4
     assert dict(m.method("sa").engine_args) == {"mem_fraction_static": 0.8}
     hash(c)  # frozen all the way down
@@ -43,15 +53,32 @@ def test_fmt_tokens() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
-        (("methods", "ar", "speculative"), {"algorithm": "draft"},
-         "m.yaml: methods.ar.speculative.draft_model: algorithm 'draft' needs a draft_model"),
+        (
+            ("methods", "ar", "speculative"),
+            {"algorithm": "draft"},
+            "m.yaml: methods.ar.speculative.draft_model: algorithm 'draft' needs a draft_model",
+        ),
         (("methods", "ar", "tp"), [2, 2], "m.yaml: methods.ar.tp: duplicate values in [2, 2]"),
-        (("workloads", "throughput", "kind"), "soak",
-         "m.yaml: workloads.throughput.kind: 'soak' is not allowed; allowed: throughput, ttft"),
-        (("workloads", "throughput", "warmup"), -1, "m.yaml: workloads.throughput.warmup: expected an integer >= 0"),
-        (("workloads", "throughput", "methods"), ["zz"], "m.yaml: workloads.throughput.methods[0]: 'zz' is not"),
-        (("models", "t"), {"path": "x", "load_format": "gguf"},
-         "m.yaml: models.t.load_format: 'gguf' is not allowed; allowed: auto, dummy"),
+        (
+            ("workloads", "throughput", "kind"),
+            "soak",
+            "m.yaml: workloads.throughput.kind: 'soak' is not allowed; allowed: throughput, ttft",
+        ),
+        (
+            ("workloads", "throughput", "warmup"),
+            -1,
+            "m.yaml: workloads.throughput.warmup: expected an integer >= 0",
+        ),
+        (
+            ("workloads", "throughput", "methods"),
+            ["zz"],
+            "m.yaml: workloads.throughput.methods[0]: 'zz' is not",
+        ),
+        (
+            ("models", "t"),
+            {"path": "x", "load_format": "gguf"},
+            "m.yaml: models.t.load_format: 'gguf' is not allowed; allowed: auto, dummy",
+        ),
     ],
 )
 def test_validation_names_file_key_and_allowed(path, value, message) -> None:

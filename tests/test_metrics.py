@@ -42,8 +42,10 @@ def test_accept_length_weights_by_verify_steps() -> None:
 
 
 def test_summarize_counts_errors_and_throughput() -> None:
-    recs = [rec(output_tokens=10, ttft_s=0.1, chunks=((0.1, 1), (1.0, 10))),
-            RequestRecord(8, 0, 0.0, error="boom")]
+    recs = [
+        rec(output_tokens=10, ttft_s=0.1, chunks=((0.1, 1), (1.0, 10))),
+        RequestRecord(8, 0, 0.0, error="boom"),
+    ]
     m = summarize(recs, wall_s=2.0)
     assert m["requests"] == 2 and m["errors"] == 1 and m["first_error"] == "boom"
     assert m["output_tokens_per_s"] == 5.0
@@ -62,9 +64,16 @@ def test_speedups_match_axes() -> None:
 def test_planned_vs_engine_line() -> None:
     from pytest_specbench.report import planned_vs_engine
 
-    ev = {"group": "ar-tp2", "planned": {"kv_tokens_capacity": 2073162, "mem_fraction_static": 0.8},
-          "info": {"scheduler_info": {"max_total_num_tokens": 2000000},
-                   "server_args": {"mem_fraction_static": 0.8}}}
-    assert planned_vs_engine(ev) == ("ar-tp2: KV tokens planned 2,073,162 (mem_fraction_static 0.8), engine "
-                                     "2,000,000 (mem_fraction_static 0.8): planned/engine = 1.037")
+    ev = {
+        "group": "ar-tp2",
+        "planned": {"kv_tokens_capacity": 2073162, "mem_fraction_static": 0.8},
+        "info": {
+            "scheduler_info": {"max_total_num_tokens": 2000000},
+            "server_args": {"mem_fraction_static": 0.8},
+        },
+    }
+    assert planned_vs_engine(ev) == (
+        "ar-tp2: KV tokens planned 2,073,162 (mem_fraction_static 0.8), engine "
+        "2,000,000 (mem_fraction_static 0.8): planned/engine = 1.037"
+    )
     assert planned_vs_engine({"group": "x", "planned": {}, "info": {}}) is None

@@ -10,23 +10,63 @@ import pytest
 from pytest_specbench import plan
 from pytest_specbench.matrix import parse
 
-GiB = 1024 ** 3
-QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 36, "num_attention_heads": 32,
-            "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 4096, "intermediate_size": 12288,
-            "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-            "max_position_embeddings": 40960}
-LLAMA3_70B = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 80, "num_attention_heads": 64,
-              "num_key_value_heads": 8, "hidden_size": 8192, "intermediate_size": 28672, "vocab_size": 128256,
-              "tie_word_embeddings": False, "torch_dtype": "bfloat16", "max_position_embeddings": 8192}
-QWEN3_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "num_hidden_layers": 48, "full_attention_interval": 4,
-              "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "hidden_size": 2048,
-              "vocab_size": 151936, "torch_dtype": "bfloat16", "linear_num_key_heads": 16,
-              "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
-              "linear_conv_kernel_dim": 4, "num_experts": 512, "moe_intermediate_size": 512,
-              "shared_expert_intermediate_size": 512, "max_position_embeddings": 262144}
-DEEPSEEK_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "num_attention_heads": 128,
-               "num_key_value_heads": 128, "hidden_size": 7168, "vocab_size": 129280, "kv_lora_rank": 512,
-               "q_lora_rank": 1536, "qk_rope_head_dim": 64}
+GiB = 1024**3
+QWEN3_8B = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 40960,
+}
+LLAMA3_70B = {
+    "architectures": ["LlamaForCausalLM"],
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "vocab_size": 128256,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 8192,
+}
+QWEN3_NEXT = {
+    "architectures": ["Qwen3NextForCausalLM"],
+    "num_hidden_layers": 48,
+    "full_attention_interval": 4,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "hidden_size": 2048,
+    "vocab_size": 151936,
+    "torch_dtype": "bfloat16",
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4,
+    "num_experts": 512,
+    "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512,
+    "max_position_embeddings": 262144,
+}
+DEEPSEEK_V3 = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "hidden_size": 7168,
+    "vocab_size": 129280,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_rope_head_dim": 64,
+}
 
 
 def test_qwen3_8b_dense_gqa() -> None:
@@ -64,15 +104,21 @@ def test_mla_is_reported_unsupported() -> None:
         plan.shape_from_config(DEEPSEEK_V3)
 
 
-def _matrix(tmp_path: Path, config: dict, tp: list[int], ctx: list[int], conc: list[int], mem: float | None = None):
+def _matrix(
+    tmp_path: Path, config: dict, tp: list[int], ctx: list[int], conc: list[int], mem: float | None = None
+):
     d = tmp_path / "model"
     d.mkdir(exist_ok=True)
     (d / "config.json").write_text(json.dumps(config))
     method = {"backend": "sglang", "model": "m"}
     if mem:
         method["engine_args"] = {"mem_fraction_static": mem}
-    doc = {"models": {"m": {"path": str(d), "load_format": "dummy"}}, "methods": {"ar": method}, "tp": tp,
-           "workloads": {"long_context": {"context_tokens": ctx, "concurrency": conc, "output_tokens": [256]}}}
+    doc = {
+        "models": {"m": {"path": str(d), "load_format": "dummy"}},
+        "methods": {"ar": method},
+        "tp": tp,
+        "workloads": {"long_context": {"context_tokens": ctx, "concurrency": conc, "output_tokens": [256]}},
+    }
     return parse(doc, str(tmp_path / "m.yaml"))
 
 
@@ -82,9 +128,11 @@ def test_skip_reasons_name_the_numbers(tmp_path: Path) -> None:
     r = p.skip_reason(m.cells()[0])
     # SGLang's default fraction for 80 GiB at TP1: (81920 - 512 - 8192 x 1.5 - 128) MiB / 81920 MiB
     assert plan.sglang_mem_fraction(80 * GiB, 1) == round((81920 - 12928) / 81920, 3) == 0.842
-    assert plan.sglang_mem_fraction(143771 * 1024 ** 2, 1) == 0.91  # H200; 0.909 resolved on the GPU
-    assert r == ("needs 131.4 GiB per GPU for weights at TP=1, 67.4 GiB available (80.0 GiB x "
-                 "mem_fraction_static 0.842)")
+    assert plan.sglang_mem_fraction(143771 * 1024**2, 1) == 0.91  # H200; 0.909 resolved on the GPU
+    assert r == (
+        "needs 131.4 GiB per GPU for weights at TP=1, 67.4 GiB available (80.0 GiB x "
+        "mem_fraction_static 0.842)"
+    )
     assert p.skip_reason(m.cells()[1]) is None  # TP4: 32.9 GiB per GPU
     assert p.groups["ar-tp4"].weight_bytes_per_gpu == 70_552_387_584 * 2 // 4
     # the 70B's max_position_embeddings is 8192: a 3k cell gets no override
@@ -100,10 +148,14 @@ def test_kv_capacity_fits_queues_or_skips(tmp_path: Path) -> None:
     by_id = {c.cell: c for c in p.cells.values()}
     assert by_id["long_context-ar-tp1-c1-ctx30k-out256"].feasible
     q = by_id["long_context-ar-tp1-c32-ctx30k-out256"]
-    assert q.feasible and q.note.startswith("queues: needs 968192 KV tokens for 32 requests, holds 46196: about 1 of 32")
+    assert q.feasible and q.note.startswith(
+        "queues: needs 968192 KV tokens for 32 requests, holds 46196: about 1 of 32"
+    )
     s = by_id["long_context-ar-tp1-c1-ctx100k-out256"]
-    assert not s.feasible and s.reason.startswith("one request needs 100256 KV tokens (13.8 GiB per GPU), "
-                                                  "the KV cache holds 46196 tokens (6.3 GiB per GPU)")
+    assert not s.feasible and s.reason.startswith(
+        "one request needs 100256 KV tokens (13.8 GiB per GPU), "
+        "the KV cache holds 46196 tokens (6.3 GiB per GPU)"
+    )
 
 
 def test_context_cap_skips_with_reason(tmp_path: Path) -> None:
@@ -115,8 +167,10 @@ def test_context_cap_skips_with_reason(tmp_path: Path) -> None:
     cells = [replace(c, group=replace(c.group, method=replace(c.method, model=capped))) for c in m.cells()]
     p = plan.make_plan(cells, None)
     assert p.skip_reason(cells[0]) is None
-    assert p.skip_reason(cells[1]).startswith("needs 100256 tokens of context (100000 prompt + 256 output); "
-                                              "models.m.context_length caps it at 32768")
+    assert p.skip_reason(cells[1]).startswith(
+        "needs 100256 tokens of context (100000 prompt + 256 output); "
+        "models.m.context_length caps it at 32768"
+    )
 
 
 MATRIX = """
@@ -132,8 +186,9 @@ workloads:
 """
 
 
-def test_plan_option_prints_and_starts_nothing(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                               tmp_path: Path) -> None:
+def test_plan_option_prints_and_starts_nothing(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from test_plugin import CONFTEST
 
     pytester.makeconftest(CONFTEST)
@@ -142,10 +197,12 @@ def test_plan_option_prints_and_starts_nothing(pytester: pytest.Pytester, monkey
         (pytester.path / "benches" / name / "config.json").write_text(json.dumps(cfg))
     (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
     (pytester.path / "benches" / "test_b.py").write_text(
-        "def test_long_context(engine, cell, specbench):\n    specbench.run(engine, cell)\n")
+        "def test_long_context(engine, cell, specbench):\n    specbench.run(engine, cell)\n"
+    )
     monkeypatch.setenv("FAKE_ENGINE_STARTS", str(tmp_path / "starts.txt"))
-    res = pytester.runpytest("benches", "--specbench-plan", "--specbench-gpu-memory", "80GiB",
-                             "--specbench-plan-json", "plan.json")
+    res = pytester.runpytest(
+        "benches", "--specbench-plan", "--specbench-gpu-memory", "80GiB", "--specbench-plan-json", "plan.json"
+    )
     out = res.stdout.str()
     assert "group ar70-tp1 (fake, TP=1, model big): CANNOT RUN: needs 131.4 GiB per GPU for weights" in out
     assert "SKIP long_context-ar70-tp1-c1-ctx3k-out64: needs 131.4 GiB per GPU" in out
@@ -160,7 +217,10 @@ def test_plan_option_prints_and_starts_nothing(pytester: pytest.Pytester, monkey
     # a real run: the TP1 70B group's cells are skipped and its engine never starts
     res = pytester.runpytest("benches", "--specbench-gpu-memory", "80GiB", "-rs")
     res.assert_outcomes(passed=4, skipped=2)
-    assert sorted(s.split()[0] for s in (tmp_path / "starts.txt").read_text().splitlines()) == ["ar70-tp4", "ar8-tp1"]
+    assert sorted(s.split()[0] for s in (tmp_path / "starts.txt").read_text().splitlines()) == [
+        "ar70-tp4",
+        "ar8-tp1",
+    ]
 
 
 def test_eta_from_previous_results(tmp_path: Path) -> None:

@@ -93,7 +93,9 @@ def test_xdist_one_start_per_group_and_one_json(project: pytest.Pytester, tmp_pa
     res = project.runpytest_subprocess("benches", "-n", "2", "--benchmark-json", str(out))
     res.assert_outcomes(passed=12)
     s = starts(tmp_path)
-    assert sorted(x.split()[0] for x in s) == sorted(f"{m}-tp{t}" for m in ("ar", "ngram", "eagle3") for t in (1, 2))
+    assert sorted(x.split()[0] for x in s) == sorted(
+        f"{m}-tp{t}" for m in ("ar", "ngram", "eagle3") for t in (1, 2)
+    )
     assert {x.split()[1] for x in s} <= {"gw0", "gw1"}
     doc = json.loads(out.read_text())
     assert len(doc["benchmarks"]) == 12
@@ -106,11 +108,24 @@ def test_json_contents_and_compare(project: pytest.Pytester, tmp_path: Path) -> 
     doc = json.loads(out.read_text())
     by = {b["param"]: b for b in doc["benchmarks"]}
     b = by["ngram-tp1-c4-out16"]
-    assert b["params"] == {"method": "ngram", "tp": 1, "workload": "throughput", "concurrency": 4,
-                           "context_tokens": 8, "output_tokens": 16}
+    assert b["params"] == {
+        "method": "ngram",
+        "tp": 1,
+        "workload": "throughput",
+        "concurrency": 4,
+        "context_tokens": 8,
+        "output_tokens": 16,
+    }
     e = b["extra_info"]
-    for key in ("output_tokens_per_s", "accept_length", "requests", "output_tokens", "latency_s_p50",
-                "latency_s_p99", "speedup_vs_ar"):
+    for key in (
+        "output_tokens_per_s",
+        "accept_length",
+        "requests",
+        "output_tokens",
+        "latency_s_p50",
+        "latency_s_p99",
+        "speedup_vs_ar",
+    ):
         assert key in e
     assert e["requests"] == 16 and e["output_tokens"] == 16 * 16  # 2 rounds x 8 requests (2 x C)
     assert e["accept_length"] == 4.0  # 16 tokens: 1 from prefill + 4 verify steps (4, 4, 4, 3)
@@ -121,8 +136,11 @@ def test_json_contents_and_compare(project: pytest.Pytester, tmp_path: Path) -> 
     assert doc["specbench"]["engine_starts"] == 3
     copy = tmp_path / "copy.json"
     copy.write_text(out.read_text())
-    cp = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(out), str(copy)],
-                        capture_output=True, text=True)
+    cp = subprocess.run(
+        [sys.executable, "-m", "pytest_benchmark", "compare", str(out), str(copy)],
+        capture_output=True,
+        text=True,
+    )
     assert cp.returncode == 0, cp.stderr
     assert "ngram-tp1-c4-out16" in cp.stdout
 
@@ -136,7 +154,9 @@ def test_backend_tp_limit_skips_with_reason(project: pytest.Pytester) -> None:
 
 def test_failing_engine_fails_only_its_group(project: pytest.Pytester, tmp_path: Path) -> None:
     m = MATRIX.replace("tp: [1, 2]", "tp: [1]").replace(
-        "  ar: {backend: fake, model: m}", "  ar: {backend: fake, model: m}\n  broken: {backend: fake, model: m}")
+        "  ar: {backend: fake, model: m}",
+        "  ar: {backend: fake, model: m}\n  broken: {backend: fake, model: m}",
+    )
     (project.path / "benches" / "specbench.yaml").write_text(m)
     out = tmp_path / "o.json"
     res = project.runpytest("benches", "--benchmark-json", str(out))
@@ -152,16 +172,27 @@ def test_failing_engine_fails_only_its_group(project: pytest.Pytester, tmp_path:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (("prompt_tokens: 8", "prompt_tokens: 8\n    colour: red"),
-         "specbench.yaml: workloads.throughput.colour: unknown key; allowed: kind, concurrency"),
-        (("concurrency: [1, 4]", "concurrency: [1, -4]"),
-         "specbench.yaml: workloads.throughput.concurrency[1]: expected a positive integer; got -4"),
-        (("backend: fake, model: m}", "backend: vllm, model: m}"),
-         "specbench.yaml: methods.ar.backend: 'vllm' is not a registered backend; allowed: hf, sglang"),
-        (("algorithm: ngram", "algorithm: medusa"),
-         "specbench.yaml: methods.ngram.speculative.algorithm: 'medusa' is not allowed; allowed: ngram, draft"),
-        (("draft_model: m,", "draft_model: nope,"),
-         "specbench.yaml: methods.eagle3.speculative.draft_model: 'nope' is not defined under models:"),
+        (
+            ("prompt_tokens: 8", "prompt_tokens: 8\n    colour: red"),
+            "specbench.yaml: workloads.throughput.colour: unknown key; allowed: kind, concurrency",
+        ),
+        (
+            ("concurrency: [1, 4]", "concurrency: [1, -4]"),
+            "specbench.yaml: workloads.throughput.concurrency[1]: expected a positive integer; got -4",
+        ),
+        (
+            ("backend: fake, model: m}", "backend: vllm, model: m}"),
+            "specbench.yaml: methods.ar.backend: 'vllm' is not a registered backend; allowed: hf, sglang",
+        ),
+        (
+            ("algorithm: ngram", "algorithm: medusa"),
+            "specbench.yaml: methods.ngram.speculative.algorithm: 'medusa' is not allowed; "
+            "allowed: ngram, draft",
+        ),
+        (
+            ("draft_model: m,", "draft_model: nope,"),
+            "specbench.yaml: methods.eagle3.speculative.draft_model: 'nope' is not defined under models:",
+        ),
     ],
 )
 def test_yaml_errors_are_usage_errors(project: pytest.Pytester, edit: tuple[str, str], message: str) -> None:
@@ -185,32 +216,50 @@ def test_matrix_option_and_ini(project: pytest.Pytester) -> None:
 
 
 def test_cell_done_hook_adds_extra_info(project: pytest.Pytester, tmp_path: Path) -> None:
-    project.makeconftest(CONFTEST + "\ndef pytest_specbench_cell_done(config, result):\n"
-                                    "    result['metrics']['team'] = 'infra'\n")
+    project.makeconftest(
+        CONFTEST + "\ndef pytest_specbench_cell_done(config, result):\n"
+        "    result['metrics']['team'] = 'infra'\n"
+    )
     out = tmp_path / "o.json"
-    project.runpytest("benches", "-k", "ar and tp1 and c1", "--benchmark-json", str(out)).assert_outcomes(passed=1)
+    project.runpytest("benches", "-k", "ar and tp1 and c1", "--benchmark-json", str(out)).assert_outcomes(
+        passed=1
+    )
     assert json.loads(out.read_text())["benchmarks"][0]["extra_info"]["team"] == "infra"
 
 
 def test_help_and_collection_do_not_import_heavy_modules(project: pytest.Pytester) -> None:
-    code = ("import sys, pytest; pytest.main(['--collect-only', '-q', 'benches']); "
-            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sglang') if m in sys.modules))")
+    code = (
+        "import sys, pytest; pytest.main(['--collect-only', '-q', 'benches']); "
+        "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sglang') if m in sys.modules))"
+    )
     res = subprocess.run([sys.executable, "-c", code], cwd=project.path, capture_output=True, text=True)
     assert "HEAVY []" in res.stdout, res.stdout + res.stderr
 
 
 def test_hung_engine_fails_its_group_only(project: pytest.Pytester, tmp_path: Path) -> None:
-    (project.path / "benches" / "specbench.yaml").write_text(MATRIX.replace("warmup: 1", "warmup: 1\n    timeout_s: 1"))
-    res = project.runpytest("benches", "-k", "tp1", "--specbench-hang-engine", "ar-tp1@0",
-                            "--benchmark-json", "out.json")
+    (project.path / "benches" / "specbench.yaml").write_text(
+        MATRIX.replace("warmup: 1", "warmup: 1\n    timeout_s: 1")
+    )
+    res = project.runpytest(
+        "benches", "-k", "tp1", "--specbench-hang-engine", "ar-tp1@0", "--benchmark-json", "out.json"
+    )
     res.assert_outcomes(passed=4, failed=2)
     out = res.stdout.str()
-    assert ("cell ar-tp1-c1-out16: no result before the cell's time limit (timeout_s); engine of group "
-            "ar-tp1 torn down: cell ar-tp1-c1-out16 made no progress within timeout_s=1 s") in out
+    assert (
+        "cell ar-tp1-c1-out16: no result before the cell's time limit (timeout_s); engine of group "
+        "ar-tp1 torn down: cell ar-tp1-c1-out16 made no progress within timeout_s=1 s"
+    ) in out
     assert "cell ar-tp1-c4-out16: engine of group ar-tp1 torn down" in out
     lines = starts(tmp_path)
     assert lines.count("abandon ar-tp1") == 1
-    assert [s.split()[0] for s in lines if not s.startswith("abandon")] == ["ar-tp1", "ngram-tp1", "eagle3-tp1"]
+    assert [s.split()[0] for s in lines if not s.startswith("abandon")] == [
+        "ar-tp1",
+        "ngram-tp1",
+        "eagle3-tp1",
+    ]
     doc = json.loads((project.path / "out.json").read_text())
-    assert sorted(f["cell"] for f in doc["specbench"]["failed_cells"]) == ["ar-tp1-c1-out16", "ar-tp1-c4-out16"]
+    assert sorted(f["cell"] for f in doc["specbench"]["failed_cells"]) == [
+        "ar-tp1-c1-out16",
+        "ar-tp1-c4-out16",
+    ]
     assert len(doc["benchmarks"]) == 4

@@ -11,17 +11,33 @@ from pytest_specbench.engines.sglang import engine_kwargs
 from pytest_specbench.matrix import EngineGroup, parse
 
 DOC = {
-    "models": {"t": {"path": "/models/qwen3", "load_format": "dummy", "context_length": 131072},
-               "d": "/models/eagle3"},
+    "models": {
+        "t": {"path": "/models/qwen3", "load_format": "dummy", "context_length": 131072},
+        "d": "/models/eagle3",
+    },
     "methods": {
-        "eagle3": {"backend": "sglang", "model": "t",
-                   "speculative": {"algorithm": "eagle3", "draft_model": "d", "num_steps": 3, "topk": 1,
-                                   "num_draft_tokens": 4},
-                   "engine_args": {"mem_fraction_static": 0.8, "attention_backend": "fa3",
-                                   "json_model_override_args": {"max_position_embeddings": 131072}},
-                   "env": {"SGLANG_ENABLE_SPEC_V2": "1"}},
-        "dflash": {"backend": "sglang", "model": "t", "speculative": {"algorithm": "dflash", "draft_model": "d",
-                                                                       "block_size": 16}},
+        "eagle3": {
+            "backend": "sglang",
+            "model": "t",
+            "speculative": {
+                "algorithm": "eagle3",
+                "draft_model": "d",
+                "num_steps": 3,
+                "topk": 1,
+                "num_draft_tokens": 4,
+            },
+            "engine_args": {
+                "mem_fraction_static": 0.8,
+                "attention_backend": "fa3",
+                "json_model_override_args": {"max_position_embeddings": 131072},
+            },
+            "env": {"SGLANG_ENABLE_SPEC_V2": "1"},
+        },
+        "dflash": {
+            "backend": "sglang",
+            "model": "t",
+            "speculative": {"algorithm": "dflash", "draft_model": "d", "block_size": 16},
+        },
     },
     "tp": [4],
     "workloads": {"throughput": {}},
@@ -34,7 +50,11 @@ def test_engine_kwargs_from_yaml() -> None:
     assert kw["model_path"] == "/models/qwen3" and kw["load_format"] == "dummy"
     assert kw["tp_size"] == 4 and kw["context_length"] == 131072
     assert kw["speculative_algorithm"] == "EAGLE3" and kw["speculative_draft_model_path"] == "/models/eagle3"
-    assert (kw["speculative_num_steps"], kw["speculative_eagle_topk"], kw["speculative_num_draft_tokens"]) == (3, 1, 4)
+    assert (
+        kw["speculative_num_steps"],
+        kw["speculative_eagle_topk"],
+        kw["speculative_num_draft_tokens"],
+    ) == (3, 1, 4)
     assert kw["attention_backend"] == "fa3"  # engine_args override the offline defaults
     assert kw["mem_fraction_static"] == 0.8
     assert kw["json_model_override_args"] == '{"max_position_embeddings": 131072}'
@@ -51,8 +71,10 @@ def test_busy_gpus_are_left_out() -> None:
     inv = [G(0, used=57000, procs=1), G(1), G(2), G(3, used=30000)]
     use, notes = gpus.choose(inv, None)
     assert use == (1, 2)
-    assert notes == ["not using GPU 0 runs 1 compute process(es)",
-                     "not using GPU 3 has 113771 MiB free of 143771 MiB"]
+    assert notes == [
+        "not using GPU 0 runs 1 compute process(es)",
+        "not using GPU 3 has 113771 MiB free of 143771 MiB",
+    ]
     assert gpus.choose(inv, (0, 3)) == ((0, 3), [])
     with pytest.raises(ValueError, match=r"names GPU\(s\) \[7\]; this host has \[0, 1, 2, 3\]"):
         gpus.choose(inv, (7,))
@@ -72,9 +94,21 @@ def test_scheduler_info_is_read_where_sglang_0_5_17_keeps_it() -> None:
 
     from pytest_specbench.engines.sglang import _scheduler_info
 
-    eng = SimpleNamespace(_scheduler_init_result=SimpleNamespace(
-        scheduler_infos=[{"status": "ready", "max_total_num_tokens": 1087303, "max_req_input_len": 40955,
-                          "nested": {"x": 1}}]))
-    assert _scheduler_info(eng) == {"status": "ready", "max_total_num_tokens": 1087303,
-                                    "max_req_input_len": 40955}
+    eng = SimpleNamespace(
+        _scheduler_init_result=SimpleNamespace(
+            scheduler_infos=[
+                {
+                    "status": "ready",
+                    "max_total_num_tokens": 1087303,
+                    "max_req_input_len": 40955,
+                    "nested": {"x": 1},
+                }
+            ]
+        )
+    )
+    assert _scheduler_info(eng) == {
+        "status": "ready",
+        "max_total_num_tokens": 1087303,
+        "max_req_input_len": 40955,
+    }
     assert _scheduler_info(SimpleNamespace()) == {}

@@ -101,13 +101,19 @@ def test_open_loop_counts_client_queue_time() -> None:
         assert r.latency_s == pytest.approx(0.05 + r.queue_s)
         assert r.ttft_s == pytest.approx(0.01 + r.queue_s)
     assert base.poisson_arrivals(4.0, 5, 1) == base.poisson_arrivals(4.0, 5, 1)
-    assert all(b > a for a, b in zip(base.poisson_arrivals(4.0, 5, 1), base.poisson_arrivals(4.0, 5, 1)[1:]))
+    arrivals = base.poisson_arrivals(4.0, 5, 1)
+    assert all(b > a for a, b in zip(arrivals, arrivals[1:], strict=False))
 
 
 AGENTIC = {
     "models": {"t": "embedded:tiny"},
-    "methods": {"oracle": {"backend": "hf", "model": "t",
-                           "speculative": {"algorithm": "draft", "draft_model": "t", "num_draft_tokens": 3}}},
+    "methods": {
+        "oracle": {
+            "backend": "hf",
+            "model": "t",
+            "speculative": {"algorithm": "draft", "draft_model": "t", "num_draft_tokens": 3},
+        }
+    },
     "workloads": {"agentic": {"scenarios": ["calculator"], "output_tokens": [8], "rounds": 1, "warmup": 0}},
 }
 
@@ -128,7 +134,7 @@ def test_agentic_history_grows_by_the_model_replies() -> None:
     sc = prompts.load_scenario("calculator")
     tok = eng.tokenizer()
     end = len(tok.encode("<|im_end|>\n", add_special_tokens=False))
-    for prev, cur, turn in zip(turns, turns[1:], sc.turns[1:]):
+    for prev, cur, turn in zip(turns, turns[1:], sc.turns[1:], strict=False):
         user = len(prompts.chat_ids(tok, [{"role": "user", "content": turn.user}], True))
         # next prompt = previous prompt + the model's 8 reply tokens + end of turn + next user turn
         assert cur["prompt_tokens_mean"] == prev["prompt_tokens_mean"] + 8 + end + user
@@ -144,19 +150,27 @@ def test_etl_scenario_embeds_the_script() -> None:
 
 
 def test_categories_and_question_files(tmp_path: Path) -> None:
-    doc = {"models": {"t": "embedded:tiny"}, "methods": {"ar": {"backend": "hf", "model": "t"}},
-           "workloads": {"categories": {"categories": ["code", "math"]}}}
+    doc = {
+        "models": {"t": "embedded:tiny"},
+        "methods": {"ar": {"backend": "hf", "model": "t"}},
+        "workloads": {"categories": {"categories": ["code", "math"]}},
+    }
     ids = [c.id for c in parse(doc, str(tmp_path / "m.yaml")).cells()]
     assert ids == ["categories-ar-tp1-c1-out64-code", "categories-ar-tp1-c1-out64-math"]
     cats = {q.category for q in prompts.load_questions()}
     assert cats == {"chat", "code", "math", "translation", "summarization", "qa", "rag"}
     doc["workloads"]["categories"]["categories"] = ["poetry"]
-    with pytest.raises(MatrixError, match=r"m.yaml: workloads.categories.categories\[0\]: 'poetry' is not a "
-                                          r"category of the built-in prompt set; it has: chat, code"):
+    with pytest.raises(
+        MatrixError,
+        match=r"m.yaml: workloads.categories.categories\[0\]: 'poetry' is not a "
+        r"category of the built-in prompt set; it has: chat, code",
+    ):
         parse(doc, str(tmp_path / "m.yaml"))
     # a Spec-Bench / MT-Bench question.jsonl from a path relative to the matrix
-    (tmp_path / "q.jsonl").write_text('{"question_id": 81, "category": "writing", "turns": ["a", "b"]}\n'
-                                      '{"question_id": 82, "category": "roleplay", "turns": ["c"]}\n')
+    (tmp_path / "q.jsonl").write_text(
+        '{"question_id": 81, "category": "writing", "turns": ["a", "b"]}\n'
+        '{"question_id": 82, "category": "roleplay", "turns": ["c"]}\n'
+    )
     doc["workloads"]["categories"] = {"questions": "q.jsonl"}
     cells = parse(doc, str(tmp_path / "m.yaml")).cells()
     assert [c.params()["category"] for c in cells] == ["writing", "roleplay"]
@@ -167,14 +181,23 @@ def test_categories_and_question_files(tmp_path: Path) -> None:
 
 
 def test_workload_axes_errors_name_the_key(tmp_path: Path) -> None:
-    doc = {"models": {"t": "embedded:tiny"}, "methods": {"ar": {"backend": "hf", "model": "t"}},
-           "workloads": {"agentic": {"scenarios": ["nope"]}}}
-    with pytest.raises(MatrixError, match=r"workloads.agentic.scenarios\[0\]: .*nope.yaml: no such scenario "
-                                          r"file; built-in scenarios: calculator, etl"):
+    doc = {
+        "models": {"t": "embedded:tiny"},
+        "methods": {"ar": {"backend": "hf", "model": "t"}},
+        "workloads": {"agentic": {"scenarios": ["nope"]}},
+    }
+    with pytest.raises(
+        MatrixError,
+        match=r"workloads.agentic.scenarios\[0\]: .*nope.yaml: no such scenario "
+        r"file; built-in scenarios: calculator, etl",
+    ):
         parse(doc, "m.yaml")
     doc["workloads"] = {"throughput": {"request_rate": [0]}}
-    with pytest.raises(MatrixError, match=r"workloads.throughput.request_rate\[0\]: expected requests per "
-                                          "second > 0"):
+    with pytest.raises(
+        MatrixError,
+        match=r"workloads.throughput.request_rate\[0\]: expected requests per "
+        "second > 0",
+    ):
         parse(doc, "m.yaml")
     doc["workloads"] = {"ttft": {"scenarios": ["etl"]}}
     with pytest.raises(MatrixError, match="workloads.ttft.scenarios: only for workload kind agentic"):

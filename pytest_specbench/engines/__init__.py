@@ -27,12 +27,16 @@ class Backend:
     def skip_reason(self, group: EngineGroup) -> str | None:
         """Why this backend cannot run ``group`` at all (checked at collection, no imports)."""
         if self.max_tp is not None and group.tp > self.max_tp:
-            return (f"{group.id}: backend {self.name!r} runs at most TP={self.max_tp}; "
-                    f"TP={group.tp} needs a multi-GPU backend such as sglang")
+            return (
+                f"{group.id}: backend {self.name!r} runs at most TP={self.max_tp}; "
+                f"TP={group.tp} needs a multi-GPU backend such as sglang"
+            )
         spec = group.method.speculative
         if spec and self.algorithms is not None and spec.algorithm not in self.algorithms:
-            return (f"{group.id}: backend {self.name!r} implements {', '.join(self.algorithms)}; "
-                    f"{spec.algorithm!r} needs the sglang backend")
+            return (
+                f"{group.id}: backend {self.name!r} implements {', '.join(self.algorithms)}; "
+                f"{spec.algorithm!r} needs the sglang backend"
+            )
         return None
 
     def create(self, group: EngineGroup) -> Any:
@@ -46,8 +50,14 @@ class Backend:
 BACKENDS: dict[str, Backend] = {}
 
 
-def register_backend(name: str, factory: str | Callable[[EngineGroup], Any], *, max_tp: int | None = None,
-                     algorithms: tuple[str, ...] | None = None, gpu: bool = True) -> None:
+def register_backend(
+    name: str,
+    factory: str | Callable[[EngineGroup], Any],
+    *,
+    max_tp: int | None = None,
+    algorithms: tuple[str, ...] | None = None,
+    gpu: bool = True,
+) -> None:
     BACKENDS[name] = Backend(name, factory, max_tp, algorithms, gpu)
 
 
@@ -58,6 +68,7 @@ def get_backend(name: str) -> Backend:
         raise KeyError(f"backend {name!r} is not registered; registered: {', '.join(BACKENDS)}") from None
 
 
-register_backend("hf", "pytest_specbench.engines.hf:HFEngine", max_tp=1, algorithms=("ngram", "draft"),
-                 gpu=False)
+register_backend(
+    "hf", "pytest_specbench.engines.hf:HFEngine", max_tp=1, algorithms=("ngram", "draft"), gpu=False
+)
 register_backend("sglang", "pytest_specbench.engines.sglang:SGLangEngine")

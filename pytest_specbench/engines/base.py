@@ -95,8 +95,12 @@ async def guard(coro: Awaitable[T], deadline: float | None) -> T:
         raise CellTimeout("no result before the cell's time limit (timeout_s)") from None
 
 
-async def timed_stream(submit: Callable[[], Any], prompt_tokens: int, tag: str,
-                       parse_chunk: Callable[[Any], tuple[int, dict[str, Any]]]) -> RequestRecord:
+async def timed_stream(
+    submit: Callable[[], Any],
+    prompt_tokens: int,
+    tag: str,
+    parse_chunk: Callable[[Any], tuple[int, dict[str, Any]]],
+) -> RequestRecord:
     """Consume an async stream of cumulative chunks and build the record.
 
     ``parse_chunk`` returns (cumulative output tokens, meta) for a chunk. Only chunks that
@@ -143,8 +147,7 @@ def output_of(chunk: Any, n_tokens: int) -> tuple[tuple[int, ...], str]:
     return ids, text if isinstance(text, str) else ""
 
 
-async def closed_loop(engine: Engine, requests: Sequence[Request], concurrency: int
-                      ) -> list[RequestRecord]:
+async def closed_loop(engine: Engine, requests: Sequence[Request], concurrency: int) -> list[RequestRecord]:
     """Closed loop: submit ``requests`` keeping ``concurrency`` in flight; results in order.
 
     A request is issued when a slot frees, so its latency starts at its submission. When
@@ -186,8 +189,9 @@ def poisson_arrivals(rate: float, n: int, seed: int) -> list[float]:
     return out
 
 
-async def open_loop(engine: Engine, requests: Sequence[Request], arrivals: Sequence[float],
-                    max_in_flight: int) -> list[RequestRecord]:
+async def open_loop(
+    engine: Engine, requests: Sequence[Request], arrivals: Sequence[float], max_in_flight: int
+) -> list[RequestRecord]:
     """Open loop: request i arrives at ``arrivals[i]`` s whatever the engine does.
 
     At most ``max_in_flight`` are submitted at once; a request that arrives while the
@@ -206,13 +210,17 @@ async def open_loop(engine: Engine, requests: Sequence[Request], arrivals: Seque
             rec = await safe_generate(engine, req)
         return with_queue(rec, queued)
 
-    return list(await asyncio.gather(*(one(r, a) for r, a in zip(requests, arrivals))))
+    return list(await asyncio.gather(*(one(r, a) for r, a in zip(requests, arrivals, strict=True))))
 
 
 def with_queue(rec: RequestRecord, queued: float) -> RequestRecord:
     """The record as the arriving user saw it: client queue time added to E2E and TTFT."""
-    return dataclasses.replace(rec, queue_s=queued, latency_s=rec.latency_s + queued,
-                               ttft_s=None if rec.ttft_s is None else rec.ttft_s + queued)
+    return dataclasses.replace(
+        rec,
+        queue_s=queued,
+        latency_s=rec.latency_s + queued,
+        ttft_s=None if rec.ttft_s is None else rec.ttft_s + queued,
+    )
 
 
 def run_requests(engine: Engine, requests: Sequence[Request], concurrency: int) -> list[RequestRecord]:

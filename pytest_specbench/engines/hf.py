@@ -34,11 +34,11 @@ def ngram_propose(seq: list[int], k: int, max_ngram: int, min_ngram: int = 1) ->
     """Prompt lookup: the longest suffix n-gram's latest earlier occurrence proposes its continuation."""
     n_seq = len(seq)
     for n in range(min(max_ngram, n_seq - 1), min_ngram - 1, -1):
-        pattern = seq[n_seq - n:]
+        pattern = seq[n_seq - n :]
         # scan right-to-left for the latest earlier occurrence that has a continuation
         for i in range(n_seq - n - 1, -1, -1):
-            if seq[i:i + n] == pattern:
-                return seq[i + n:i + n + k]
+            if seq[i : i + n] == pattern:
+                return seq[i + n : i + n + k]
     return []
 
 
@@ -60,8 +60,12 @@ def _prefill(model: Any, ids: list[int], cache: Any) -> Any:
     kw = "cache" if getattr(model, "_specbench_cache_kw", False) else "past_key_values"
     logits = None
     for s in range(0, len(ids), PREFILL_CHUNK):
-        logits = model(input_ids=torch.tensor([ids[s:s + PREFILL_CHUNK]]), use_cache=True, logits_to_keep=1,
-                       **{kw: cache}).logits[0, -1]
+        logits = model(
+            input_ids=torch.tensor([ids[s : s + PREFILL_CHUNK]]),
+            use_cache=True,
+            logits_to_keep=1,
+            **{kw: cache},
+        ).logits[0, -1]
     return logits
 
 
@@ -91,18 +95,23 @@ class HFEngine:
         # the context the cells need; beyond the config's max_position_embeddings it is
         # overridden (RoPE extrapolates; what it means for quality is the user's call)
         self.context = plan.engine_context(group)
-        self._ctx_kw = ({"max_position_embeddings": self.context.length} if self.context.override else {})
+        self._ctx_kw = {"max_position_embeddings": self.context.length} if self.context.override else {}
         self.target = self._load(AutoModelForCausalLM, path, torch, self._ctx_kw)
         self.draft = None
         draft_path = None
         if self.spec and self.spec.algorithm == "draft":
             assert m.draft_model is not None
             draft_path = tinymodel.resolve(m.draft_model.path)
-            self.draft = (self.target if draft_path == path
-                          else self._load(AutoModelForCausalLM, draft_path, torch, self._ctx_kw))
+            self.draft = (
+                self.target
+                if draft_path == path
+                else self._load(AutoModelForCausalLM, draft_path, torch, self._ctx_kw)
+            )
         elif self.spec and self.spec.algorithm != "ngram":
-            raise ValueError(f"method {m.name!r}: the hf backend implements speculative algorithms "
-                             f"ngram and draft; {self.spec.algorithm!r} needs the sglang backend")
+            raise ValueError(
+                f"method {m.name!r}: the hf backend implements speculative algorithms "
+                f"ngram and draft; {self.spec.algorithm!r} needs the sglang backend"
+            )
         self.k = (self.spec.num_draft_tokens or 4) if self.spec else 0
         self.max_ngram = (self.spec.max_ngram or 3) if self.spec else 0
         self._pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="hf-engine")
@@ -221,7 +230,7 @@ class _Drafter:
 
     def propose(self, seq: list[int], k: int) -> list[int]:
         _crop(self.cache, self.valid)
-        feed = seq[self.valid:]
+        feed = seq[self.valid :]
         out: list[int] = []
         for _ in range(k):
             tok = int(_prefill(self.model, feed, self.cache).argmax())

@@ -29,8 +29,14 @@ from ..matrix import EngineGroup, thaw
 from .base import EngineStartError, Request, RequestRecord, guard, output_of, timed_stream
 
 T = TypeVar("T")
-ALGORITHMS = {"ngram": "NGRAM", "standalone": "STANDALONE", "draft": "STANDALONE", "eagle": "EAGLE",
-              "eagle3": "EAGLE3", "dflash": "DFLASH"}
+ALGORITHMS = {
+    "ngram": "NGRAM",
+    "standalone": "STANDALONE",
+    "draft": "STANDALONE",
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "dflash": "DFLASH",
+}
 # What worked offline on the H200 with the slim wheelhouse (docs/sglang.md); a method's
 # engine_args override any of these.
 DEFAULTS: dict[str, Any] = {
@@ -71,9 +77,12 @@ def engine_kwargs(group: EngineGroup) -> dict[str, Any]:
         kw["speculative_algorithm"] = ALGORITHMS[s.algorithm]
         if m.draft_model is not None:
             kw["speculative_draft_model_path"] = tinymodel.resolve(m.draft_model.path)
-        for src, dst in (("num_steps", "speculative_num_steps"), ("topk", "speculative_eagle_topk"),
-                         ("num_draft_tokens", "speculative_num_draft_tokens"),
-                         ("block_size", "speculative_dflash_block_size")):
+        for src, dst in (
+            ("num_steps", "speculative_num_steps"),
+            ("topk", "speculative_eagle_topk"),
+            ("num_draft_tokens", "speculative_num_draft_tokens"),
+            ("block_size", "speculative_dflash_block_size"),
+        ):
             v = getattr(s, src)
             if v is not None:
                 kw[dst] = v
@@ -154,9 +163,10 @@ class SGLangEngine:
                 self.engine = Engine(**self.kwargs, custom_sigquit_handler=sigquit_handler)
             except BaseException as e:
                 self._kill_children()
-                raise EngineStartError(f"{group.id}: sglang.Engine failed to start: {type(e).__name__}: {e}\n"
-                                       f"--- engine log tail ({self.log_path}) ---\n{log_tail(self.log_path)}"
-                                       ) from None
+                raise EngineStartError(
+                    f"{group.id}: sglang.Engine failed to start: {type(e).__name__}: {e}\n"
+                    f"--- engine log tail ({self.log_path}) ---\n{log_tail(self.log_path)}"
+                ) from None
             start_s = time.perf_counter() - t1
         self._children = self._scheduler_pids()
         self._tok: Any = None
@@ -231,8 +241,10 @@ class SGLangEngine:
                 return
 
     def _crash_error(self) -> EngineCrashed:
-        return EngineCrashed(f"{self.group.id}: engine crashed ({self.crashed}); the group's remaining cells "
-                             f"fail\n--- engine log tail ({self.log_path}) ---\n{log_tail(self.log_path)}")
+        return EngineCrashed(
+            f"{self.group.id}: engine crashed ({self.crashed}); the group's remaining cells "
+            f"fail\n--- engine log tail ({self.log_path}) ---\n{log_tail(self.log_path)}"
+        )
 
     def _scheduler(self) -> int:
         import psutil
@@ -262,7 +274,9 @@ class SGLangEngine:
         if self._tok is None:
             from transformers import AutoTokenizer
 
-            self._tok = AutoTokenizer.from_pretrained(self.kwargs.get("tokenizer_path") or self.kwargs["model_path"])
+            self._tok = AutoTokenizer.from_pretrained(
+                self.kwargs.get("tokenizer_path") or self.kwargs["model_path"]
+            )
         return self._tok
 
     def run(self, coro: Awaitable[T]) -> T:
@@ -304,10 +318,11 @@ class SGLangEngine:
         finish in the same decode step."""
         sps = [{"temperature": 0.0, "max_new_tokens": r.max_new_tokens, "ignore_eos": True} for r in requests]
         t0 = time.perf_counter()
-        outs = await self.engine.async_generate(input_ids=[list(r.input_ids) for r in requests],
-                                                sampling_params=sps)
+        outs = await self.engine.async_generate(
+            input_ids=[list(r.input_ids) for r in requests], sampling_params=sps
+        )
         latency = time.perf_counter() - t0
-        return [_final_record(r, o, latency) for r, o in zip(requests, outs)]
+        return [_final_record(r, o, latency) for r, o in zip(requests, outs, strict=True)]
 
     def flush_cache(self) -> None:
         # through run(): a dead scheduler must surface as EngineCrashed here too, not a hang
@@ -348,10 +363,16 @@ def _final_record(request: Request, out: dict[str, Any], latency: float) -> Requ
     n = int(meta.get("completion_tokens", 0))
     ids, text = output_of(out, n)
     return RequestRecord(
-        prompt_tokens=len(request.input_ids), output_tokens=n, output_ids=ids, output_text=text,
-        latency_s=latency, verify_steps=meta.get("spec_verify_ct"),
+        prompt_tokens=len(request.input_ids),
+        output_tokens=n,
+        output_ids=ids,
+        output_text=text,
+        latency_s=latency,
+        verify_steps=meta.get("spec_verify_ct"),
         accept_histogram=tuple(meta.get("spec_accept_histogram") or ()),
-        cached_tokens=int(meta.get("cached_tokens") or 0), tag=request.tag)
+        cached_tokens=int(meta.get("cached_tokens") or 0),
+        tag=request.tag,
+    )
 
 
 def _parse_chunk(chunk: dict[str, Any]) -> tuple[int, dict[str, Any]]:
