@@ -200,6 +200,11 @@ class Cell:
         p.update({k: Path(str(v)).stem if k == "scenario" else v for k, v in self.extra})
         return p
 
+    @property
+    def tokens_per_request(self) -> int:
+        """KV tokens one request may hold: prompt + output (agentic: the history it grows to)."""
+        return request_tokens(self.workload.kind, self.context_tokens, self.output_tokens)
+
     def __repr__(self) -> str:
         return f"Cell({self.id})"
 
@@ -261,9 +266,14 @@ def _tokens_needed(w: Workload, method: str) -> int:
     """The longest prompt + output a workload gives a method's engine (0: not its cells)."""
     if w.methods and method not in w.methods:
         return 0
-    if w.kind == "agentic":
-        return AGENTIC_TOKENS_GUESS + max(w.output_tokens) * 8
-    return max(w.context_tokens or (w.prompt_tokens,)) + max(w.output_tokens)
+    return request_tokens(w.kind, max(w.context_tokens or (w.prompt_tokens,)), max(w.output_tokens))
+
+
+def request_tokens(kind: str, context: int, output: int) -> int:
+    """KV tokens one request may hold: prompt + output; agentic: the history it grows to."""
+    if kind == "agentic":
+        return AGENTIC_TOKENS_GUESS + output * 8
+    return context + output
 
 
 # --------------------------------------------------------------------------- validation

@@ -485,7 +485,7 @@ def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
     if reason:
         cp.feasible, cp.reason = False, reason
         return cp
-    per_req = cell.context_tokens + cell.output_tokens
+    per_req = cell.tokens_per_request
     cp.kv_tokens_needed = cell.concurrency * per_req
     if gp.kv_tokens_capacity is not None and gp.kv_bytes_per_token:
         budget = gp.kv_tokens_capacity * gp.kv_bytes_per_token
