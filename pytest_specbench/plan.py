@@ -103,6 +103,9 @@ class Shape:
         return math.ceil(self.linear_state_bytes / tp)
 
     def tp_error(self, tp: int) -> str | None:
+        """SGLang 0.5.17's QKVParallelLinear (layers/linear.py): heads = divide(heads, tp); with
+        tp >= KV heads each GPU holds 1 KV head and divide(tp, KV heads), else divide(KV heads, tp);
+        ModelConfig.get_num_kv_heads = max(1, KV heads // tp)."""
         if self.heads % tp:
             return f"{self.heads} attention heads do not divide by TP={tp}"
         if self.kv_heads % tp and tp % self.kv_heads:

@@ -229,3 +229,20 @@ def test_eta_from_previous_results(tmp_path: Path) -> None:
     prev = {"benchmarks": [{"param": cell.id, "stats": {"data": [2.0, 4.0]}, "options": {"warmup": 1}}]}
     p = plan.make_plan(m.cells(), plan.GPUBudget(80 * GiB, 4.8e12), prev)
     assert p.cells[cell.id].eta_s == pytest.approx(9.0)  # 6 s measured over 2 rounds, + 1 warmup round
+
+
+def test_weights_from_the_safetensors_index(tmp_path: Path) -> None:
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(QWEN3_8B))
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16_400_000_000}}))
+    from pytest_specbench.matrix import Model
+
+    s = plan.model_shape(Model("m", str(d)))
+    assert s.weight_bytes() == 16_400_000_000  # the index, not the count from the config
+    # per GPU: split like the counted parameters, scaled to the index's total
+    assert s.weight_bytes_per_gpu(4) == pytest.approx(16_400_000_000 / 4, rel=1e-9)
+    assert plan.shape_from_config(QWEN3_8B).tp_error(16) is None  # 2 heads per GPU, KV heads replicated 2x
+    assert plan.shape_from_config(dict(QWEN3_8B, num_key_value_heads=6, num_attention_heads=24)).tp_error(
+        4
+    ) == ("6 KV heads: neither KV heads divide by TP=4 nor TP by KV heads")
