@@ -204,3 +204,66 @@ def test_workload_axes_errors_name_the_key(tmp_path: Path) -> None:
         parse(doc, "m.yaml")
     doc["workloads"] = {"poisson": {"kind": "throughput", "request_rate": [2.5], "concurrency": [8]}}
     assert [c.id for c in parse(doc, "m.yaml").cells()] == ["ar-tp1-c8-out64-rate2.5"]
+
+
+EVERY_KIND = {
+    "models": {"t": "embedded:tiny", "d": "embedded:tiny-draft"},
+    "methods": {
+        "draft": {
+            "backend": "hf",
+            "model": "t",
+            "speculative": {"algorithm": "draft", "draft_model": "d", "num_draft_tokens": 3},
+        }
+    },
+    "workloads": {
+        "throughput": {
+            "concurrency": [2],
+            "output_tokens": [8],
+            "prompt_tokens": 32,
+            "rounds": 1,
+            "warmup": 0,
+        },
+        "poisson": {
+            "kind": "throughput",
+            "request_rate": [50],
+            "concurrency": [2],
+            "output_tokens": [8],
+            "prompt_tokens": 32,
+            "requests": 3,
+            "rounds": 1,
+            "warmup": 0,
+        },
+        "ttft": {"concurrency": [2], "output_tokens": [8], "prompt_tokens": 32, "rounds": 1, "warmup": 0},
+        "long_context": {"context_tokens": [512], "output_tokens": [8], "rounds": 1, "warmup": 0},
+        "categories": {
+            "categories": ["math"],
+            "concurrency": [3],
+            "output_tokens": [8],
+            "rounds": 1,
+            "warmup": 0,
+        },
+    },
+}
+
+
+def test_every_workload_kind_on_the_hf_engine() -> None:
+    from pytest_specbench.engines.hf import HFEngine
+
+    m = parse(EVERY_KIND, "k.yaml")
+    cells = {c.workload.name: c for c in m.cells()}
+    assert set(cells) == {"throughput", "poisson", "ttft", "long_context", "categories"}
+    eng = HFEngine(next(iter(cells.values())).group)
+    try:
+        runs = {name: workloads.run(eng, c) for name, c in cells.items()}
+    finally:
+        eng.close()
+    assert len(runs["throughput"].records) == 4  # 2 x concurrency
+    assert len(runs["poisson"].records) == 3 and runs["poisson"].extra["request_rate"] == 50
+    assert runs["long_context"].extra["prompt_tokens_exact"] is True
+    assert {r.prompt_tokens for r in runs["long_context"].records} == {512}
+    assert len(runs["categories"].records) == 3 and runs["categories"].extra["category"] == "math"
+    for name, run in runs.items():
+        for r in run.records:
+            assert r.error is None and r.output_tokens == 8, name
+            assert len(metrics.itl_gaps(r.chunks)) == 7, name  # one gap per token after the first
+            assert r.verify_steps is not None and r.verify_steps >= 2, name
