@@ -389,6 +389,12 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     return True if session.config.getoption("specbench_plan") else None
 
 
+def _crash_message(rep: pytest.TestReport) -> str | None:
+    crash = getattr(rep.longrepr, "reprcrash", None)
+    msg = getattr(crash, "message", None)
+    return str(msg)[:2000] if msg else None
+
+
 def _item_cell(item: pytest.Item) -> Cell | None:
     cs = getattr(item, "callspec", None)
     cell = cs.params.get("cell") if cs is not None else None
@@ -515,6 +521,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
                     "cell": cell.id,
                     "group": cell.group.id,
                     "phase": rep.when,
+                    # the exception's own message (e.g. why an engine crashed), then the tail
+                    "error": _crash_message(rep),
                     "reason": "\n".join(lines[-15:]),
                 },
             )

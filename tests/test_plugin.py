@@ -166,6 +166,7 @@ def test_failing_engine_fails_only_its_group(project: pytest.Pytester, tmp_path:
     failed = doc["specbench"]["failed_cells"]
     assert {f["cell"] for f in failed} == {"broken-tp1-c1-out16", "broken-tp1-c4-out16"}
     assert "refuses to start" in failed[0]["reason"]
+    assert failed[0]["error"] == "RuntimeError: fake engine broken-tp1 refuses to start"
     assert [g["ok"] for g in doc["specbench"]["engine_groups"]].count(False) == 1
 
 

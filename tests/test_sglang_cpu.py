@@ -112,3 +112,14 @@ def test_scheduler_info_is_read_where_sglang_0_5_17_keeps_it() -> None:
         "max_req_input_len": 40955,
     }
     assert _scheduler_info(SimpleNamespace()) == {}
+
+
+def test_only_sglang_titled_processes_are_watched() -> None:
+    from pytest_specbench.engines.sglang import is_engine_process
+
+    assert is_engine_process("sglang::scheduler_TP0")
+    assert is_engine_process("sglang::detokenizer")
+    # multiprocessing's resource tracker is a child of pytest too: its exit is no engine crash
+    assert not is_engine_process(
+        "/usr/bin/python3 -c from multiprocessing.resource_tracker import main;main(9)"
+    )

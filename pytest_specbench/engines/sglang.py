@@ -201,10 +201,21 @@ class SGLangEngine:
 
         tm.SignalHandler.running_phase_sigquit_handler = running_phase_sigquit_handler
 
-    def _scheduler_pids(self) -> list[int]:
+    def _scheduler_pids(self) -> dict[int, str]:
+        """The engine's own processes (pid -> title): sglang names them ``sglang::scheduler...``
+        and ``sglang::detokenizer`` (setproctitle). Other children of pytest (multiprocessing's
+        resource tracker, helpers that exit after the start) are not watched: their exit is not
+        an engine crash. Without any titled process, every child is watched."""
         import psutil
 
-        return [p.pid for p in psutil.Process().children(recursive=False)]
+        procs = {}
+        for p in psutil.Process().children(recursive=False):
+            try:
+                procs[p.pid] = " ".join(p.cmdline()) or p.name()
+            except psutil.Error:
+                continue
+        titled = {pid: t for pid, t in procs.items() if is_engine_process(t)}
+        return titled or procs
 
     def _kill_children(self) -> None:
         from sglang.srt.utils import kill_process_tree
@@ -223,13 +234,13 @@ class SGLangEngine:
     def _dead_child(self) -> str | None:
         import psutil
 
-        for pid in self._children:
+        for pid, title in self._children.items():
             try:
                 p = psutil.Process(pid)
                 if p.status() == psutil.STATUS_ZOMBIE:
-                    return f"engine process {pid} exited"
+                    return f"engine process {pid} ({title[:60]}) exited"
             except psutil.NoSuchProcess:
-                return f"engine process {pid} is gone"
+                return f"engine process {pid} ({title[:60]}) is gone"
         return None
 
     async def _watchdog(self) -> None:
@@ -347,6 +358,11 @@ class SGLangEngine:
             v = getattr(sa, f.name)
             out[f.name] = v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)
         return out
+
+
+def is_engine_process(title: str) -> bool:
+    """sglang's process titles (setproctitle): ``sglang::scheduler_TP0``, ``sglang::detokenizer``."""
+    return "sglang::" in title
 
 
 def _scheduler_info(engine: Any) -> dict[str, Any]:
