@@ -625,8 +625,15 @@ def format_plan(plan: Plan, selected: list[str] | None = None) -> list[str]:
             )
             lines.append(f"  run  {c['cell']}: {eta}{bound}{'; ' + c['note'] if c['note'] else ''}")
     n_run = sum(1 for c in d["cells"] if c["feasible"])
+    unknown = sum(1 for c in d["cells"] if c["feasible"] and c["eta_s"] is None)
+    eta = f"ETA {d['eta_s'] / 60:.1f} min"
+    if unknown:
+        eta += (
+            f" plus {unknown} cells without an estimate (no GPU roofline for them; "
+            "--specbench-plan-from a previous results JSON gives measured times)"
+        )
     lines.append(
-        f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; engine starts: {d['engine_starts']}; "
-        f"ETA {d['eta_s'] / 60:.1f} min"
+        f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; "
+        f"engine starts: {d['engine_starts']}; {eta}"
     )
     return lines
