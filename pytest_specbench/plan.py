@@ -12,6 +12,14 @@ From a model's config.json (no weights needed) this sizes, per GPU at a TP size:
   or TP by KV heads, and when KV heads < TP every GPU holds one replicated KV head.
 Architectures it cannot size (MLA: ``kv_lora_rank``) are reported as such, never sized.
 
+SGLang 0.5.17 sizes the same way (read in its source): KV cell = KV heads per GPU x (head_dim +
+v_head_dim) x full-attention layers x bytes (model_executor/pool_configurator.py; EAGLE/STANDALONE
+scale it by the draft's layers, i.e. target + draft); KV budget = free memory after loading the
+weights (target + draft) - memory before loading x (1 - mem_fraction_static)
+(mem_cache/kv_cache_configurator.py). The plan ignores the CUDA context and NCCL buffers (about a
+GiB per GPU), so its capacity is slightly optimistic; hybrid models' per-request state is checked
+per cell here, where SGLang reserves it up front for its max running requests.
+
 A cell needs concurrency x (context + output) KV tokens: it fits, queues (fewer requests
 in flight than asked), or is skipped with a reason that names the numbers. Context beyond
 the config's max_position_embeddings gets an engine override unless the model's
