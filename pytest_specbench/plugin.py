@@ -183,13 +183,15 @@ def pytest_configure(config: pytest.Config) -> None:
         except MatrixError as e:
             raise pytest.UsageError(str(e)) from None
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
-    if st.matrix is not None and any(m.backend == "sglang" for m in st.matrix.methods):
-        _pin_gpus(config, st)
-    _gpu_budget(config, st)
+    inv = None
     if st.matrix is not None and any(get_backend(m.backend).gpu for m in st.matrix.methods):
         from . import gpus
 
-        st.gpus_at_start = gpus.describe(gpus.inventory())  # before any engine holds memory
+        inv = gpus.inventory()  # one NVML read, before any engine holds memory
+        st.gpus_at_start = gpus.describe(inv)
+        if any(m.backend == "sglang" for m in st.matrix.methods):
+            _pin_gpus(config, st, inv)
+    _gpu_budget(config, st, inv)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistHooks(st), "specbench-xdist")
 
@@ -226,14 +228,13 @@ class _XdistHooks:
         return EngineGroupScheduling(config, log)
 
 
-def _pin_gpus(config: pytest.Config, st: SpecbenchState) -> None:
-    """Choose free GPUs (NVML), take this worker's slice, pin CUDA_VISIBLE_DEVICES.
+def _pin_gpus(config: pytest.Config, st: SpecbenchState, inv: list[Any]) -> None:
+    """Choose free GPUs of the NVML inventory, take this worker's slice, pin CUDA_VISIBLE_DEVICES.
 
     Runs before any engine imports sglang. The xdist controller pins nothing (it runs no engine).
     """
     from . import gpus
 
-    inv = gpus.inventory()
     try:
         chosen, notes = gpus.choose(inv, config.getoption("specbench_gpus"))
     except ValueError as e:
@@ -252,8 +253,9 @@ def _pin_gpus(config: pytest.Config, st: SpecbenchState) -> None:
         gpus.pin(chosen)
 
 
-def _gpu_budget(config: pytest.Config, st: SpecbenchState) -> None:
-    """What the planner sizes against: --specbench-gpu-memory, else the smallest chosen GPU."""
+def _gpu_budget(config: pytest.Config, st: SpecbenchState, inventory: list[Any] | None) -> None:
+    """What the planner sizes against: --specbench-gpu-memory, else the smallest chosen GPU of
+    the inventory (None: the matrix has no GPU backend)."""
     from . import plan
 
     given = config.getoption("specbench_gpu_memory")
@@ -262,11 +264,9 @@ def _gpu_budget(config: pytest.Config, st: SpecbenchState) -> None:
             given, plan.DEFAULT_BANDWIDTH, "--specbench-gpu-memory (H200-class bandwidth)"
         )
         return
-    if st.matrix is None or not any(get_backend(m.backend).gpu for m in st.matrix.methods):
+    if inventory is None:
         return
-    from . import gpus
-
-    inv = [g for g in gpus.inventory() if st.gpus is None or g.index in st.gpus]
+    inv = [g for g in inventory if st.gpus is None or g.index in st.gpus]
     if inv:
         g = min(inv, key=lambda g: g.memory_total_mib)
         st.gpu_budget = plan.GPUBudget(g.memory_total_mib * 1024**2, plan.bandwidth_for(g.name), g.name)

@@ -123,8 +123,9 @@ def scenario_names() -> tuple[str, ...]:
 
 
 @cache
-def load_scenario(name: str, base_dir: Path | None = None) -> Scenario:
-    """A built-in scenario by name (fixtures/agentic/NAME.yaml) or a YAML file path.
+def load_scenario(name: str) -> Scenario:
+    """A built-in scenario by name (fixtures/agentic/NAME.yaml) or a YAML file path (the matrix
+    resolves paths relative to its own file before they get here).
 
     ``{file:NAME}`` in a turn is replaced by that file's text (relative to the scenario file).
     """
@@ -133,8 +134,6 @@ def load_scenario(name: str, base_dir: Path | None = None) -> Scenario:
     p = Path(name)
     if p.suffix not in (".yaml", ".yml"):
         p = fixtures_dir() / "agentic" / f"{name}.yaml"
-    elif not p.is_absolute() and base_dir is not None:
-        p = base_dir / p
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such scenario file")
     d = yaml.safe_load(p.read_text())

@@ -296,13 +296,17 @@ def ensure_built(root: Path | None = None) -> Path:
 
 def embedded_config(path: str) -> dict[str, Any]:
     """config.json of an embedded model, without building it (the planner reads this)."""
-    name = path[len(PREFIX) :]
     cfg = qwen3_config(**TARGET_SHAPE)
-    if name == "tiny-draft":
+    if _embedded_name(path) == "tiny-draft":
         return dict(cfg, num_hidden_layers=DRAFT_LAYERS, max_window_layers=DRAFT_LAYERS)
-    if name != "tiny":
-        raise ValueError(f"unknown embedded model {path!r}; available: embedded:tiny, embedded:tiny-draft")
     return cfg
+
+
+def _embedded_name(path: str) -> str:
+    name = path[len(PREFIX) :]
+    if name not in ("tiny", "tiny-draft"):
+        raise ValueError(f"unknown embedded model {path!r}; available: embedded:tiny, embedded:tiny-draft")
+    return name
 
 
 def is_embedded(path: str) -> bool:
@@ -313,7 +317,4 @@ def resolve(path: str) -> str:
     """Map ``embedded:NAME`` to a built directory; other paths pass through unchanged."""
     if not is_embedded(path):
         return path
-    name = path[len(PREFIX) :]
-    if name not in ("tiny", "tiny-draft"):
-        raise ValueError(f"unknown embedded model {path!r}; available: embedded:tiny, embedded:tiny-draft")
-    return str(ensure_built() / name)
+    return str(ensure_built() / _embedded_name(path))

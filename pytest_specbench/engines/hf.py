@@ -42,12 +42,17 @@ def ngram_propose(seq: list[int], k: int, max_ngram: int, min_ngram: int = 1) ->
     return []
 
 
-def _forward(model: Any, ids: list[int], cache: Any) -> Any:
-    """Logits of ``ids`` appended to ``cache`` (transformers >= 5.2x renamed the kwarg)."""
+def _call(model: Any, ids: list[int], cache: Any, **kw: Any) -> Any:
+    """``ids`` appended to ``cache`` through the model (transformers >= 5.2x renamed the kwarg)."""
     import torch
 
-    kw = "cache" if getattr(model, "_specbench_cache_kw", False) else "past_key_values"
-    return model(input_ids=torch.tensor([ids]), use_cache=True, **{kw: cache}).logits[0]
+    cache_kw = "cache" if getattr(model, "_specbench_cache_kw", False) else "past_key_values"
+    return model(input_ids=torch.tensor([ids]), use_cache=True, **{cache_kw: cache}, **kw)
+
+
+def _forward(model: Any, ids: list[int], cache: Any) -> Any:
+    """Logits of every position of ``ids`` appended to ``cache``."""
+    return _call(model, ids, cache).logits[0]
 
 
 PREFILL_CHUNK = 4096
@@ -55,17 +60,9 @@ PREFILL_CHUNK = 4096
 
 def _prefill(model: Any, ids: list[int], cache: Any) -> Any:
     """Last-position logits of a prompt, prefilled in chunks (bounded attention-mask memory)."""
-    import torch
-
-    kw = "cache" if getattr(model, "_specbench_cache_kw", False) else "past_key_values"
     logits = None
     for s in range(0, len(ids), PREFILL_CHUNK):
-        logits = model(
-            input_ids=torch.tensor([ids[s : s + PREFILL_CHUNK]]),
-            use_cache=True,
-            logits_to_keep=1,
-            **{kw: cache},
-        ).logits[0, -1]
+        logits = _call(model, ids[s : s + PREFILL_CHUNK], cache, logits_to_keep=1).logits[0, -1]
     return logits
 
 
