@@ -6,7 +6,7 @@
 #   fidelity   scripts/fidelity.py: the plugin's throughput path vs a bare engine.generate batch
 #   workloads  benches/h200-workloads.yaml (sweep, Poisson, TTFT, ctx3k/30k/100k, agentic), -n $NPROC
 #   tp         benches/h200-tp.yaml: -k tp2 serial (TPLIMIT s); with TP_COMPARE=1 also -k tp1
-#              serial and -k tp1 -n 2 (wall times in logs/walltimes.txt)
+#              serial and -k tp1 -n 2 (wall times in logs/walltimes.txt; CMPK narrows their -k)
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to issue3/workloads.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT/logs"
@@ -41,8 +41,8 @@ case "$PART" in
   tp)
     LIMIT=${TPLIMIT:-${LIMIT:-560}} bench h200-tp2 benches/h200-tp.yaml -k tp2
     if [ -n "${TP_COMPARE:-}" ]; then
-      bench h200-tp1-serial benches/h200-tp.yaml -k tp1
-      bench h200-tp1-n2 benches/h200-tp.yaml -k tp1 -n 2
+      bench h200-tp1-serial benches/h200-tp.yaml -k "tp1${CMPK:+ and ($CMPK)}"
+      bench h200-tp1-n2 benches/h200-tp.yaml -k "tp1${CMPK:+ and ($CMPK)}" -n 2
     fi ;;
   fidelity)
     timeout "${FLIMIT:-150}" python3 scripts/fidelity.py --matrix benches/h200.yaml --method ar \
