@@ -442,17 +442,20 @@ class CellRunner:
         if self.item.config.getoption("specbench_hang_engine") == (cell.group.id, n):
             engine.hang_for_test()
         engine.deadline = time.monotonic() + cell.workload.timeout_s
+        timed_out = None
         try:
             run = workloads.run(engine, cell)
         except CellTimeout as e:
+            timed_out = str(e)
+        finally:
+            engine.deadline = None
+        if timed_out is not None:  # failed outside the except: no chained traceback in the report
             why = (
                 f"engine of group {cell.group.id} torn down: cell {cell.id} made no progress within "
                 f"timeout_s={cell.workload.timeout_s:g} s"
             )
             st.abandon_engine(cell.group, why)
-            pytest.fail(f"cell {cell.id}: {e}; {why}", pytrace=False)
-        finally:
-            engine.deadline = None
+            pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)
         m = metrics.summarize(run.records, sum(run.round_times))
         cp = st.get_plan().cells.get(cell.id)
         if cp is not None and cp.roofline_tokens_per_s:  # decode bound without speculation

@@ -3,6 +3,8 @@
 # shared/gpu-host/build-wheelhouse.sh) and writes everything under $OUT.
 #   PARTS="issue3 fidelity" (default issue3), each one of:
 #   issue3     benches/h200.yaml (dense + hybrid + crash and hang probes), -n $NPROC
+#   det        benches/h200-det.yaml: standalone with deterministic inference, TP1 and TP2
+#   crash      benches/h200.yaml -k crash: the kill probe alone
 #   fidelity   scripts/fidelity.py: the plugin's throughput path vs a bare engine.generate batch
 #   workloads  benches/h200-workloads.yaml (sweep, Poisson, TTFT, ctx3k/30k/100k, agentic), -n $NPROC
 #   tp         benches/h200-tp.yaml: -k tp2 serial (TPLIMIT s); with TP_COMPARE=1 also -k tp1
@@ -44,6 +46,10 @@ case "$PART" in
       bench h200-tp1-serial benches/h200-tp.yaml -k "tp1${CMPK:+ and ($CMPK)}"
       bench h200-tp1-n2 benches/h200-tp.yaml -k "tp1${CMPK:+ and ($CMPK)}" -n 2
     fi ;;
+  det)
+    bench h200-det benches/h200-det.yaml ;;
+  crash)
+    bench h200-crash benches/h200.yaml -k crash --specbench-kill-engine ar-crash-tp1@1 ;;
   fidelity)
     timeout "${FLIMIT:-150}" python3 scripts/fidelity.py --matrix benches/h200.yaml --method ar \
       --concurrency 32 --output-tokens 256 --reps 5 --json "$OUT/fidelity.json" > "$OUT/logs/fidelity.log" 2>&1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -123,3 +124,25 @@ def test_only_sglang_titled_processes_are_watched() -> None:
     assert not is_engine_process(
         "/usr/bin/python3 -c from multiprocessing.resource_tracker import main;main(9)"
     )
+
+
+def test_dead_engine_process_says_how_it_ended_without_being_reaped() -> None:
+    import signal
+    import subprocess
+    import time
+
+    from pytest_specbench.engines.sglang import exit_status
+
+    killed = subprocess.Popen(["sleep", "30"])
+    exited = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    os.kill(killed.pid, signal.SIGKILL)
+    for p in (killed, exited):
+        for _ in range(200):  # until it is a zombie
+            if os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                break
+            time.sleep(0.02)
+    assert exit_status(killed.pid) == "was killed by SIGKILL"
+    assert exit_status(exited.pid) == "exited with code 3"
+    # not reaped: the engine's own waiters (multiprocessing, sglang's watchdog) still see the status
+    assert killed.wait(timeout=5) == -signal.SIGKILL
+    assert exited.wait(timeout=5) == 3

@@ -197,7 +197,8 @@ class SGLangEngine:
             wd = getattr(handler_self.tokenizer_manager, "_subprocess_watchdog", None)
             if wd is not None:
                 wd.stop()
-            engine._mark_crashed("an engine process died (SIGQUIT from sglang's watchdog)")
+            dead = engine._dead_child() or "an engine process died"
+            engine._mark_crashed(f"{dead}; SIGQUIT from sglang's watchdog")
 
         tm.SignalHandler.running_phase_sigquit_handler = running_phase_sigquit_handler
 
@@ -238,7 +239,7 @@ class SGLangEngine:
             try:
                 p = psutil.Process(pid)
                 if p.status() == psutil.STATUS_ZOMBIE:
-                    return f"engine process {pid} ({title[:60]}) exited"
+                    return f"engine process {pid} ({title[:60]}) {exit_status(pid)}"
             except psutil.NoSuchProcess:
                 return f"engine process {pid} ({title[:60]}) is gone"
         return None
@@ -358,6 +359,25 @@ class SGLangEngine:
             v = getattr(sa, f.name)
             out[f.name] = v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)
         return out
+
+
+def exit_status(pid: int) -> str:
+    """How a dead child ended ("killed by SIGKILL", "exited with code 1"), read without reaping
+    it (WNOWAIT): multiprocessing and sglang's own watchdog still wait for it."""
+    import signal
+
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except OSError:
+        return "exited"
+    if info is None:
+        return "is still running"
+    if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+        try:
+            return f"was killed by {signal.Signals(info.si_status).name}"
+        except ValueError:
+            return f"was killed by signal {info.si_status}"
+    return f"exited with code {info.si_status}"
 
 
 def is_engine_process(title: str) -> bool:
