@@ -106,6 +106,7 @@ class Workload:
     context_tokens: tuple[int, ...] = ()
     prompt_tokens: int = 128
     requests: int | None = None
+    waves: int | None = None  # requests per round = waves x concurrency (instead of requests)
     rounds: int = 3
     warmup: int = 1
     timeout_s: float = 900.0
@@ -119,6 +120,8 @@ class Workload:
     def requests_per_round(self, concurrency: int) -> int:
         if self.requests:
             return self.requests
+        if self.waves:
+            return self.waves * concurrency
         return concurrency if self.kind in ("long_context", "agentic") else 2 * concurrency
 
     def extra_axes(self) -> list[tuple[tuple[str, Any], ...]]:
@@ -342,6 +345,7 @@ WORKLOAD_KEYS = (
     "context_tokens",
     "prompt_tokens",
     "requests",
+    "waves",
     "rounds",
     "warmup",
     "timeout_s",
@@ -519,9 +523,11 @@ def _workload(cx: _Ctx, name: str, raw: Any, methods: dict[str, Method], base_di
     for k in ("concurrency", "output_tokens", "context_tokens"):
         if d.get(k) is not None:
             kw[k] = cx.int_list(d[k], f"{key}.{k}")
-    for k in ("prompt_tokens", "requests", "rounds"):
+    for k in ("prompt_tokens", "requests", "waves", "rounds"):
         if d.get(k) is not None:
             kw[k] = cx.pos_int(d[k], f"{key}.{k}")
+    if "requests" in kw and "waves" in kw:
+        raise cx.err(f"{key}.waves", "give requests (per round) or waves (x concurrency per round), not both")
     if d.get("warmup") is not None:
         w = d["warmup"]
         if isinstance(w, bool) or not isinstance(w, int) or w < 0:

@@ -4,6 +4,7 @@
 #   PARTS="issue3 fidelity" (default issue3), each one of:
 #   issue3     benches/h200.yaml (dense + hybrid + crash and hang probes), -n $NPROC
 #   det        benches/h200-det.yaml: standalone with deterministic inference, TP1 and TP2
+#   tp2sa      benches/h200-tp.yaml -k "standalone and tp2"
 #   crash      benches/h200.yaml -k crash: the kill probe alone
 #   fidelity   scripts/fidelity.py: the plugin's throughput path vs a bare engine.generate batch
 #   workloads  benches/h200-workloads.yaml (sweep, Poisson, TTFT, ctx3k/30k/100k, agentic), -n $NPROC
@@ -48,6 +49,8 @@ case "$PART" in
     fi ;;
   det)
     bench h200-det benches/h200-det.yaml ;;
+  tp2sa)
+    bench h200-tp2-standalone benches/h200-tp.yaml -k "standalone and tp2" ;;
   crash)
     bench h200-crash benches/h200.yaml -k crash --specbench-kill-engine ar-crash-tp1@1 ;;
   fidelity)

@@ -50,6 +50,19 @@ def test_fmt_tokens() -> None:
     assert [fmt_tokens(n) for n in (256, 3000, 30000, 100000, 1024)] == ["256", "3k", "30k", "100k", "1024"]
 
 
+def test_waves_set_requests_per_round_from_concurrency() -> None:
+    import copy
+
+    doc = copy.deepcopy(DOC)
+    doc["workloads"]["throughput"]["waves"] = 1
+    w = next(w for w in parse(doc, "m.yaml").workloads if w.name == "throughput")
+    assert [w.requests_per_round(c) for c in (1, 32)] == [1, 32]
+    assert parse(DOC, "m.yaml").workloads[0].requests_per_round(32) == 64  # default: 2 waves
+    doc["workloads"]["throughput"]["requests"] = 8
+    with pytest.raises(MatrixError, match=r"m.yaml: workloads.throughput.waves: give requests .* not both"):
+        parse(doc, "m.yaml")
+
+
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
