@@ -392,7 +392,12 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 def _crash_message(rep: pytest.TestReport) -> str | None:
     crash = getattr(rep.longrepr, "reprcrash", None)
     msg = getattr(crash, "message", None)
-    return str(msg)[:2000] if msg else None
+    if not msg:
+        return None
+    msg = str(msg)
+    # an engine's reason sits at the top (what failed, "engine log says: ...") and its log's
+    # tail at the bottom: keep both ends of a long message
+    return msg if len(msg) <= 4000 else f"{msg[:1500]}\n[... {len(msg) - 3500} characters ...]\n{msg[-2000:]}"
 
 
 def _item_cell(item: pytest.Item) -> Cell | None:

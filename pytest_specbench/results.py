@@ -124,10 +124,17 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
         if pve:
             out.append(pve)
     for f in spec["failed_cells"]:
-        out.append(
-            f"failed: {f['nodeid']} ({f['phase']}): {f['reason'].splitlines()[-1] if f['reason'] else ''}"
-        )
+        out.append(f"failed: {f['nodeid']} ({f['phase']}): {failure_headline(f)}")
     target = config.getoption("benchmark_json", None)
     if target:
         out.append(f"wrote {getattr(target, 'name', target)} ({len(st.doc['benchmarks'])} cells)")
     return out
+
+
+def failure_headline(f: dict[str, Any]) -> str:
+    """One line for a failed cell: the exception's first line, plus the engine log's own reason."""
+    err = (f.get("error") or "").splitlines()
+    if not err:
+        return f["reason"].splitlines()[-1] if f.get("reason") else ""
+    says = next((ln for ln in err if ln.startswith("engine log says: ")), None)
+    return f"{err[0]}; {says}" if says else err[0]

@@ -146,3 +146,36 @@ def test_dead_engine_process_says_how_it_ended_without_being_reaped() -> None:
     # not reaped: the engine's own waiters (multiprocessing, sglang's watchdog) still see the status
     assert killed.wait(timeout=5) == -signal.SIGKILL
     assert exited.wait(timeout=5) == 3
+
+
+def test_engine_failure_names_the_reason_from_the_log(tmp_path) -> None:
+    from pytest_specbench.engines.sglang import failure_report, log_reason
+    from pytest_specbench.results import failure_headline
+
+    log = tmp_path / "engine-hybrid-standalone-tp1.log"
+    frames = "".join(f'  File "/tmp/site/sglang/x{i}.py", line {i}, in f\n    y = g()\n' for i in range(40))
+    log.write_text(
+        "Capturing batches (bs=32 avail_mem=9.1 GB):  40%|####      | 4/10\r"
+        "Traceback (most recent call last):\n"
+        + frames
+        + "AttributeError: 'NoneType' object has no attribute 'dim'\n"
+        "[rank0]:[W1129 17:33:01] Warning: WARNING: destroy_process_group() was not called\n"
+    )
+    assert log_reason(log) == "AttributeError: 'NoneType' object has no attribute 'dim'"
+    msg = failure_report("hybrid-standalone-tp1: sglang.Engine failed to start: RuntimeError: died", log)
+    lines = msg.splitlines()
+    assert lines[1] == "engine log says: AttributeError: 'NoneType' object has no attribute 'dim'"
+    assert lines[2].startswith("--- engine log tail (")
+    assert failure_headline({"error": "EngineStartError: " + msg, "reason": "x"}) == (
+        "EngineStartError: hybrid-standalone-tp1: sglang.Engine failed to start: RuntimeError: died; "
+        "engine log says: AttributeError: 'NoneType' object has no attribute 'dim'"
+    )
+    quiet = tmp_path / "quiet.log"
+    quiet.write_text("[2026-11-29] Ignore import error when loading sglang.srt.models.inkling\n")
+    assert log_reason(quiet) is None
+    assert "engine log says" not in failure_report("ar-crash-tp1: engine crashed", quiet)
+    assert log_reason(tmp_path / "missing.log") is None
+    assert log_reason(log.with_name("x")) is None
+    for line in ("torch.OutOfMemoryError: CUDA out of memory.", "RuntimeError", "KeyboardInterrupt"):
+        quiet.write_text(line + "\n")
+        assert log_reason(quiet) == line

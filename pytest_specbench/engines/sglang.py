@@ -18,6 +18,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Awaitable
@@ -112,6 +113,29 @@ def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
     return "\n".join(lines[-n:]) or "(the engine log holds only progress bars)"
 
 
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
+
+
+def log_reason(path: Path) -> str | None:
+    """The last exception line of the engine log ("AttributeError: 'NoneType' object has no
+    attribute 'dim'"): the reason, which a tail of a long traceback can cut off."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    for ln in reversed(text.replace("\r", "\n").splitlines()):
+        if _EXC_LINE.match(ln.strip()):
+            return ln.strip()[:500]
+    return None
+
+
+def failure_report(what: str, path: Path) -> str:
+    """``what`` failed, the engine log's own reason on the next line, then the log's tail."""
+    why = log_reason(path)
+    head = f"{what}\nengine log says: {why}" if why else what
+    return f"{head}\n--- engine log tail ({path}) ---\n{log_tail(path)}"
+
+
 class _StderrToFile:
     """Point fds 1/2 at the group's log while the engine spawns its processes (they inherit
     the fds and keep logging there); the pytest process gets its own fds back afterwards."""
@@ -164,8 +188,9 @@ class SGLangEngine:
             except BaseException as e:
                 self._kill_children()
                 raise EngineStartError(
-                    f"{group.id}: sglang.Engine failed to start: {type(e).__name__}: {e}\n"
-                    f"--- engine log tail ({self.log_path}) ---\n{log_tail(self.log_path)}"
+                    failure_report(
+                        f"{group.id}: sglang.Engine failed to start: {type(e).__name__}: {e}", self.log_path
+                    )
                 ) from None
             start_s = time.perf_counter() - t1
         self._children = self._scheduler_pids()
@@ -239,9 +264,9 @@ class SGLangEngine:
             try:
                 p = psutil.Process(pid)
                 if p.status() == psutil.STATUS_ZOMBIE:
-                    return f"engine process {pid} ({title[:60]}) {exit_status(pid)}"
+                    return f"engine process {pid} ({' '.join(title.split())[:60]}) {exit_status(pid)}"
             except psutil.NoSuchProcess:
-                return f"engine process {pid} ({title[:60]}) is gone"
+                return f"engine process {pid} ({' '.join(title.split())[:60]}) is gone"
         return None
 
     async def _watchdog(self) -> None:
@@ -254,8 +279,10 @@ class SGLangEngine:
 
     def _crash_error(self) -> EngineCrashed:
         return EngineCrashed(
-            f"{self.group.id}: engine crashed ({self.crashed}); the group's remaining cells "
-            f"fail\n--- engine log tail ({self.log_path}) ---\n{log_tail(self.log_path)}"
+            failure_report(
+                f"{self.group.id}: engine crashed ({self.crashed}); the group's remaining cells fail",
+                self.log_path,
+            )
         )
 
     def _scheduler(self) -> int:
