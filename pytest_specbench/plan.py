@@ -17,8 +17,9 @@ v_head_dim) x full-attention layers x bytes (model_executor/pool_configurator.py
 scale it by the draft's layers, i.e. target + draft); KV budget = free memory after loading the
 weights (target + draft) - memory before loading x (1 - mem_fraction_static)
 (mem_cache/kv_cache_configurator.py). The plan ignores the CUDA context and NCCL buffers (about a
-GiB per GPU), so its capacity is slightly optimistic; hybrid models' per-request state is checked
-per cell here, where SGLang reserves it up front for its max running requests.
+GiB per GPU), so its capacity is slightly optimistic; for hybrid models SGLang first splits
+that budget between a pool of linear-attention state slots and the KV cache
+(``sglang_state_pool``), and the plan does the same.
 
 A cell needs concurrency x (context + output) KV tokens: it fits, queues (fewer requests
 in flight than asked), or is skipped with a reason that names the numbers. Context beyond
@@ -28,6 +29,7 @@ the config's max_position_embeddings gets an engine override unless the model's
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -99,6 +101,21 @@ class Shape:
     q_gate: bool = False  # attn_output_gate: q_proj twice as wide
     index_weight_bytes: int | None = None  # safetensors index total_size
     linear_shape: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # k heads, v heads, k dim, v dim, conv
+    mtp_layers: int = 0  # mtp_num_hidden_layers / num_nextn_predict_layers: the model's own MTP draft
+
+    def mtp_draft(self) -> Shape:
+        """The draft SGLang builds when a model with MTP layers is its own draft (Qwen3.5 ->
+        Qwen3_5ForCausalLMMTP): those layers, full attention, no linear-attention state.
+        Embeddings and LM head are counted though the MTP module shares them (conservative)."""
+        return dataclasses.replace(
+            self,
+            layers=self.mtp_layers,
+            full_attn_layers=self.mtp_layers,
+            linear_layers=0,
+            linear_state_bytes=0,
+            index_weight_bytes=None,
+            mtp_layers=0,
+        )
 
     def kv_heads_per_gpu(self, tp: int) -> int:
         return max(1, self.kv_heads // tp)
@@ -255,6 +272,7 @@ def shape_from_config(cfg: dict[str, Any], index_total: int | None = None) -> Sh
         q_gate=bool(c.get("attn_output_gate", False)),
         index_weight_bytes=index_total,
         linear_shape=(kh, vh, kd, vd, conv),
+        mtp_layers=int(c.get("mtp_num_hidden_layers") or c.get("num_nextn_predict_layers") or 0),
     )
     return shape
 
@@ -390,6 +408,7 @@ class GroupPlan:
     budget_bytes_per_gpu: int | None = None  # GPU memory x mem_fraction_static
     mem_fraction_static: float | None = None
     kv_tokens_capacity: int | None = None
+    state_pool_bytes_per_gpu: int | None = None  # hybrid models: SGLang's linear-attention state pool
     context_length: int | None = None
     native_context_length: int | None = None
     context_override: bool = False
@@ -443,6 +462,14 @@ def plan_group(
     try:
         t = model_shape(m.model)
         d = model_shape(m.draft_model) if m.draft_model is not None else None
+        if (
+            d is not None
+            and m.draft_model is not None
+            and m.draft_model.path == m.model.path
+            and t.mtp_layers
+        ):
+            d = t.mtp_draft()  # SGLang makes a model with MTP layers its own MTP draft
+            gp.notes.append(f"draft: the target's {t.mtp_layers} MTP layer(s), as SGLang builds it")
     except Unsupported as e:  # reported, never sized wrongly; the cells still run
         gp.unsized = str(e)
         gp.notes.append(f"not sized: {e}")
@@ -486,8 +513,47 @@ def plan_group(
             f"mem_fraction_static {gp.mem_fraction_static})"
         )
         return gp
+    if gp.state_bytes_per_request and m.backend == "sglang":
+        state, how = sglang_state_pool(group, free, gp.state_bytes_per_request)
+        free -= state
+        gp.state_pool_bytes_per_gpu = state
+        gp.notes.append(how)
     gp.kv_tokens_capacity = free // gp.kv_bytes_per_token if gp.kv_bytes_per_token else None
     return gp
+
+
+# SGLang 0.5.17 (mem_cache/kv_cache_configurator.py): state slots per running request, and the
+# max running requests its speculative hooks set when none is given
+SGLANG_STATE_SLOTS_PER_REQUEST = 3
+SGLANG_SPEC_MAX_RUNNING = 48
+NGRAM_DEFAULT_DRAFT_TOKENS = 12
+
+
+def sglang_state_pool(group: EngineGroup, free: int, per_req: int) -> tuple[int, str]:
+    """Bytes per GPU SGLang 0.5.17 gives a hybrid model's linear-attention (GDN/Mamba) state pool
+    out of the memory left after the weights; the KV cache gets the rest. Without speculation
+    the pool is free x r / (1 + r), r = mamba_full_memory_ratio (0.9): the KV cache gets
+    1 / 1.9 of it. With speculation the same budget also holds D draft-token states per running
+    request, so fewer slots are made and the unused part goes back to the KV cache."""
+    args = dict(group.method.engine_args)
+    r = float(args.get("mamba_full_memory_ratio", 0.9))
+    spec = group.method.speculative
+    slots = args.get("max_mamba_cache_size")
+    budget = free * r / (1 + r)
+    if spec is None:
+        k = int(slots) if slots else int((budget - per_req) // per_req)
+        return (k + 1) * per_req, f"state pool: {k + 1} slots of {per_req / 2**20:.1f} MiB (SGLang's split)"
+    d = spec.num_draft_tokens or (
+        NGRAM_DEFAULT_DRAFT_TOKENS if spec.algorithm == "ngram" else (spec.num_steps or 3) + 1
+    )
+    ratio = SGLANG_STATE_SLOTS_PER_REQUEST
+    k = int(slots) if slots else int((budget - per_req * (1 + d)) // (per_req * (1 + d / ratio)))
+    running = int(args.get("max_running_requests") or SGLANG_SPEC_MAX_RUNNING)
+    inter = per_req * (min(running, k // ratio) + 1) * d
+    return (k + 1) * per_req + inter, (
+        f"state pool: {k + 1} slots of {per_req / 2**20:.1f} MiB + {d} draft-token states for "
+        f"{min(running, k // ratio)} running requests (SGLang's split)"
+    )
 
 
 def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:

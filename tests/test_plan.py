@@ -246,3 +246,70 @@ def test_weights_from_the_safetensors_index(tmp_path: Path) -> None:
     assert plan.shape_from_config(dict(QWEN3_8B, num_key_value_heads=6, num_attention_heads=24)).tp_error(
         4
     ) == ("6 KV heads: neither KV heads divide by TP=4 nor TP by KV heads")
+
+
+def _dummy_model_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "make_dummy_model.py"
+    spec = importlib.util.spec_from_file_location("make_dummy_model", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# What SGLang 0.5.17 sized at start on an H200 (143771 MiB), scheduler_info.max_total_num_tokens in
+# docs/results/s3-call1-issue3/h200.json and s3-call2-tp/h200-tp2.json, with the
+# mem_fraction_static it resolved
+ENGINE_KV_TOKENS = {
+    "ar": (0.909, 1, 1_153_222),
+    "ar2": (0.8, 2, 2_040_141),
+    "hybrid-ar": (0.909, 1, 11_419_947),
+    "hybrid-ngram": (0.91, 1, 18_731_243),
+    "hybrid-mtp": (0.906, 1, 12_581_593),
+}
+
+
+def test_plan_matches_what_sglang_sized_on_the_h200(tmp_path: Path) -> None:
+    mk = _dummy_model_script()
+    for name, cfg in (
+        ("dense", mk.target_config("qwen3-1.7b", 40960)),
+        ("hybrid", mk.hybrid_config("qwen3.5-hybrid-small", 262144)),
+    ):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(cfg))
+    spec = {
+        "hybrid-ngram": {"algorithm": "ngram"},
+        "hybrid-mtp": {
+            "algorithm": "eagle",
+            "draft_model": "hybrid",
+            "num_steps": 3,
+            "topk": 1,
+            "num_draft_tokens": 4,
+        },
+    }
+    methods = {}
+    for name, (mem, tp, _) in ENGINE_KV_TOKENS.items():
+        methods[name] = {
+            "backend": "sglang",
+            "model": "hybrid" if name.startswith("hybrid") else "dense",
+            "tp": [tp],
+            "engine_args": {"mem_fraction_static": mem},
+        }
+        if name in spec:
+            methods[name]["speculative"] = spec[name]
+    doc = {
+        "models": {n: {"path": str(tmp_path / n), "load_format": "dummy"} for n in ("dense", "hybrid")},
+        "methods": methods,
+        "workloads": {"throughput": {"concurrency": [1]}},
+    }
+    gpu = plan.GPUBudget(143771 * 2**20, 4.8e12, "NVIDIA H200")
+    groups = {g.method.name: plan.plan_group(g, gpu) for g in parse(doc, "m.yaml").groups()}
+    for name, (_, _, engine) in ENGINE_KV_TOKENS.items():
+        planned = groups[name].kv_tokens_capacity
+        assert planned is not None and 0.98 < planned / engine < 1.03, (name, planned, engine)
+    # hybrid: SGLang gives 0.9/1.9 of what the weights leave to the state pool (no speculation)
+    notes = " ".join(groups["hybrid-ar"].notes)
+    assert "state pool: 6528 slots of 9.3 MiB" in notes
+    assert "draft: the target's 1 MTP layer(s)" in " ".join(groups["hybrid-mtp"].notes)
