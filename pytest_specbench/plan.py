@@ -693,7 +693,11 @@ def format_plan(plan: Plan, selected: list[str] | None = None) -> list[str]:
         if not c["feasible"]:
             lines.append(f"  SKIP {c['cell']}: {c['reason']}")
         else:
-            eta = f"eta {c['eta_s']:.0f} s" if c["eta_s"] is not None else "eta ?"
+            eta = (
+                ("eta <1 s" if c["eta_s"] < 0.5 else f"eta {c['eta_s']:.0f} s")
+                if c["eta_s"] is not None
+                else "eta ?"
+            )
             bound = (
                 f", roofline {c['roofline_tokens_per_s']:,.0f} tok/s" if c["roofline_tokens_per_s"] else ""
             )

@@ -9,6 +9,7 @@
 #   fidelity   scripts/fidelity.py: the plugin's throughput path vs a bare engine.generate batch
 #   workloads  benches/h200-workloads.yaml (sweep, Poisson, TTFT, ctx3k/30k/100k, agentic), -n $NPROC
 #   tp         benches/h200-tp.yaml: -k tp2 serial (TPLIMIT s); with TP_COMPARE=1 also -k tp1
+#   tp48       benches/h200-tp.yaml: -k "tp4 or tp8" (a 4- or 8-GPU kind), then two TP2 groups under -n 2
 #              serial and -k tp1 -n 2 (wall times in logs/walltimes.txt; CMPK narrows their -k)
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to issue3/workloads.
 set -uo pipefail
@@ -18,6 +19,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD
 [ -d .model/qwen3-1.7b ] || python3 scripts/make_dummy_model.py .model/qwen3-1.7b --preset qwen3-1.7b \
     --eagle3-draft .model/eagle3 --dflash-draft .model/dflash > "$OUT/logs/make-model.log" 2>&1
+[ -d .model/qwen3-1.7b-kv4 ] || python3 scripts/make_dummy_model.py .model/qwen3-1.7b-kv4 --preset qwen3-1.7b-kv4 \
+    >> "$OUT/logs/make-model.log" 2>&1
 [ -d .model/qwen3.5-hybrid-small ] || python3 scripts/make_dummy_model.py .model/qwen3.5-hybrid-small \
     --preset qwen3.5-hybrid-small >> "$OUT/logs/make-model.log" 2>&1
 nvidia-smi --query-gpu=index,name,memory.used,memory.total,driver_version --format=csv > "$OUT/logs/nvidia-smi.csv"
@@ -49,6 +52,9 @@ case "$PART" in
     fi ;;
   det)
     bench h200-det benches/h200-det.yaml ;;
+  tp48)
+    bench h200-tp48 benches/h200-tp.yaml -k "tp4 or tp8"
+    bench h200-tp2-n2 benches/h200-tp.yaml -k "tp2 and not ngram" -n 2 ;;
   tp2sa)
     bench h200-tp2-standalone benches/h200-tp.yaml -k "standalone and tp2" ;;
   crash)

@@ -41,6 +41,8 @@ PRESETS = {
     "tiny": (512, 1536, 4, 8, 4, 64, True),
     "qwen3-0.6b": (1024, 3072, 28, 16, 8, 128, True),
     "qwen3-1.7b": (2048, 6144, 28, 16, 8, 128, True),
+    # Qwen3-1.7B with 4 KV heads: at TP8 SGLang replicates them (1 per GPU, 2x the KV of an even split)
+    "qwen3-1.7b-kv4": (2048, 6144, 28, 16, 4, 128, True),
     "qwen3-4b": (2560, 9728, 36, 32, 8, 128, True),
     "qwen3-8b": (4096, 12288, 36, 32, 8, 128, False),
 }
