@@ -90,12 +90,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "hangs until pytest-timeout fails it and the engine is torn down. Default: off",
     )
     g.addoption(
+        "--specbench-timeout",
+        metavar="S",
+        type=float,
+        default=None,
+        help="every cell's time limit in seconds, overriding the workloads' timeout_s (enforced in "
+        "the engine's event loop; a cell over it fails and its engine is torn down). pytest-timeout's "
+        "--timeout would also cover engine starts. Default: each workload's timeout_s",
+    )
+    g.addoption(
         "--specbench-start-timeout",
         metavar="S",
         type=float,
         default=900.0,
         help="an engine start taking longer fails its group's cells (the run goes on). "
-        "Cells have their own limit: the workload's timeout_s through pytest-timeout, "
+        "Cells have their own limit (the workload's timeout_s or --specbench-timeout), "
         "engine start excluded. Default: %(default)s",
     )
     g.addoption(
@@ -323,7 +332,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
         if use_timeout:  # an outer net: the cell's own limit is enforced in the engine's event
             # loop (CellRunner); engine starts have their own limit (--specbench-start-timeout)
-            marks.append(pytest.mark.timeout(c.workload.timeout_s + TIMEOUT_GRACE_S, func_only=True))
+            marks.append(
+                pytest.mark.timeout(cell_timeout(metafunc.config, c) + TIMEOUT_GRACE_S, func_only=True)
+            )
         params.append(pytest.param(c.group, c, marks=marks, id=c.id))
     metafunc.parametrize(("engine", "cell"), params, indirect=["engine"], scope="session")
 
@@ -389,6 +400,12 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     return True if session.config.getoption("specbench_plan") else None
 
 
+def cell_timeout(config: pytest.Config, cell: Cell) -> float:
+    """A cell's time limit: --specbench-timeout, else its workload's timeout_s."""
+    override = config.getoption("specbench_timeout", None)
+    return float(override) if override else cell.workload.timeout_s
+
+
 def _crash_message(rep: pytest.TestReport) -> str | None:
     crash = getattr(rep.longrepr, "reprcrash", None)
     msg = getattr(crash, "message", None)
@@ -446,7 +463,8 @@ class CellRunner:
             engine.kill_for_test()
         if self.item.config.getoption("specbench_hang_engine") == (cell.group.id, n):
             engine.hang_for_test()
-        engine.deadline = time.monotonic() + cell.workload.timeout_s
+        limit = cell_timeout(self.item.config, cell)
+        engine.deadline = time.monotonic() + limit
         timed_out = None
         try:
             run = workloads.run(engine, cell)
@@ -457,7 +475,7 @@ class CellRunner:
         if timed_out is not None:  # failed outside the except: no chained traceback in the report
             why = (
                 f"engine of group {cell.group.id} torn down: cell {cell.id} made no progress within "
-                f"timeout_s={cell.workload.timeout_s:g} s"
+                f"timeout_s={limit:g} s"
             )
             st.abandon_engine(cell.group, why)
             pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)

@@ -237,12 +237,16 @@ def test_help_and_collection_do_not_import_heavy_modules(project: pytest.Pyteste
     assert "HEAVY []" in res.stdout, res.stdout + res.stderr
 
 
-def test_hung_engine_fails_its_group_only(project: pytest.Pytester, tmp_path: Path) -> None:
+@pytest.mark.parametrize("limit", ["yaml", "option"])
+def test_hung_engine_fails_its_group_only(project: pytest.Pytester, tmp_path: Path, limit: str) -> None:
+    # the cell limit from the workload's timeout_s, or from --specbench-timeout over a YAML's 300 s
+    yaml_limit = "1" if limit == "yaml" else "300"
     (project.path / "benches" / "specbench.yaml").write_text(
-        MATRIX.replace("warmup: 1", "warmup: 1\n    timeout_s: 1")
+        MATRIX.replace("warmup: 1", f"warmup: 1\n    timeout_s: {yaml_limit}")
     )
+    opt = ["--specbench-timeout", "1"] if limit == "option" else []
     res = project.runpytest(
-        "benches", "-k", "tp1", "--specbench-hang-engine", "ar-tp1@0", "--benchmark-json", "out.json"
+        "benches", "-k", "tp1", "--specbench-hang-engine", "ar-tp1@0", "--benchmark-json", "out.json", *opt
     )
     res.assert_outcomes(passed=4, failed=2)
     out = res.stdout.str()
