@@ -203,6 +203,25 @@ class Cell:
         p.update({k: Path(str(v)).stem if k == "scenario" else v for k, v in self.extra})
         return p
 
+    def fingerprint(self) -> str:
+        """Everything that defines how the cell is measured (method with its model, draft and
+        engine args, workload with rounds, requests and timeouts, the cell's axes): a resumed
+        run copies an earlier result only when this is unchanged."""
+        import hashlib
+
+        key = repr(
+            (
+                self.method,
+                self.workload,
+                self.tp,
+                self.concurrency,
+                self.context_tokens,
+                self.output_tokens,
+                self.extra,
+            )
+        )
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
     @property
     def tokens_per_request(self) -> int:
         """KV tokens one request may hold: prompt + output (agentic: the history it grows to)."""

@@ -134,6 +134,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="a previous results JSON: the plan's ETA uses its measured cell times",
     )
+    g.addoption(
+        "--specbench-resume",
+        metavar="PATH",
+        default=None,
+        help="a results JSON of an earlier run that stopped halfway: its measured cells (same id, "
+        "same parameters) are skipped and copied into this run's JSON; failed and missing cells run",
+    )
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
 
 
@@ -191,6 +198,11 @@ def pytest_configure(config: pytest.Config) -> None:
             st.matrix = load(path, tuple(BACKENDS))
         except MatrixError as e:
             raise pytest.UsageError(str(e)) from None
+    resume = config.getoption("specbench_resume", None)
+    if resume and st.matrix is not None:
+        from .results import load_resume
+
+        st.resumed = load_resume(Path(resume), st.matrix)
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
     inv = None
     if st.matrix is not None and any(get_backend(m.backend).gpu for m in st.matrix.methods):
@@ -328,6 +340,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             )
         if not reason:
             reason = st.get_plan().skip_reason(c)
+        if c.id in st.resumed:  # measured by the run being resumed: no engine start for it
+            reason = f"measured in {st.config.getoption('specbench_resume')} (resumed)"
         if reason:
             marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
         if use_timeout:  # an outer net: the cell's own limit is enforced in the engine's event
@@ -355,6 +369,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if empty:
         config.hook.pytest_deselected(items=empty)
         items[:] = [i for i in items if i not in empty]
+    st = _state(config)
+    for item in items:  # a resumed cell's earlier result travels on its (skipped) reports
+        cell = _item_cell(item)
+        if cell is not None and cell.id in st.resumed:
+            item.user_properties.append((RESULT_PROP, {**st.resumed[cell.id], "nodeid": item.nodeid}))
     order: dict[str, int] = {}
     keys: list[tuple[int, int]] = []
     for i, item in enumerate(items):
@@ -494,7 +513,7 @@ class CellRunner:
             "round_times": run.round_times,
             "warmup": cell.workload.warmup,
             "metrics": jsonable(m),
-            "extra_info": jsonable(run.extra),
+            "extra_info": {**jsonable(run.extra), "cell_fingerprint": cell.fingerprint()},
             "worker": _state(self.item.config).worker,
         }
         self.item.user_properties.append((RESULT_PROP, result))

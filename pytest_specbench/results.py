@@ -36,6 +36,44 @@ class Collector:
             write_json(self.st.config, self.st)
 
 
+def load_resume(path: Path, matrix: Any) -> dict[str, dict[str, Any]]:
+    """Cell id -> result (as a cell's RESULT_PROP) for every cell of ``path`` (a results JSON
+    of this plugin) that is still in the matrix, defined the same way (``cell_fingerprint``:
+    method, model, engine args, workload, axes). Failed cells are not in ``benchmarks``, so
+    they run again."""
+    import json
+
+    try:
+        doc = json.loads(path.read_text())
+        benchmarks = doc["benchmarks"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise pytest.UsageError(
+            f"--specbench-resume {path}: not a results JSON of pytest-specbench ({type(e).__name__}: {e}); "
+            "give the file a run wrote with --benchmark-json"
+        ) from None
+    cells = {c.id: c for c in matrix.cells()}
+    out: dict[str, dict[str, Any]] = {}
+    for b in benchmarks:
+        cell = cells.get(b.get("param"))
+        extra = dict(b.get("extra_info") or {})
+        if cell is None or extra.get("cell_fingerprint") != cell.fingerprint():
+            continue  # not in this matrix, or defined differently now: run it
+        group = extra.pop("engine_group", cell.group.id)
+        extra.pop("speedup_vs_ar", None)  # recomputed with this run's baseline cells
+        out[cell.id] = {
+            "nodeid": b.get("fullname", ""),
+            "name": b.get("name", ""),
+            "cell_id": cell.id,
+            "group": group,
+            "params": b["params"],
+            "round_times": list((b.get("stats") or {}).get("data") or []),
+            "warmup": (b.get("options") or {}).get("warmup", 0),
+            "metrics": extra,
+            "extra_info": {"resumed_from": str(path)},
+        }
+    return out
+
+
 def versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -87,6 +125,9 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "gpus_used": list(st.gpus) if st.gpus is not None else None,
             "gpu_notes": st.gpu_notes,
             "failed_cells": st.failures,
+            "resumed_cells": sorted(
+                r["cell_id"] for r in st.results if (r.get("extra_info") or {}).get("resumed_from")
+            ),
         },
         version=pb_version,
     )
@@ -119,6 +160,11 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
         f"engine starts: {spec['engine_starts']} "
         f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in spec['engine_groups'])})"
     )
+    if spec.get("resumed_cells"):
+        out.append(
+            f"resumed: {len(spec['resumed_cells'])} cells copied from "
+            f"{config.getoption('specbench_resume')} (not run again)"
+        )
     for e in spec["engine_groups"]:
         pve = report.planned_vs_engine(e)
         if pve:

@@ -48,6 +48,7 @@ class SpecbenchState:
     gpu_budget: Any = None  # plan.GPUBudget: NVML or --specbench-gpu-memory
     gpus_at_start: list[dict[str, Any]] | None = None  # NVML before any engine (machine_info)
     plan: Any = None  # plan.Plan of every cell of the matrix
+    resumed: dict[str, dict[str, Any]] = field(default_factory=dict)  # --specbench-resume: id -> result
 
     def get_plan(self) -> Any:
         if self.plan is None and self.matrix is not None:

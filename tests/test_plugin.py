@@ -268,3 +268,71 @@ def test_hung_engine_fails_its_group_only(project: pytest.Pytester, tmp_path: Pa
         "ar-tp1-c4-out16",
     ]
     assert len(doc["benchmarks"]) == 4
+
+
+def test_resume_copies_measured_cells_and_runs_the_rest(project: pytest.Pytester, tmp_path: Path) -> None:
+    # a first run that "died" after the ar-tp1 group: only its cells are in first.json
+    project.runpytest("benches", "-k", "ar-tp1", "--benchmark-json", "first.json").assert_outcomes(passed=2)
+    first = json.loads((project.path / "first.json").read_text())
+    (tmp_path / "starts.txt").unlink()
+    res = project.runpytest(
+        "benches", "-k", "tp1", "--specbench-resume", "first.json", "--benchmark-json", "out.json", "-rs"
+    )
+    res.assert_outcomes(passed=4, skipped=2)
+    out = res.stdout.str()
+    assert "cell ar-tp1-c1-out16 skipped: measured in first.json (resumed)" in out
+    assert "resumed: 2 cells copied from first.json (not run again)" in out
+    assert [s.split()[0] for s in starts(tmp_path)] == ["ngram-tp1", "eagle3-tp1"]  # no ar-tp1 start
+    doc = json.loads((project.path / "out.json").read_text())
+    assert doc["specbench"]["resumed_cells"] == ["ar-tp1-c1-out16", "ar-tp1-c4-out16"]
+    by_id = {b["param"]: b for b in doc["benchmarks"]}
+    assert sorted(by_id) == [f"{m}-tp1-c{c}-out16" for m in ("ar", "eagle3", "ngram") for c in (1, 4)]
+    for old in first["benchmarks"]:
+        new = by_id[old["param"]]
+        assert new["extra_info"]["resumed_from"] == "first.json"
+        assert new["stats"]["data"] == old["stats"]["data"]
+        assert new["extra_info"]["output_tokens_per_s"] == old["extra_info"]["output_tokens_per_s"]
+    # speedup vs ar of the new cells uses the resumed ar cells
+    assert by_id["ngram-tp1-c1-out16"]["extra_info"]["speedup_vs_ar"] is not None
+    # under xdist the earlier results travel from the workers on the skipped cells' reports
+    (tmp_path / "starts.txt").unlink()
+    res = project.runpytest_subprocess(
+        "benches", "-k", "tp1", "-n", "2", "--specbench-resume", "first.json", "--benchmark-json", "n2.json"
+    )
+    res.assert_outcomes(passed=4, skipped=2)
+    n2 = json.loads((project.path / "n2.json").read_text())
+    assert n2["specbench"]["resumed_cells"] == ["ar-tp1-c1-out16", "ar-tp1-c4-out16"]
+    assert len(n2["benchmarks"]) == 6
+    assert sorted(s.split()[0] for s in starts(tmp_path)) == ["eagle3-tp1", "ngram-tp1"]
+    # pytest-benchmark compare reads the merged file
+    cmp = subprocess.run(
+        [sys.executable, "-m", "pytest_benchmark.cli", "compare", str(project.path / "out.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert cmp.returncode == 0, cmp.stderr
+
+
+def test_resume_with_changed_parameters_runs_again(project: pytest.Pytester, tmp_path: Path) -> None:
+    project.runpytest("benches", "-k", "ar-tp1", "--benchmark-json", "first.json").assert_outcomes(passed=2)
+    # same ids, but the cells are defined differently now (rounds; an engine arg): measured again
+    for matrix in (
+        MATRIX.replace("rounds: 2", "rounds: 3"),
+        MATRIX.replace("ar: {backend: fake, model: m}", "ar: {backend: fake, model: m, engine_args: {x: 1}}"),
+    ):
+        (project.path / "benches" / "specbench.yaml").write_text(matrix)
+        res = project.runpytest("benches", "-k", "ar-tp1", "--specbench-resume", "first.json")
+        res.assert_outcomes(passed=2)
+    (project.path / "benches" / "specbench.yaml").write_text(MATRIX)  # unchanged: both copied
+    project.runpytest("benches", "-k", "ar-tp1", "--specbench-resume", "first.json").assert_outcomes(
+        skipped=2
+    )
+
+
+def test_resume_from_a_bad_file_names_it(project: pytest.Pytester) -> None:
+    (project.path / "notes.json").write_text('{"hello": 1}')
+    res = project.runpytest("benches", "--specbench-resume", "notes.json")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(
+        ["*--specbench-resume notes.json: not a results JSON of pytest-specbench (KeyError*"]
+    )
