@@ -248,6 +248,20 @@ class Matrix:
     workloads: tuple[Workload, ...]
     baseline: str = DEFAULT_BASELINE
 
+    def baselines(self) -> dict[str, str | None]:
+        """Method -> the method its "vs ar" speedup divides by: ``baseline`` when it runs the same
+        target model, else the first non-speculative method on that model, else none (a
+        speedup against another model would mean nothing)."""
+        base = self.method(self.baseline) if any(m.name == self.baseline for m in self.methods) else None
+        out: dict[str, str | None] = {}
+        for m in self.methods:
+            if base is not None and base.model == m.model:
+                out[m.name] = base.name
+            else:
+                ar = next((o for o in self.methods if o.model == m.model and not o.is_speculative), None)
+                out[m.name] = ar.name if ar else None
+        return out
+
     def method(self, name: str) -> Method:
         for m in self.methods:
             if m.name == name:

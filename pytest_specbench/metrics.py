@@ -13,7 +13,7 @@ No pytest, no I/O, no globals.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .engines.base import RequestRecord
@@ -107,15 +107,20 @@ def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]
     return m
 
 
-def speedups(results: Sequence[dict[str, Any]], baseline: str) -> dict[int, float | None]:
-    """Index -> tok/s over the baseline method's tok/s at the same axes (None without one)."""
+def speedups(
+    results: Sequence[dict[str, Any]], baseline: str | Mapping[str, str | None]
+) -> dict[int, float | None]:
+    """Index -> tok/s over its baseline method's tok/s at the same axes (None without one).
+    ``baseline``: one method name for every cell, or method -> its baseline (Matrix.baselines():
+    the AR method of the same target model)."""
     base: dict[Any, float] = {}
     for r in results:
-        if r["params"]["method"] == baseline and r["metrics"].get("output_tokens_per_s"):
-            base[_axes(r)] = r["metrics"]["output_tokens_per_s"]
+        if r["metrics"].get("output_tokens_per_s"):
+            base[(r["params"]["method"], _axes(r))] = r["metrics"]["output_tokens_per_s"]
     out: dict[int, float | None] = {}
     for i, r in enumerate(results):
-        b = base.get(_axes(r))
+        name = baseline if isinstance(baseline, str) else baseline.get(r["params"]["method"])
+        b = base.get((name, _axes(r))) if name else None
         v = r["metrics"].get("output_tokens_per_s")
         out[i] = v / b if b and v is not None else None
     return out

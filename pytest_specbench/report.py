@@ -10,7 +10,7 @@ cells, provenance) go under ``machine_info["specbench"]`` and a top-level ``spec
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -39,10 +39,13 @@ def _stats(round_times: Sequence[float]) -> dict[str, Any]:
     return d
 
 
-def benchmark_entry(result: dict[str, Any], speedup: float | None) -> dict[str, Any]:
+def benchmark_entry(
+    result: dict[str, Any], speedup: float | None, baseline: str | None = None
+) -> dict[str, Any]:
     m = dict(result["metrics"])
     extra = {k: m.get(k) for k in EXTRA_KEYS_FIRST if k != "speedup_vs_ar"}
     extra["speedup_vs_ar"] = speedup
+    extra["speedup_baseline"] = baseline  # the AR method of the same target model
     extra.update({k: v for k, v in m.items() if k not in extra})
     extra["engine_group"] = result["group"]
     extra.update(result.get("extra_info") or {})
@@ -68,7 +71,7 @@ def benchmark_entry(result: dict[str, Any], speedup: float | None) -> dict[str, 
 def build(
     results: Sequence[dict[str, Any]],
     *,
-    baseline: str,
+    baseline: str | Mapping[str, str | None],
     machine_info: dict[str, Any],
     commit_info: dict[str, Any],
     specbench: dict[str, Any],
@@ -79,7 +82,12 @@ def build(
     return {
         "machine_info": machine_info,
         "commit_info": commit_info,
-        "benchmarks": [benchmark_entry(r, sp[i]) for i, r in enumerate(ordered)],
+        "benchmarks": [
+            benchmark_entry(
+                r, sp[i], baseline if isinstance(baseline, str) else baseline.get(r["params"]["method"])
+            )
+            for i, r in enumerate(ordered)
+        ],
         "datetime": datetime.now(timezone.utc).isoformat(),
         "version": version,
         "specbench": specbench,
@@ -125,3 +133,86 @@ def planned_vs_engine(event: dict[str, Any]) -> str | None:
         f"{planned.get('mem_fraction_static')}), engine {engine_tokens:,} (mem_fraction_static {frac}): "
         f"planned/engine = {planned['kv_tokens_capacity'] / engine_tokens:.3f}"
     )
+
+
+def _rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {b["param"]: b["extra_info"] for b in doc.get("benchmarks", [])}
+
+
+def markdown(doc: dict[str, Any]) -> list[str]:
+    """One results JSON as a Markdown table, then its failed cells (with the engine's reason)."""
+    from .results import failure_headline
+
+    lines = [
+        "| cell | tok/s | accept | vs ar | ttft p50 ms | tpot p50 ms | lat p50 s | err |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for cell, e in _rows(doc).items():
+        cols = [
+            cell,
+            _fmt(e.get("output_tokens_per_s"), ".1f"),
+            _fmt(e.get("accept_length"), ".3f"),
+            _fmt(e.get("speedup_vs_ar"), ".2f"),
+            _fmt(e.get("ttft_ms_p50"), ".1f"),
+            _fmt(e.get("tpot_ms_p50"), ".2f"),
+            _fmt(e.get("latency_s_p50"), ".3f"),
+            str(e.get("errors", 0)),
+        ]
+        lines.append(f"| {' | '.join(cols)} |")
+    spec = doc.get("specbench") or {}
+    for f in spec.get("failed_cells") or []:
+        lines.append(f"- failed `{f['cell']}` ({f['phase']}): {failure_headline(f)}")
+    if "engine_starts" in spec:
+        lines.append(f"- engine starts: {spec['engine_starts']}")
+    return lines
+
+
+def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Two results JSONs cell by cell: throughput (and new/old) and acceptance length, which
+    ``pytest-benchmark compare`` (round times only) does not show."""
+    a, b = _rows(old), _rows(new)
+    lines = [
+        "| cell | tok/s old | tok/s new | new/old | accept old | accept new |",
+        "|---|---|---|---|---|---|",
+    ]
+    for cell in list(a) + [c for c in b if c not in a]:
+        ea, eb = a.get(cell, {}), b.get(cell, {})
+        ta, tb = ea.get("output_tokens_per_s"), eb.get("output_tokens_per_s")
+        ratio = tb / ta if ta and tb else None
+        cols = [
+            cell,
+            _fmt(ta, ".1f") if cell in a else "absent",
+            _fmt(tb, ".1f") if cell in b else "absent",
+            _fmt(ratio, ".3f"),
+            _fmt(ea.get("accept_length"), ".3f"),
+            _fmt(eb.get("accept_length"), ".3f"),
+        ]
+        lines.append(f"| {' | '.join(cols)} |")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pytest_specbench.report RUN.json`` (a Markdown table) or
+    ``python -m pytest_specbench.report OLD.json NEW.json`` (cell by cell)."""
+    import argparse
+    from pathlib import Path
+
+    ap = argparse.ArgumentParser(prog="python -m pytest_specbench.report", description=main.__doc__)
+    ap.add_argument("json", nargs="+", help="one results JSON, or two to compare (old, new)")
+    args = ap.parse_args(argv)
+    if len(args.json) > 2:
+        ap.error(f"give one results JSON or two (old new); got {len(args.json)}")
+    docs = []
+    for p in args.json:
+        try:
+            doc = json.loads(Path(p).read_text())
+            doc["benchmarks"]  # noqa: B018 - a results JSON has it
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            ap.error(f"{p}: not a results JSON ({type(e).__name__}: {e})")
+        docs.append(doc)
+    print("\n".join(markdown(docs[0]) if len(docs) == 1 else compare(docs[0], docs[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -60,6 +60,7 @@ def load_resume(path: Path, matrix: Any) -> dict[str, dict[str, Any]]:
             continue  # not in this matrix, or defined differently now: run it
         group = extra.pop("engine_group", cell.group.id)
         extra.pop("speedup_vs_ar", None)  # recomputed with this run's baseline cells
+        extra.pop("speedup_baseline", None)
         out[cell.id] = {
             "nodeid": b.get("fullname", ""),
             "name": b.get("name", ""),
@@ -114,7 +115,7 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
     starts = [e for e in st.engine_events if "ok" in e]
     return report.build(
         st.results,
-        baseline=st.matrix.baseline,
+        baseline=st.matrix.baselines(),
         machine_info=machine,
         commit_info=st.commit_info or {},
         specbench={

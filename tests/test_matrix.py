@@ -46,6 +46,23 @@ def test_ids_groups_and_params() -> None:
     hash(c)  # frozen all the way down
 
 
+def test_baselines_share_the_target_model() -> None:
+    import copy
+
+    doc = copy.deepcopy(DOC)
+    doc["models"]["h"] = "embedded:tiny-draft"
+    doc["methods"]["h-ar"] = {"backend": "hf", "model": "h"}
+    doc["methods"]["h-ngram"] = {"backend": "hf", "model": "h", "speculative": {"algorithm": "ngram"}}
+    doc["methods"]["lone"] = {"backend": "hf", "model": "d", "speculative": {"algorithm": "ngram"}}
+    assert parse(doc, "m.yaml").baselines() == {
+        "ar": "ar",
+        "sa": "ar",
+        "h-ar": "h-ar",
+        "h-ngram": "h-ar",
+        "lone": None,  # no AR method on its model: no speedup rather than one against another model
+    }
+
+
 def test_fmt_tokens() -> None:
     assert [fmt_tokens(n) for n in (256, 3000, 30000, 100000, 1024)] == ["256", "3k", "30k", "100k", "1024"]
 

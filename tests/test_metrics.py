@@ -59,6 +59,11 @@ def test_speedups_match_axes() -> None:
 
     res = [r("ar", 1, 100.0), r("ngram", 1, 150.0), r("ngram", 4, 300.0)]
     assert speedups(res, "ar") == {0: 1.0, 1: 1.5, 2: None}
+    # per target model: the hybrid's methods divide by the hybrid's AR, not the dense one's
+    res += [r("hybrid-ar", 1, 200.0), r("hybrid-ngram", 1, 500.0)]
+    base = {"ar": "ar", "ngram": "ar", "hybrid-ar": "hybrid-ar", "hybrid-ngram": "hybrid-ar"}
+    assert speedups(res, base) == {0: 1.0, 1: 1.5, 2: None, 3: 1.0, 4: 2.5}
+    assert speedups(res, {**base, "hybrid-ngram": None})[4] is None
 
 
 def test_planned_vs_engine_line() -> None:
