@@ -128,11 +128,20 @@ def planned_vs_engine(event: dict[str, Any]) -> str | None:
     if not planned.get("kv_tokens_capacity") or not engine_tokens:
         return None
     frac = (info.get("server_args") or {}).get("mem_fraction_static")
-    return (
+    line = (
         f"{event['group']}: KV tokens planned {planned['kv_tokens_capacity']:,} (mem_fraction_static "
         f"{planned.get('mem_fraction_static')}), engine {engine_tokens:,} (mem_fraction_static {frac}): "
         f"planned/engine = {planned['kv_tokens_capacity'] / engine_tokens:.3f}"
     )
+    after, before = event.get("gpu_used_mib_after_start") or {}, event.get("gpu_used_mib_before") or {}
+    if after and planned.get("budget_bytes_per_gpu"):
+        held = max(after[k] - before.get(k, 0) for k in after)
+        line += (
+            f"; GPU memory held after start {held:,} MiB per GPU (NVML), planned static "
+            f"{planned['budget_bytes_per_gpu'] >> 20:,} MiB (weights + KV + state; the rest is "
+            "CUDA graphs, context, activations)"
+        )
+    return line
 
 
 def _rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -85,6 +85,8 @@ class SpecbenchState:
                     "weight_bytes_per_gpu",
                     "kv_bytes_per_token",
                     "kv_tokens_capacity",
+                    "state_pool_bytes_per_gpu",
+                    "budget_bytes_per_gpu",
                     "mem_fraction_static",
                     "context_length",
                     "notes",
@@ -106,6 +108,12 @@ class SpecbenchState:
             self.pending.append(ev)
             raise
         ev.update(ok=True, start_s=time.perf_counter() - t0, info=jsonable(getattr(eng, "info", {})))
+        if self.gpus:  # what the engine holds once started (weights, KV, graphs, CUDA context)
+            from .gpus import inventory
+
+            ev["gpu_used_mib_after_start"] = {
+                str(g.index): g.memory_used_mib for g in inventory() if g.index in self.gpus
+            }
         self.pending.append(ev)
         self.live = (group, eng)
         return eng

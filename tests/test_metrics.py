@@ -82,3 +82,10 @@ def test_planned_vs_engine_line() -> None:
         "2,000,000 (mem_fraction_static 0.8): planned/engine = 1.037"
     )
     assert planned_vs_engine({"group": "x", "planned": {}, "info": {}}) is None
+    ev["planned"]["budget_bytes_per_gpu"] = 115_016 * 2**20
+    ev["gpu_used_mib_before"] = {"0": 618, "1": 618}
+    ev["gpu_used_mib_after_start"] = {"0": 121_000, "1": 120_500}
+    assert planned_vs_engine(ev).endswith(
+        "; GPU memory held after start 120,382 MiB per GPU (NVML), planned static 115,016 MiB "
+        "(weights + KV + state; the rest is CUDA graphs, context, activations)"
+    )
