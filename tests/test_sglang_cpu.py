@@ -179,3 +179,32 @@ def test_engine_failure_names_the_reason_from_the_log(tmp_path) -> None:
     for line in ("torch.OutOfMemoryError: CUDA out of memory.", "RuntimeError", "KeyboardInterrupt"):
         quiet.write_text(line + "\n")
         assert log_reason(quiet) == line
+
+
+def test_warm_up_that_never_answers_fails_the_start(tmp_path, monkeypatch) -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from pytest_specbench.engines import sglang as sg
+    from pytest_specbench.engines.base import EngineStartError
+
+    monkeypatch.setattr(sg, "WARMUP_TIMEOUT_S", 0.3)
+    eng = object.__new__(sg.SGLangEngine)
+    log = tmp_path / "engine-ar-tp1.log"
+    log.write_text("[2026-11-29] scheduler started\n")
+    killed = []
+
+    async def never() -> None:
+        await asyncio.sleep(3600)
+
+    loop = asyncio.new_event_loop()
+    eng.group, eng.log_path, eng.crashed, eng._children = SimpleNamespace(id="ar-tp1"), log, None, {}
+    eng.engine = SimpleNamespace(loop=loop)
+    eng._warmup = never
+    eng._kill_children = lambda: killed.append(True)
+    with pytest.raises(EngineStartError) as e:
+        eng._warm_up()
+    loop.close()
+    assert str(e.value).startswith("ar-tp1: the warm-up request after the start got no answer within 0.3 s")
+    assert killed == [True]  # its processes are killed: the GPU is free for the next group
+    assert eng.deadline is None

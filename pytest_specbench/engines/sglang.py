@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from .. import plan, tinymodel
 from ..matrix import EngineGroup, thaw
-from .base import EngineStartError, Request, RequestRecord, guard, output_of, timed_stream
+from .base import CellTimeout, EngineStartError, Request, RequestRecord, guard, output_of, timed_stream
 
 T = TypeVar("T")
 ALGORITHMS = {
@@ -48,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "log_level": "warning",
 }
 LOG_TAIL_LINES = 40
+WARMUP_TIMEOUT_S = 600.0  # the first request after a start (about 10 s seen on the H200)
 
 
 class EngineCrashed(RuntimeError):
@@ -196,7 +197,7 @@ class SGLangEngine:
         self._children = self._scheduler_pids()
         self._tok: Any = None
         t2 = time.perf_counter()
-        self.run(self._warmup())
+        self._warm_up()
         resolved = self._resolved_args()
         self.info: dict[str, Any] = {
             "backend": "sglang",
@@ -372,6 +373,25 @@ class SGLangEngine:
             self.engine.shutdown()
         finally:
             _reap()
+
+    def _warm_up(self) -> None:
+        """The untimed first request after a start. It runs in sglang's uvloop, where the start
+        limit's SIGALRM does not fire, so it has its own in-loop limit: an engine that never
+        answers fails its group's start (processes killed) instead of hanging the run."""
+        self.deadline = time.monotonic() + WARMUP_TIMEOUT_S
+        try:
+            self.run(self._warmup())
+        except CellTimeout:
+            self._mark_crashed("the warm-up request got no answer")
+            raise EngineStartError(
+                failure_report(
+                    f"{self.group.id}: the warm-up request after the start got no answer within "
+                    f"{WARMUP_TIMEOUT_S:g} s",
+                    self.log_path,
+                )
+            ) from None
+        finally:
+            self.deadline = None
 
     async def _warmup(self) -> None:
         sp = {"temperature": 0.0, "max_new_tokens": 8, "ignore_eos": True}
