@@ -409,6 +409,8 @@ class GroupPlan:
     mem_fraction_static: float | None = None
     kv_tokens_capacity: int | None = None
     state_pool_bytes_per_gpu: int | None = None  # hybrid models: SGLang's linear-attention state pool
+    max_running: int | None = None  # requests SGLang runs at once (None: no cap the plan knows)
+    max_running_why: str | None = None
     context_length: int | None = None
     native_context_length: int | None = None
     context_override: bool = False
@@ -513,11 +515,25 @@ def plan_group(
             f"mem_fraction_static {gp.mem_fraction_static})"
         )
         return gp
+    if m.backend == "sglang":
+        args = dict(m.engine_args)
+        if args.get("max_running_requests"):
+            gp.max_running, gp.max_running_why = int(args["max_running_requests"]), "max_running_requests"
+        elif m.speculative is not None:
+            gp.max_running = SGLANG_SPEC_MAX_RUNNING
+            gp.max_running_why = "SGLang's default with speculative decoding; set max_running_requests"
     if gp.state_bytes_per_request and m.backend == "sglang":
-        state, how = sglang_state_pool(group, free, gp.state_bytes_per_request)
+        state, slots, how = sglang_state_pool(group, free, gp.state_bytes_per_request)
         free -= state
         gp.state_pool_bytes_per_gpu = state
         gp.notes.append(how)
+        cap = slots // SGLANG_STATE_SLOTS_PER_REQUEST
+        if gp.max_running is None or cap < gp.max_running:
+            gp.max_running = cap
+            gp.max_running_why = (
+                f"the state pool's {slots} slots, {SGLANG_STATE_SLOTS_PER_REQUEST} per running request; "
+                "raise mamba_full_memory_ratio or max_mamba_cache_size"
+            )
     gp.kv_tokens_capacity = free // gp.kv_bytes_per_token if gp.kv_bytes_per_token else None
     return gp
 
@@ -529,12 +545,13 @@ SGLANG_SPEC_MAX_RUNNING = 48
 NGRAM_DEFAULT_DRAFT_TOKENS = 12
 
 
-def sglang_state_pool(group: EngineGroup, free: int, per_req: int) -> tuple[int, str]:
+def sglang_state_pool(group: EngineGroup, free: int, per_req: int) -> tuple[int, int, str]:
     """Bytes per GPU SGLang 0.5.17 gives a hybrid model's linear-attention (GDN/Mamba) state pool
     out of the memory left after the weights; the KV cache gets the rest. Without speculation
     the pool is free x r / (1 + r), r = mamba_full_memory_ratio (0.9): the KV cache gets
     1 / 1.9 of it. With speculation the same budget also holds D draft-token states per running
-    request, so fewer slots are made and the unused part goes back to the KV cache."""
+    request, so fewer slots are made and the unused part goes back to the KV cache.
+    Returns (bytes, slots, note)."""
     args = dict(group.method.engine_args)
     r = float(args.get("mamba_full_memory_ratio", 0.9))
     spec = group.method.speculative
@@ -542,7 +559,8 @@ def sglang_state_pool(group: EngineGroup, free: int, per_req: int) -> tuple[int,
     budget = free * r / (1 + r)
     if spec is None:
         k = int(slots) if slots else int((budget - per_req) // per_req)
-        return (k + 1) * per_req, f"state pool: {k + 1} slots of {per_req / 2**20:.1f} MiB (SGLang's split)"
+        note = f"state pool: {k + 1} slots of {per_req / 2**20:.1f} MiB (SGLang's split)"
+        return (k + 1) * per_req, k, note
     d = spec.num_draft_tokens or (
         NGRAM_DEFAULT_DRAFT_TOKENS if spec.algorithm == "ngram" else (spec.num_steps or 3) + 1
     )
@@ -550,9 +568,11 @@ def sglang_state_pool(group: EngineGroup, free: int, per_req: int) -> tuple[int,
     k = int(slots) if slots else int((budget - per_req * (1 + d)) // (per_req * (1 + d / ratio)))
     running = int(args.get("max_running_requests") or SGLANG_SPEC_MAX_RUNNING)
     inter = per_req * (min(running, k // ratio) + 1) * d
-    return (k + 1) * per_req + inter, (
+    return (
+        (k + 1) * per_req + inter,
+        k,
         f"state pool: {k + 1} slots of {per_req / 2**20:.1f} MiB + {d} draft-token states for "
-        f"{min(running, k // ratio)} running requests (SGLang's split)"
+        f"{min(running, k // ratio)} running requests (SGLang's split)",
     )
 
 
@@ -566,7 +586,9 @@ def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
     cp.kv_tokens_needed = cell.concurrency * per_req
     if gp.kv_tokens_capacity is not None and gp.kv_bytes_per_token:
         budget = gp.kv_tokens_capacity * gp.kv_bytes_per_token
-        per_req_bytes = per_req * gp.kv_bytes_per_token + (gp.state_bytes_per_request or 0)
+        # a hybrid's per-request state has its own pool when SGLang sizes it (max_running below)
+        state = 0 if gp.state_pool_bytes_per_gpu else (gp.state_bytes_per_request or 0)
+        per_req_bytes = per_req * gp.kv_bytes_per_token + state
         if per_req_bytes > budget:
             cp.feasible = False
             cp.reason = (
@@ -580,6 +602,12 @@ def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
                 f"queues: needs {cp.kv_tokens_needed} KV tokens for {cell.concurrency} requests, holds "
                 f"{gp.kv_tokens_capacity}: about {fit} of {cell.concurrency} in flight at once"
             )
+    if gp.max_running is not None and cell.concurrency > gp.max_running:
+        cap = (
+            f"queues: SGLang runs at most {gp.max_running} of {cell.concurrency} requests at once "
+            f"({gp.max_running_why})"
+        )
+        cp.note = f"{cp.note}; {cap}" if cp.note else cap
     if gpu is not None and gp.budget_bytes_per_gpu and gp.kv_bytes_per_token is not None:
         cp.roofline_tokens_per_s = roofline_tokens_per_s(gp, cell, gpu)
         cp.eta_s = _eta(cell, gp, cp.roofline_tokens_per_s)

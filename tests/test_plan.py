@@ -313,3 +313,35 @@ def test_plan_matches_what_sglang_sized_on_the_h200(tmp_path: Path) -> None:
     notes = " ".join(groups["hybrid-ar"].notes)
     assert "state pool: 6528 slots of 9.3 MiB" in notes
     assert "draft: the target's 1 MTP layer(s)" in " ".join(groups["hybrid-mtp"].notes)
+    # speculative engines run at most 48 requests at once unless max_running_requests is set
+    assert (groups["hybrid-ngram"].max_running, groups["ar"].max_running) == (48, None)
+    assert groups["hybrid-ngram"].max_running_why.startswith("SGLang's default with speculative decoding")
+
+
+def test_plan_matches_sglang_on_the_27b_hybrid_and_caps_running_requests(tmp_path: Path) -> None:
+    """shared/gpu-host/NOTES.md §10.2, measured by sglang 0.5.17 on an H200 for the Qwen3.5-27B-shaped
+    hybrid (AR, mem_fraction_static 0.903): weights 50.162 GiB, KV 651,426 tokens, 248 state slots,
+    "max_running_requests is capped to 82 by the mamba state cache"."""
+    mk = _dummy_model_script()
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "config.json").write_text(json.dumps(mk.hybrid_config("qwen3.5-27b-hybrid", 262144)))
+    doc = {
+        "models": {"h": {"path": str(tmp_path / "h"), "load_format": "dummy"}},
+        "methods": {
+            "ar": {"backend": "sglang", "model": "h", "engine_args": {"mem_fraction_static": 0.903}},
+            "ngram": {"backend": "sglang", "model": "h", "speculative": {"algorithm": "ngram"}},
+        },
+        "workloads": {"throughput": {"concurrency": [32, 64]}},
+    }
+    m = parse(doc, "m.yaml")
+    gpu = plan.GPUBudget(143771 * 2**20, 4.8e12, "NVIDIA H200")
+    p = plan.make_plan(m.cells(), gpu)
+    ar, ngram = p.groups["ar-tp1"], p.groups["ngram-tp1"]
+    assert 0.99 < ar.weight_bytes_per_gpu / (50.162 * GiB) < 1.01
+    assert 0.98 < ar.kv_tokens_capacity / 651_426 < 1.03
+    assert 82 <= ar.max_running <= 86  # 253 slots // 3 = 84
+    # ngram on the same hybrid: fewer slots (12 draft-token states each), 16 requests at once
+    assert ngram.max_running == 16
+    note = p.cells["ngram-tp1-c32-out64"].note
+    assert note.startswith("queues: SGLang runs at most 16 of 32 requests at once (the state pool's 48 slots")
+    assert p.cells["ar-tp1-c64-out64"].note is None
