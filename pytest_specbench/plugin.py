@@ -138,8 +138,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--specbench-resume",
         metavar="PATH",
         default=None,
-        help="a results JSON of an earlier run that stopped halfway: its measured cells (same id, "
-        "same parameters) are skipped and copied into this run's JSON; failed and missing cells run",
+        help="a results JSON of an earlier run that stopped halfway: its measured cells (same id and "
+        "definition: method, model, engine args, workload) are skipped and copied into this run's JSON; "
+        "failed, missing and changed cells run",
     )
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
 
