@@ -176,6 +176,14 @@ def test_engine_failure_names_the_reason_from_the_log(tmp_path) -> None:
     assert "engine log says" not in failure_report("ar-crash-tp1: engine crashed", quiet)
     assert log_reason(tmp_path / "missing.log") is None
     assert log_reason(log.with_name("x")) is None
+    # an earlier run's failure in the same (appended) log is not this engine's reason
+    offset = log.stat().st_size
+    with log.open("a") as f:
+        f.write("[2026-11-30] scheduler started\n")
+    assert log_reason(log, offset) is None
+    assert failure_report("ar-crash-tp1: engine crashed", log, offset).splitlines()[2:] == [
+        "[2026-11-30] scheduler started"
+    ]
     for line in ("torch.OutOfMemoryError: CUDA out of memory.", "RuntimeError", "KeyboardInterrupt"):
         quiet.write_text(line + "\n")
         assert log_reason(quiet) == line
@@ -199,6 +207,7 @@ def test_warm_up_that_never_answers_fails_the_start(tmp_path, monkeypatch) -> No
 
     loop = asyncio.new_event_loop()
     eng.group, eng.log_path, eng.crashed, eng._children = SimpleNamespace(id="ar-tp1"), log, None, {}
+    eng.log_offset = 0
     eng.engine = SimpleNamespace(loop=loop)
     eng._warmup = never
     eng._kill_children = lambda: killed.append(True)

@@ -104,10 +104,20 @@ def args_hash(args: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
+def _read_log(path: Path, offset: int = 0) -> str | None:
+    """The log from byte ``offset`` on (where this engine's start began: the file is appended to
+    across runs and groups of the same id), or None without a log."""
     try:
-        text = path.read_text(errors="replace")
+        with path.open("rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
     except OSError:
+        return None
+
+
+def log_tail(path: Path, n: int = LOG_TAIL_LINES, offset: int = 0) -> str:
+    text = _read_log(path, offset)
+    if text is None:
         return "(no engine log)"
     # progress bars (CUDA graph capture) redraw with \r: they would push the reason out
     lines = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip() and "%|" not in ln]
@@ -117,24 +127,21 @@ def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
 
 
-def log_reason(path: Path) -> str | None:
+def log_reason(path: Path, offset: int = 0) -> str | None:
     """The last exception line of the engine log ("AttributeError: 'NoneType' object has no
     attribute 'dim'"): the reason, which a tail of a long traceback can cut off."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return None
-    for ln in reversed(text.replace("\r", "\n").splitlines()):
+    text = _read_log(path, offset)
+    for ln in reversed((text or "").replace("\r", "\n").splitlines()):
         if _EXC_LINE.match(ln.strip()):
             return ln.strip()[:500]
     return None
 
 
-def failure_report(what: str, path: Path) -> str:
+def failure_report(what: str, path: Path, offset: int = 0) -> str:
     """``what`` failed, the engine log's own reason on the next line, then the log's tail."""
-    why = log_reason(path)
+    why = log_reason(path, offset)
     head = f"{what}\nengine log says: {why}" if why else what
-    return f"{head}\n--- engine log tail ({path}) ---\n{log_tail(path)}"
+    return f"{head}\n--- engine log tail ({path}) ---\n{log_tail(path, offset=offset)}"
 
 
 class _StderrToFile:
@@ -177,6 +184,8 @@ class SGLangEngine:
             # SGLang refuses a context_length above the config's without this
             os.environ.setdefault("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
         t0 = time.perf_counter()
+        # this engine's part of the log: reasons and tails never come from an earlier run
+        self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with _StderrToFile(self.log_path):
             import sglang
             from sglang.srt.entrypoints.engine import Engine
@@ -190,7 +199,9 @@ class SGLangEngine:
                 self._kill_children()
                 raise EngineStartError(
                     failure_report(
-                        f"{group.id}: sglang.Engine failed to start: {type(e).__name__}: {e}", self.log_path
+                        f"{group.id}: sglang.Engine failed to start: {type(e).__name__}: {e}",
+                        self.log_path,
+                        self.log_offset,
                     )
                 ) from None
             start_s = time.perf_counter() - t1
@@ -283,6 +294,7 @@ class SGLangEngine:
             failure_report(
                 f"{self.group.id}: engine crashed ({self.crashed}); the group's remaining cells fail",
                 self.log_path,
+                self.log_offset,
             )
         )
 
@@ -388,6 +400,7 @@ class SGLangEngine:
                     f"{self.group.id}: the warm-up request after the start got no answer within "
                     f"{WARMUP_TIMEOUT_S:g} s",
                     self.log_path,
+                    self.log_offset,
                 )
             ) from None
         finally:
