@@ -129,3 +129,20 @@ def speedups(
 def _axes(r: dict[str, Any]) -> tuple[Any, ...]:
     p = r["params"]
     return tuple(sorted((k, str(v)) for k, v in p.items() if k != "method"))
+
+
+ORACLE_TOLERANCE = 1e-6
+
+
+def oracle_check(method: Any, accept: float | None) -> dict[str, Any]:
+    """Draft = target ("oracle"): every draft token must be accepted, so the accept length must
+    be num_steps + 1 (standalone) or num_draft_tokens + 1 (draft). Empty for other methods."""
+    spec = method.speculative
+    draft = method.draft_model
+    if spec is None or draft is None or draft.path != method.model.path:
+        return {}
+    expected = spec.expected_oracle_accept
+    if expected is None:
+        return {}
+    exact = accept is not None and abs(accept - expected) <= ORACLE_TOLERANCE
+    return {"oracle_accept_expected": expected, "oracle_exact": exact}

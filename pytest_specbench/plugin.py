@@ -514,7 +514,11 @@ class CellRunner:
             "round_times": run.round_times,
             "warmup": cell.workload.warmup,
             "metrics": jsonable(m),
-            "extra_info": {**jsonable(run.extra), "cell_fingerprint": cell.fingerprint()},
+            "extra_info": {
+                **jsonable(run.extra),
+                **metrics.oracle_check(cell.method, m.get("accept_length")),
+                "cell_fingerprint": cell.fingerprint(),
+            },
             "worker": _state(self.item.config).worker,
         }
         self.item.user_properties.append((RESULT_PROP, result))

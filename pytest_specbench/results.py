@@ -170,6 +170,18 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
         pve = report.planned_vs_engine(e)
         if pve:
             out.append(pve)
+    oracle = [b for b in st.doc["benchmarks"] if "oracle_exact" in b["extra_info"]]
+    if oracle:
+        off = [b for b in oracle if not b["extra_info"]["oracle_exact"]]
+        out.append(
+            f"oracle (draft = target): {len(oracle) - len(off)} of {len(oracle)} cells accept exactly "
+            "steps + 1"
+            + "".join(
+                f"; {b['param']}: {b['extra_info'].get('accept_length')!r}, expected "
+                f"{b['extra_info']['oracle_accept_expected']}"
+                for b in off
+            )
+        )
     for f in spec["failed_cells"]:
         out.append(f"failed: {f['nodeid']} ({f['phase']}): {failure_headline(f)}")
     target = config.getoption("benchmark_json", None)
