@@ -524,6 +524,13 @@ def plan_group(
             gp.max_running_why = "SGLang's default with speculative decoding; set max_running_requests"
     if gp.state_bytes_per_request and m.backend == "sglang":
         state, slots, how = sglang_state_pool(group, free, gp.state_bytes_per_request)
+        if slots <= 0:  # SGLang 0.5.17 raises "Not enough GPU memory for hybrid ... state cache"
+            gp.error = (
+                f"{free / GiB:.2f} GiB per GPU left after the weights at TP={group.tp} hold no "
+                f"linear-attention state slot ({gp.state_bytes_per_request / 2**20:.1f} MiB per request): "
+                "SGLang refuses to start; raise mem_fraction_static or TP"
+            )
+            return gp
         free -= state
         gp.state_pool_bytes_per_gpu = state
         gp.notes.append(how)

@@ -345,3 +345,12 @@ def test_plan_matches_sglang_on_the_27b_hybrid_and_caps_running_requests(tmp_pat
     note = p.cells["ngram-tp1-c32-out64"].note
     assert note.startswith("queues: SGLang runs at most 16 of 32 requests at once (the state pool's 48 slots")
     assert p.cells["ar-tp1-c64-out64"].note is None
+    # memory for the weights but not one state slot: SGLang refuses to start, the plan says so
+    doc["methods"] = {
+        "ar": {"backend": "sglang", "model": "h", "engine_args": {"mem_fraction_static": 0.358}}
+    }
+    p = plan.make_plan(parse(doc, "m.yaml").cells(), gpu)
+    assert "hold no linear-attention state slot (146.8 MiB per request): SGLang refuses to start" in (
+        p.groups["ar-tp1"].error
+    )
+    assert not p.cells["ar-tp1-c32-out64"].feasible
