@@ -102,21 +102,27 @@ def _fmt(v: Any, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+# per-cell columns of the terminal table and the Markdown report: (header, extra_info key,
+# format, terminal width; None: Markdown only)
+COLUMNS = (
+    ("tok/s", "output_tokens_per_s", ".1f", 10),
+    ("accept", "accept_length", ".3f", 7),
+    ("vs ar", "speedup_vs_ar", ".2f", 6),
+    ("ttft p50 ms", "ttft_ms_p50", ".1f", 12),
+    ("tpot p50 ms", "tpot_ms_p50", ".2f", None),
+    ("lat p50 s", "latency_s_p50", ".3f", 10),
+)
+
+
 def table(doc: dict[str, Any]) -> list[str]:
     """Rows for the terminal summary: one per cell, grouped by workload."""
-    head = (
-        f"{'cell':<48} {'tok/s':>10} {'accept':>7} {'vs ar':>6} {'ttft p50 ms':>12} "
-        f"{'lat p50 s':>10} {'err':>4}"
-    )
+    cols = [(h, k, f, w) for h, k, f, w in COLUMNS if w is not None]
+    head = f"{'cell':<48} " + " ".join(f"{h:>{w}}" for h, _, _, w in cols) + f" {'err':>4}"
     lines = [head, "-" * len(head)]
     for b in doc["benchmarks"]:
         e = b["extra_info"]
-        lines.append(
-            f"{b['param']:<48} {_fmt(e.get('output_tokens_per_s'), '10.1f')} "
-            f"{_fmt(e.get('accept_length'), '7.3f')} {_fmt(e.get('speedup_vs_ar'), '6.2f')} "
-            f"{_fmt(e.get('ttft_ms_p50'), '12.1f')} {_fmt(e.get('latency_s_p50'), '10.3f')} "
-            f"{e.get('errors', 0):>4}"
-        )
+        vals = " ".join(_fmt(e.get(k), f"{w}{f}") for _, k, f, w in cols)
+        lines.append(f"{b['param']:<48} {vals} {e.get('errors', 0):>4}")
     return lines
 
 
@@ -153,20 +159,11 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     from .results import failure_headline
 
     lines = [
-        "| cell | tok/s | accept | vs ar | ttft p50 ms | tpot p50 ms | lat p50 s | err |",
-        "|---|---|---|---|---|---|---|---|",
+        "| cell | " + " | ".join(h for h, _, _, _ in COLUMNS) + " | err |",
+        "|---" * (len(COLUMNS) + 2) + "|",
     ]
     for cell, e in _rows(doc).items():
-        cols = [
-            cell,
-            _fmt(e.get("output_tokens_per_s"), ".1f"),
-            _fmt(e.get("accept_length"), ".3f"),
-            _fmt(e.get("speedup_vs_ar"), ".2f"),
-            _fmt(e.get("ttft_ms_p50"), ".1f"),
-            _fmt(e.get("tpot_ms_p50"), ".2f"),
-            _fmt(e.get("latency_s_p50"), ".3f"),
-            str(e.get("errors", 0)),
-        ]
+        cols = [cell, *(_fmt(e.get(k), f) for _, k, f, _ in COLUMNS), str(e.get("errors", 0))]
         lines.append(f"| {' | '.join(cols)} |")
     spec = doc.get("specbench") or {}
     for f in spec.get("failed_cells") or []:

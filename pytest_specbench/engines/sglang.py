@@ -273,12 +273,12 @@ class SGLangEngine:
         import psutil
 
         for pid, title in self._children.items():
+            name = f"engine process {pid} ({' '.join(title.split())[:60]})"  # titles are space-padded
             try:
-                p = psutil.Process(pid)
-                if p.status() == psutil.STATUS_ZOMBIE:
-                    return f"engine process {pid} ({' '.join(title.split())[:60]}) {exit_status(pid)}"
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    return f"{name} {exit_status(pid)}"
             except psutil.NoSuchProcess:
-                return f"engine process {pid} ({' '.join(title.split())[:60]}) is gone"
+                return f"{name} is gone"
         return None
 
     async def _watchdog(self) -> None:
