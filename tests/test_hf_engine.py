@@ -100,3 +100,32 @@ def test_prompts_are_exact_and_distinct() -> None:
     ps = prompts.make_prompts(tok, 300, 6, seed=1)
     assert all(len(p) == 300 for p in ps)
     assert len({p[:32] for p in ps}) == 6
+
+
+def test_oracle_check_for_draft_equal_target() -> None:
+    from pytest_specbench.metrics import oracle_check
+
+    assert oracle_check(MATRIX.method("ar"), None) == {}
+    assert oracle_check(MATRIX.method("draft"), 2.5) == {}  # another draft model: no oracle
+    assert oracle_check(MATRIX.method("draft-oracle"), 4.0) == {
+        "oracle_accept_expected": 4,
+        "oracle_exact": True,
+    }
+    sa = parse(
+        {
+            "models": {"t": "embedded:tiny"},
+            "methods": {
+                "sa": {
+                    "backend": "sglang",
+                    "model": "t",
+                    "speculative": {"algorithm": "standalone", "draft_model": "t", "num_steps": 3},
+                }
+            },
+            "workloads": {"throughput": {}},
+        },
+        "m.yaml",
+    ).method("sa")
+    assert oracle_check(sa, 4.0) == {"oracle_accept_expected": 4, "oracle_exact": True}
+    # the H200's standalone at c32 with 2 waves: 3.998048 is not exact
+    assert oracle_check(sa, 3.9980478282088825)["oracle_exact"] is False
+    assert oracle_check(sa, None)["oracle_exact"] is False

@@ -89,39 +89,3 @@ def test_planned_vs_engine_line() -> None:
         "; GPU memory held after start 120,382 MiB per GPU (NVML), planned static 115,016 MiB "
         "(weights + KV + state; the rest is CUDA graphs, context, activations)"
     )
-
-
-def test_oracle_check_for_draft_equal_target() -> None:
-    from pytest_specbench.matrix import parse
-    from pytest_specbench.metrics import oracle_check
-
-    doc = {
-        "models": {"t": "embedded:tiny", "d": "embedded:tiny-draft"},
-        "methods": {
-            "ar": {"backend": "hf", "model": "t"},
-            "oracle": {
-                "backend": "hf",
-                "model": "t",
-                "speculative": {"algorithm": "draft", "draft_model": "t", "num_draft_tokens": 3},
-            },
-            "draft": {
-                "backend": "hf",
-                "model": "t",
-                "speculative": {"algorithm": "draft", "draft_model": "d"},
-            },
-            "sa": {
-                "backend": "sglang",
-                "model": "t",
-                "speculative": {"algorithm": "standalone", "draft_model": "t", "num_steps": 3},
-            },
-        },
-        "workloads": {"throughput": {}},
-    }
-    m = parse(doc, "m.yaml")
-    assert oracle_check(m.method("ar"), None) == {}
-    assert oracle_check(m.method("draft"), 2.5) == {}  # another draft model: no oracle
-    assert oracle_check(m.method("sa"), 4.0) == {"oracle_accept_expected": 4, "oracle_exact": True}
-    # the H200's standalone at c32 with 2 waves: 3.998048 is not exact
-    assert oracle_check(m.method("sa"), 3.9980478282088825)["oracle_exact"] is False
-    assert oracle_check(m.method("sa"), None)["oracle_exact"] is False
-    assert oracle_check(m.method("oracle"), 4.0) == {"oracle_accept_expected": 4, "oracle_exact": True}
