@@ -523,7 +523,7 @@ def plan_group(
             gp.max_running = SGLANG_SPEC_MAX_RUNNING
             gp.max_running_why = "SGLang's default with speculative decoding; set max_running_requests"
     if gp.state_bytes_per_request and m.backend == "sglang":
-        state, slots, how = sglang_state_pool(group, free, gp.state_bytes_per_request)
+        state, slots, how = sglang_state_pool(group, free, gp.state_bytes_per_request, gp.max_running)
         if slots <= 0:  # SGLang 0.5.17 raises "Not enough GPU memory for hybrid ... state cache"
             gp.error = (
                 f"{free / GiB:.2f} GiB per GPU left after the weights at TP={group.tp} hold no "
@@ -552,13 +552,15 @@ SGLANG_SPEC_MAX_RUNNING = 48
 NGRAM_DEFAULT_DRAFT_TOKENS = 12
 
 
-def sglang_state_pool(group: EngineGroup, free: int, per_req: int) -> tuple[int, int, str]:
+def sglang_state_pool(
+    group: EngineGroup, free: int, per_req: int, running: int | None
+) -> tuple[int, int, str]:
     """Bytes per GPU SGLang 0.5.17 gives a hybrid model's linear-attention (GDN/Mamba) state pool
     out of the memory left after the weights; the KV cache gets the rest. Without speculation
     the pool is free x r / (1 + r), r = mamba_full_memory_ratio (0.9): the KV cache gets
     1 / 1.9 of it. With speculation the same budget also holds D draft-token states per running
-    request, so fewer slots are made and the unused part goes back to the KV cache.
-    Returns (bytes, slots, note)."""
+    request (``running``: the group's max running requests), so fewer slots are made and the
+    unused part goes back to the KV cache. Returns (bytes, slots, note)."""
     args = dict(group.method.engine_args)
     r = float(args.get("mamba_full_memory_ratio", 0.9))
     spec = group.method.speculative
@@ -573,7 +575,7 @@ def sglang_state_pool(group: EngineGroup, free: int, per_req: int) -> tuple[int,
     )
     ratio = SGLANG_STATE_SLOTS_PER_REQUEST
     k = int(slots) if slots else int((budget - per_req * (1 + d)) // (per_req * (1 + d / ratio)))
-    running = int(args.get("max_running_requests") or SGLANG_SPEC_MAX_RUNNING)
+    running = running or SGLANG_SPEC_MAX_RUNNING
     inter = per_req * (min(running, k // ratio) + 1) * d
     return (
         (k + 1) * per_req + inter,
