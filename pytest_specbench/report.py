@@ -68,6 +68,26 @@ def benchmark_entry(
     }
 
 
+def result_of_entry(b: dict[str, Any], group: str, extra_info: dict[str, Any]) -> dict[str, Any]:
+    """``benchmark_entry`` backwards: a cell's result from its JSON entry (``--specbench-resume``).
+    The speedup and its baseline are left out: the run that copies the entry recomputes them."""
+    metrics = dict(b.get("extra_info") or {})
+    group = metrics.pop("engine_group", group)
+    metrics.pop("speedup_vs_ar", None)
+    metrics.pop("speedup_baseline", None)
+    return {
+        "nodeid": b.get("fullname", ""),
+        "name": b.get("name", ""),
+        "cell_id": b["param"],
+        "group": group,
+        "params": b["params"],
+        "round_times": list((b.get("stats") or {}).get("data") or []),
+        "warmup": (b.get("options") or {}).get("warmup", 0),
+        "metrics": metrics,
+        "extra_info": extra_info,
+    }
+
+
 def build(
     results: Sequence[dict[str, Any]],
     *,

@@ -55,23 +55,9 @@ def load_resume(path: Path, matrix: Any) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for b in benchmarks:
         cell = cells.get(b.get("param"))
-        extra = dict(b.get("extra_info") or {})
-        if cell is None or extra.get("cell_fingerprint") != cell.fingerprint():
+        if cell is None or (b.get("extra_info") or {}).get("cell_fingerprint") != cell.fingerprint():
             continue  # not in this matrix, or defined differently now: run it
-        group = extra.pop("engine_group", cell.group.id)
-        extra.pop("speedup_vs_ar", None)  # recomputed with this run's baseline cells
-        extra.pop("speedup_baseline", None)
-        out[cell.id] = {
-            "nodeid": b.get("fullname", ""),
-            "name": b.get("name", ""),
-            "cell_id": cell.id,
-            "group": group,
-            "params": b["params"],
-            "round_times": list((b.get("stats") or {}).get("data") or []),
-            "warmup": (b.get("options") or {}).get("warmup", 0),
-            "metrics": extra,
-            "extra_info": {"resumed_from": str(path)},
-        }
+        out[cell.id] = report.result_of_entry(b, cell.group.id, {"resumed_from": str(path)})
     return out
 
 
