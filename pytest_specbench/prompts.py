@@ -37,14 +37,18 @@ def passages(text_dir: str | None = None) -> tuple[str, ...]:
     return tuple(out)
 
 
-_ENCODED: dict[int, list[list[int]]] = {}
+# id(tokenizer) -> (tokenizer, encoded passages). The tokenizer is kept with its entry: an id is
+# only unique while its object lives, and a collected tokenizer's id can come back for another
+# one (CI once got a byte-level test tokenizer's encodings for the embedded model's tokenizer).
+_ENCODED: dict[int, tuple[Any, list[list[int]]]] = {}
 
 
 def _encoded_passages(tokenizer: Any) -> list[list[int]]:
-    key = id(tokenizer)
-    if key not in _ENCODED:
-        _ENCODED[key] = [tokenizer.encode(p + "\n\n", add_special_tokens=False) for p in passages()]
-    return _ENCODED[key]
+    hit = _ENCODED.get(id(tokenizer))
+    if hit is None or hit[0] is not tokenizer:
+        hit = (tokenizer, [tokenizer.encode(p + "\n\n", add_special_tokens=False) for p in passages()])
+        _ENCODED[id(tokenizer)] = hit
+    return hit[1]
 
 
 def exact_prompt(tokenizer: Any, n_tokens: int, seed: int) -> tuple[int, ...]:

@@ -87,6 +87,19 @@ def test_long_context_prompts_are_exact_and_distinct(n: int) -> None:
         assert shared < 16, f"requests {a} and {b} share a {shared}-token prefix"
 
 
+def test_prompt_cache_is_not_fooled_by_a_reused_object_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI once failed: a collected byte-level tokenizer's id came back for the tiny tokenizer,
+    and its cached encodings were returned (30000 ids that decoded to mojibake)."""
+    from fake_engine import FakeTokenizer
+
+    tok = _tiny_tokenizer()
+    stale = FakeTokenizer()
+    monkeypatch.setitem(prompts._ENCODED, id(tok), (stale, [[104, 101, 32]] * 8))
+    (p,) = prompts.make_prompts(tok, 500, 1, seed=3)
+    assert len(tok.encode(tok.decode(list(p)), add_special_tokens=False)) == 500
+    assert prompts._ENCODED[id(tok)][0] is tok
+
+
 def test_open_loop_counts_client_queue_time() -> None:
     class SlowEngine:
         async def agenerate(self, req: Request) -> RequestRecord:
