@@ -174,6 +174,31 @@ def _rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {b["param"]: b["extra_info"] for b in doc.get("benchmarks", [])}
 
 
+def _work(doc: dict[str, Any]) -> dict[str, tuple[float, float] | None]:
+    """Per cell, what one timed round measured: (requests per round, prompt tokens per request).
+    Two runs' cells compare only when these agree (the number of rounds may differ)."""
+    out: dict[str, tuple[float, float] | None] = {}
+    for b in doc.get("benchmarks", []):
+        e, rounds = b["extra_info"], len((b.get("stats") or {}).get("data") or [])
+        n, p = e.get("requests"), e.get("prompt_tokens")
+        out[b["param"]] = (round(n / rounds, 3), round(p / n, 3)) if n and p and rounds else None
+    return out
+
+
+def _redefined(old: dict[str, Any], new: dict[str, Any]) -> dict[str, str]:
+    """Cells in both runs whose rounds measured different work, with what differs."""
+    wa, wb = _work(old), _work(new)
+    out = {}
+    for cell in (c for c in wa if c in wb):
+        a, b = wa[cell], wb[cell]
+        if a and b and a != b:
+            names = ("requests per round", "prompt tokens per request")
+            out[cell] = ", ".join(
+                f"{n} {x:g} -> {y:g}" for n, x, y in zip(names, a, b, strict=True) if x != y
+            )
+    return out
+
+
 def markdown(doc: dict[str, Any]) -> list[str]:
     """One results JSON as a Markdown table, then its failed cells (with the engine's reason)."""
     from .results import failure_headline
@@ -197,6 +222,7 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Two results JSONs cell by cell: throughput (and new/old) and acceptance length, which
     ``pytest-benchmark compare`` (round times only) does not show."""
     a, b = _rows(old), _rows(new)
+    redefined = _redefined(old, new)
     lines = [
         "| cell | tok/s old | tok/s new | new/old | accept old | accept new |",
         "|---|---|---|---|---|---|",
@@ -209,25 +235,94 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             cell,
             _fmt(ta, ".1f") if cell in a else "absent",
             _fmt(tb, ".1f") if cell in b else "absent",
-            _fmt(ratio, ".3f"),
+            "other work" if cell in redefined else _fmt(ratio, ".3f"),
             _fmt(ea.get("accept_length"), ".3f"),
             _fmt(eb.get("accept_length"), ".3f"),
         ]
         lines.append(f"| {' | '.join(cols)} |")
+    for cell, why in redefined.items():
+        lines.append(f"- `{cell}` measured other work in the two runs ({why}): not compared")
     return lines
+
+
+def regressions(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    max_tok_s_drop: float | None = None,
+    max_accept_drop: float | None = None,
+) -> list[str]:
+    """Cells of NEW worse than OLD beyond the allowed fractions (higher is better for both, which
+    ``pytest-benchmark compare --benchmark-compare-fail`` cannot gate: it fails only when a time
+    goes up). A cell measured in OLD that failed in NEW is a regression too; one NEW did not run
+    (another ``-k``, skipped) is only shown as absent in the comparison table."""
+    if max_tok_s_drop is None and max_accept_drop is None:
+        return []
+    a, b = _rows(old), _rows(new)
+    failed = {f["cell"]: f for f in (new.get("specbench") or {}).get("failed_cells") or []}
+    redefined = _redefined(old, new)
+    out = []
+    for cell, ea in a.items():
+        if cell in failed:
+            from .results import failure_headline
+
+            out.append(
+                f"{cell}: measured in the old run, failed in the new one: {failure_headline(failed[cell])}"
+            )
+            continue
+        if cell not in b or cell in redefined:
+            continue
+        eb = b[cell]
+        for key, label, limit in (
+            ("output_tokens_per_s", "tok/s", max_tok_s_drop),
+            ("accept_length", "accept length", max_accept_drop),
+        ):
+            va, vb = ea.get(key), eb.get(key)
+            if limit is None or not va or vb is None:
+                continue
+            if vb < va * (1 - limit):
+                out.append(
+                    f"{cell}: {label} {va:.3f} -> {vb:.3f} (new/old {vb / va:.3f}, "
+                    f"allowed down to {1 - limit:.3f})"
+                )
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m pytest_specbench.report RUN.json`` (a Markdown table) or
-    ``python -m pytest_specbench.report OLD.json NEW.json`` (cell by cell)."""
+    ``python -m pytest_specbench.report OLD.json NEW.json`` (cell by cell; with
+    ``--max-tok-s-drop`` / ``--max-accept-drop`` it exits 1 when a cell got worse than allowed)."""
     import argparse
     from pathlib import Path
 
+    def fraction(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = -1.0
+        if not 0 <= v < 1:
+            raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), e.g. 0.05 for 5%; got {text!r}")
+        return v
+
     ap = argparse.ArgumentParser(prog="python -m pytest_specbench.report", description=main.__doc__)
     ap.add_argument("json", nargs="+", help="one results JSON, or two to compare (old, new)")
+    ap.add_argument(
+        "--max-tok-s-drop",
+        type=fraction,
+        metavar="F",
+        help="with two JSONs: exit 1 when a cell's output tok/s is below old x (1 - F)",
+    )
+    ap.add_argument(
+        "--max-accept-drop",
+        type=fraction,
+        metavar="F",
+        help="with two JSONs: exit 1 when a cell's acceptance length is below old x (1 - F)",
+    )
     args = ap.parse_args(argv)
     if len(args.json) > 2:
         ap.error(f"give one results JSON or two (old new); got {len(args.json)}")
+    gated = args.max_tok_s_drop is not None or args.max_accept_drop is not None
+    if gated and len(args.json) != 2:
+        ap.error("--max-tok-s-drop / --max-accept-drop compare two results JSONs (old new)")
     docs = []
     for p in args.json:
         try:
@@ -236,8 +331,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError, KeyError, TypeError) as e:
             ap.error(f"{p}: not a results JSON ({type(e).__name__}: {e})")
         docs.append(doc)
-    print("\n".join(markdown(docs[0]) if len(docs) == 1 else compare(docs[0], docs[1])))
-    return 0
+    if len(docs) == 1:
+        print("\n".join(markdown(docs[0])))
+        return 0
+    print("\n".join(compare(docs[0], docs[1])))
+    bad = regressions(docs[0], docs[1], args.max_tok_s_drop, args.max_accept_drop)
+    if gated:
+        print(f"\n{len(bad)} regression(s) against {args.json[0]}" + (":" if bad else ""))
+        for line in bad:
+            print(f"- {line}")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -66,3 +66,83 @@ def test_bad_input_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[
         main([str(bad)])
     assert e.value.code == 2
     assert f"{bad}: not a results JSON (TypeError" in capsys.readouterr().err
+
+
+def test_regression_gate_for_higher_is_better_metrics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pytest-benchmark's compare gate fails only when a time goes up; tok/s and acceptance need
+    their own: a drop beyond the allowed fraction, or a cell gone from the new run, exits 1."""
+    old = tmp_path / "old.json"
+    new = tmp_path / "new.json"
+    old.write_text(
+        json.dumps(
+            _doc(
+                {
+                    "ar-tp1-c1-out256": (500.0, None),
+                    "ngram-tp1-c1-out256": (1000.0, 9.5),
+                    "sa-tp1-c1-out256": (400.0, 4.0),
+                }
+            )
+        )
+    )
+    crash = {"cell": "sa-tp1-c1-out256", "phase": "call", "error": "EngineCrashed: sa-tp1 died", "reason": ""}
+    new.write_text(
+        json.dumps(_doc({"ar-tp1-c1-out256": (480.0, None), "ngram-tp1-c1-out256": (990.0, 9.0)}, [crash]))
+    )
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.05"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2:] == [
+        f"1 regression(s) against {old}:",
+        "- sa-tp1-c1-out256: measured in the old run, failed in the new one: EngineCrashed: sa-tp1 died",
+    ]
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.05", "--max-accept-drop", "0.02"]) == 1
+    assert capsys.readouterr().out.splitlines()[-3:] == [
+        f"2 regression(s) against {old}:",
+        "- ngram-tp1-c1-out256: accept length 9.500 -> 9.000 (new/old 0.947, allowed down to 0.980)",
+        "- sa-tp1-c1-out256: measured in the old run, failed in the new one: EngineCrashed: sa-tp1 died",
+    ]
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.03"]) == 1
+    assert capsys.readouterr().out.splitlines()[-3:-1] == [
+        f"2 regression(s) against {old}:",
+        "- ar-tp1-c1-out256: tok/s 500.000 -> 480.000 (new/old 0.960, allowed down to 0.970)",
+    ]
+    # within the allowed drops, and a cell not run (another -k) is no regression: exit 0
+    new.write_text(json.dumps(_doc({"ar-tp1-c1-out256": (480.0, None), "ngram-tp1-c1-out256": (990.0, 9.4)})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.05", "--max-accept-drop", "0.02"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"0 regression(s) against {old}"
+    with pytest.raises(SystemExit) as e:
+        main([str(old), str(new), "--max-tok-s-drop", "5"])
+    assert e.value.code == 2
+    assert "expected a fraction in [0, 1), e.g. 0.05 for 5%; got '5'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([str(new), "--max-accept-drop", "0.02"])
+    assert "compare two results JSONs (old new)" in capsys.readouterr().err
+
+
+def test_cells_that_measured_other_work_are_not_compared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Same id, other per-round work (e.g. `waves: 1` instead of 2 x concurrency): no ratio, no gate."""
+
+    def doc(requests: int, rounds: int, tps: float) -> dict:
+        d = _doc({"ar-tp1-c1-out256": (tps, None)})
+        d["benchmarks"][0]["extra_info"].update(requests=requests, prompt_tokens=128 * requests)
+        d["benchmarks"][0]["stats"] = {"data": [1.0] * rounds}
+        return d
+
+    old, new, same = tmp_path / "old.json", tmp_path / "new.json", tmp_path / "same.json"
+    old.write_text(json.dumps(doc(4, 2, 500.0)))
+    new.write_text(json.dumps(doc(3, 3, 400.0)))
+    same.write_text(json.dumps(doc(6, 3, 400.0)))  # 2 per round, as old: compared
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.05"]) == 0
+    assert capsys.readouterr().out.splitlines()[2:] == [
+        "| ar-tp1-c1-out256 | 500.0 | 400.0 | other work | - | - |",
+        "- `ar-tp1-c1-out256` measured other work in the two runs (requests per round 2 -> 1): not compared",
+        "",
+        f"0 regression(s) against {old}",
+    ]
+    assert main([str(old), str(same), "--max-tok-s-drop", "0.05"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "- ar-tp1-c1-out256: tok/s 500.000 -> 400.000 (new/old 0.800, allowed down to 0.950)"
+    )
