@@ -215,7 +215,64 @@ def markdown(doc: dict[str, Any]) -> list[str]:
         lines.append(f"- failed `{f['cell']}` ({f['phase']}): {failure_headline(f)}")
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
-    return lines
+    return lines + best_methods(doc)
+
+
+def _method_summary(r: dict[str, Any]) -> str:
+    parts = []
+    if r.get("speedup_vs_ar") is not None:
+        parts.append(f"x{r['speedup_vs_ar']:.2f}")
+    if r.get("accept_length"):
+        parts.append(f"accept {r['accept_length']:.2f}")
+    return f"{r['method']} {r['output_tokens_per_s']:.1f}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def best_methods(doc: dict[str, Any]) -> list[str]:
+    """The decision view: for each cell shape (workload, TP, concurrency, prompt and output
+    tokens, other axes, and the target model, named by its AR baseline) measured with two or more
+    methods, the methods ranked by output tok/s. Empty when no shape has two methods."""
+    shapes: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for b in doc.get("benchmarks", []):
+        e = b["extra_info"]
+        if not e.get("output_tokens_per_s") or "method" not in (b.get("params") or {}):
+            continue
+        p = dict(b["params"])
+        method = p.pop("method")
+        key = (e.get("speedup_baseline") or "-", *sorted((k, str(v)) for k, v in p.items()))
+        shapes.setdefault(key, []).append({"method": method, **e})
+    several_models = len({k[0] for k in shapes}) > 1
+    lines = []
+    for key, rows in shapes.items():
+        if len(rows) < 2:
+            continue
+        rows.sort(key=lambda r: -r["output_tokens_per_s"])
+        axes = dict(key[1:])
+        shape = " ".join(
+            f"{label}{axes.pop(k)}"
+            for k, label in (
+                ("workload", ""),
+                ("tp", "tp"),
+                ("concurrency", "c"),
+                ("context_tokens", "in"),
+                ("output_tokens", "out"),
+            )
+            if k in axes
+        )
+        shape += "".join(f" {k}={v}" for k, v in axes.items())
+        if several_models:
+            shape += f" (model of {key[0]})"
+        ranked = ", ".join(_method_summary(r) for r in rows)
+        lines.append(f"| {shape} | **{rows[0]['method']}** | {ranked} |")
+    if not lines:
+        return []
+    return [
+        "",
+        "Fastest method per cell shape (output tok/s; x: speedup vs the AR method of the same model):",
+        "",
+        "| shape | fastest | all methods, fastest first |",
+        "|---|---|---|",
+        *lines,
+    ]
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -146,3 +146,41 @@ def test_cells_that_measured_other_work_are_not_compared(
     assert capsys.readouterr().out.splitlines()[-1] == (
         "- ar-tp1-c1-out256: tok/s 500.000 -> 400.000 (new/old 0.800, allowed down to 0.950)"
     )
+
+
+def test_fastest_method_per_shape() -> None:
+    """The decision view ranks the methods of one shape and one target model; a shape measured
+    with one method only, and cells without throughput, are left out."""
+    from pytest_specbench.report import best_methods
+
+    def entry(method: str, c: int, tps: float | None, base: str, sp: float | None, acc: float | None) -> dict:
+        params = {"method": method, "tp": 1, "workload": "throughput", "concurrency": c}
+        params.update(context_tokens=128, output_tokens=256)
+        extra = {
+            "output_tokens_per_s": tps,
+            "speedup_vs_ar": sp,
+            "accept_length": acc,
+            "speedup_baseline": base,
+        }
+        return {"param": f"{method}-c{c}", "params": params, "extra_info": extra}
+
+    doc = {
+        "benchmarks": [
+            entry("ar", 1, 500.0, "ar", 1.0, None),
+            entry("ngram", 1, 1680.5, "ar", 3.361, 9.846),
+            entry("standalone", 1, 410.5, "ar", 0.821, 4.0),
+            entry("hybrid-ar", 1, 592.7, "hybrid-ar", 1.0, None),
+            entry("hybrid-ngram", 1, 2615.2, "hybrid-ar", 4.412, 10.24),
+            entry("ar", 32, 11462.1, "ar", 1.0, None),
+            entry("ngram", 32, None, "ar", None, None),  # failed: no throughput
+        ]
+    }
+    assert best_methods(doc)[3:] == [
+        "| shape | fastest | all methods, fastest first |",
+        "|---|---|---|",
+        "| throughput tp1 c1 in128 out256 (model of ar) | **ngram** | ngram 1680.5 (x3.36, accept 9.85), "
+        "ar 500.0 (x1.00), standalone 410.5 (x0.82, accept 4.00) |",
+        "| throughput tp1 c1 in128 out256 (model of hybrid-ar) | **hybrid-ngram** | "
+        "hybrid-ngram 2615.2 (x4.41, accept 10.24), hybrid-ar 592.7 (x1.00) |",
+    ]
+    assert best_methods({"benchmarks": doc["benchmarks"][5:]}) == []
