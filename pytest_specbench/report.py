@@ -119,7 +119,11 @@ def dumps(doc: dict[str, Any]) -> str:
 
 
 def _fmt(v: Any, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
+    """``v`` formatted, or "-" (right-aligned to the spec's width) when it is None."""
+    if v is None:
+        width = spec[: len(spec) - len(spec.lstrip("0123456789"))]
+        return format("-", f">{width}") if width else "-"
+    return format(v, spec)
 
 
 # per-cell columns of the terminal table and the Markdown report: (header, extra_info key,
@@ -218,7 +222,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     return lines + best_methods(doc)
 
 
-def _method_summary(r: dict[str, Any]) -> str:
+def method_summary(r: dict[str, Any]) -> str:
     parts = []
     if r.get("speedup_vs_ar") is not None:
         parts.append(f"x{r['speedup_vs_ar']:.2f}")
@@ -227,10 +231,10 @@ def _method_summary(r: dict[str, Any]) -> str:
     return f"{r['method']} {r['output_tokens_per_s']:.1f}" + (f" ({', '.join(parts)})" if parts else "")
 
 
-def best_methods(doc: dict[str, Any]) -> list[str]:
-    """The decision view: for each cell shape (workload, TP, concurrency, prompt and output
-    tokens, other axes, and the target model, named by its AR baseline) measured with two or more
-    methods, the methods ranked by output tok/s. Empty when no shape has two methods."""
+def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """For each cell shape (workload, TP, concurrency, prompt and output tokens, other axes, and
+    the target model, named by its AR baseline) measured with two or more methods: a label and
+    the methods' extra_info (plus "method"), fastest output tok/s first."""
     shapes: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for b in doc.get("benchmarks", []):
         e = b["extra_info"]
@@ -241,15 +245,15 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
         key = (e.get("speedup_baseline") or "-", *sorted((k, str(v)) for k, v in p.items()))
         shapes.setdefault(key, []).append({"method": method, **e})
     several_models = len({k[0] for k in shapes}) > 1
-    lines = []
+    out = []
     for key, rows in shapes.items():
         if len(rows) < 2:
             continue
         rows.sort(key=lambda r: -r["output_tokens_per_s"])
         axes = dict(key[1:])
-        shape = " ".join(
-            f"{label}{axes.pop(k)}"
-            for k, label in (
+        label = " ".join(
+            f"{prefix}{axes.pop(k)}"
+            for k, prefix in (
                 ("workload", ""),
                 ("tp", "tp"),
                 ("concurrency", "c"),
@@ -258,11 +262,20 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
             )
             if k in axes
         )
-        shape += "".join(f" {k}={v}" for k, v in axes.items())
+        label += "".join(f" {k}={v}" for k, v in axes.items())
         if several_models:
-            shape += f" (model of {key[0]})"
-        ranked = ", ".join(_method_summary(r) for r in rows)
-        lines.append(f"| {shape} | **{rows[0]['method']}** | {ranked} |")
+            label += f" (model of {key[0]})"
+        out.append((label, rows))
+    return out
+
+
+def best_methods(doc: dict[str, Any]) -> list[str]:
+    """The decision view as Markdown: per shape (ranked_shapes) the fastest method and every
+    method ranked. Empty when no shape has two methods."""
+    lines = [
+        f"| {label} | **{rows[0]['method']}** | {', '.join(method_summary(r) for r in rows)} |"
+        for label, rows in ranked_shapes(doc)
+    ]
     if not lines:
         return []
     return [

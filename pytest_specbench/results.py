@@ -152,6 +152,10 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             f"resumed: {len(spec['resumed_cells'])} cells copied from "
             f"{config.getoption('specbench_resume')} (not run again)"
         )
+    shapes = report.ranked_shapes(st.doc)
+    if shapes:
+        out.append("fastest method per cell shape (output tok/s):")
+        out += [f"  {label}: " + " > ".join(report.method_summary(r) for r in rows) for label, rows in shapes]
     for e in spec["engine_groups"]:
         pve = report.planned_vs_engine(e)
         if pve:

@@ -104,7 +104,13 @@ def test_xdist_one_start_per_group_and_one_json(project: pytest.Pytester, tmp_pa
 
 def test_json_contents_and_compare(project: pytest.Pytester, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
-    project.runpytest("benches", "-k", "tp1", "--benchmark-json", str(out)).assert_outcomes(passed=6)
+    res = project.runpytest("benches", "-k", "tp1", "--benchmark-json", str(out))
+    res.assert_outcomes(passed=6)
+    # the decision view: per shape every method, fastest first (order is timing: not asserted)
+    summary = res.stdout.str().split("fastest method per cell shape (output tok/s):\n", 1)[1].splitlines()
+    for c in (1, 4):
+        line = next(ln for ln in summary if ln.startswith(f"  throughput tp1 c{c} in8 out16: "))
+        assert sorted(m.split()[0] for m in line.split(": ", 1)[1].split(" > ")) == ["ar", "eagle3", "ngram"]
     doc = json.loads(out.read_text())
     by = {b["param"]: b for b in doc["benchmarks"]}
     b = by["ngram-tp1-c4-out16"]
