@@ -250,42 +250,70 @@ def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]
         if len(rows) < 2:
             continue
         rows.sort(key=lambda r: -r["output_tokens_per_s"])
-        axes = dict(key[1:])
-        label = " ".join(
-            f"{prefix}{axes.pop(k)}"
-            for k, prefix in (
-                ("workload", ""),
-                ("tp", "tp"),
-                ("concurrency", "c"),
-                ("context_tokens", "in"),
-                ("output_tokens", "out"),
-            )
-            if k in axes
-        )
-        label += "".join(f" {k}={v}" for k, v in axes.items())
+        label = _shape_label(dict(key[1:]))
         if several_models:
             label += f" (model of {key[0]})"
         out.append((label, rows))
     return out
 
 
+def _shape_label(axes: dict[str, Any]) -> str:
+    """ "throughput tp1 c32 in128 out256 category=code" from a cell's params (without method)."""
+    axes = dict(axes)
+    label = " ".join(
+        f"{prefix}{axes.pop(k)}"
+        for k, prefix in (
+            ("workload", ""),
+            ("tp", "tp"),
+            ("concurrency", "c"),
+            ("context_tokens", "in"),
+            ("output_tokens", "out"),
+        )
+        if k in axes
+    )
+    return label + "".join(f" {k}={v}" for k, v in axes.items())
+
+
+def tp_scaling(doc: dict[str, Any]) -> list[str]:
+    """For each method and shape measured at two or more TP sizes: tok/s and tok/s per GPU at
+    each (the "which TP" question: more GPUs per engine, or more engines of fewer GPUs)."""
+    by: dict[tuple[Any, ...], list[tuple[int, float]]] = {}
+    for b in doc.get("benchmarks", []):
+        p, v = dict(b.get("params") or {}), b["extra_info"].get("output_tokens_per_s")
+        if not v or "tp" not in p or "method" not in p:
+            continue
+        tp = int(p.pop("tp"))
+        by.setdefault((p.pop("method"), *sorted(p.items())), []).append((tp, v))
+    out = []
+    for key, vals in by.items():
+        if len(vals) < 2:
+            continue
+        per = ", ".join(f"tp{tp} {v:.1f} ({v / tp:.1f}/GPU)" for tp, v in sorted(vals))
+        out.append(f"{key[0]} {_shape_label(dict(key[1:]))}: {per}")
+    return out
+
+
 def best_methods(doc: dict[str, Any]) -> list[str]:
     """The decision view as Markdown: per shape (ranked_shapes) the fastest method and every
-    method ranked. Empty when no shape has two methods."""
-    lines = [
-        f"| {label} | **{rows[0]['method']}** | {', '.join(method_summary(r) for r in rows)} |"
-        for label, rows in ranked_shapes(doc)
+    method ranked, then each method's tok/s by TP size (tp_scaling). Empty when neither applies."""
+    out = []
+    rows = [
+        f"| {label} | **{ranked[0]['method']}** | {', '.join(method_summary(r) for r in ranked)} |"
+        for label, ranked in ranked_shapes(doc)
     ]
-    if not lines:
-        return []
-    return [
-        "",
-        "Fastest method per cell shape (output tok/s; x: speedup vs the AR method of the same model):",
-        "",
-        "| shape | fastest | all methods, fastest first |",
-        "|---|---|---|",
-        *lines,
-    ]
+    if rows:
+        out += [
+            "",
+            "Fastest method per cell shape (output tok/s; x: speedup vs the AR method of the same model):",
+            "",
+            "| shape | fastest | all methods, fastest first |",
+            "|---|---|---|",
+            *rows,
+        ]
+    tps = tp_scaling(doc)
+    if tps:
+        out += ["", "Output tok/s by TP size (and per GPU):", "", *(f"- {ln}" for ln in tps)]
+    return out
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

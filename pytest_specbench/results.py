@@ -156,6 +156,10 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if shapes:
         out.append("fastest method per cell shape (output tok/s):")
         out += [f"  {label}: " + " > ".join(report.method_summary(r) for r in rows) for label, rows in shapes]
+    tps = report.tp_scaling(st.doc)
+    if tps:
+        out.append("output tok/s by TP size (and per GPU):")
+        out += [f"  {ln}" for ln in tps]
     for e in spec["engine_groups"]:
         pve = report.planned_vs_engine(e)
         if pve:

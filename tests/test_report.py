@@ -184,3 +184,36 @@ def test_fastest_method_per_shape() -> None:
         "hybrid-ngram 2615.2 (x4.41, accept 10.24), hybrid-ar 592.7 (x1.00) |",
     ]
     assert best_methods({"benchmarks": doc["benchmarks"][5:]}) == []
+
+
+def test_tp_scaling_lists_methods_measured_at_several_tp_sizes() -> None:
+    from pytest_specbench.report import best_methods, tp_scaling
+
+    def entry(method: str, tp: int, c: int, tps: float) -> dict:
+        params = {"method": method, "tp": tp, "workload": "throughput", "concurrency": c}
+        return {
+            "param": f"{method}-tp{tp}-c{c}",
+            "params": params,
+            "extra_info": {"output_tokens_per_s": tps},
+        }
+
+    doc = {
+        "benchmarks": [
+            entry("ar", 1, 32, 11462.1),
+            entry("ar", 2, 32, 10898.1),
+            entry("ngram", 1, 32, 10855.4),  # one TP size only: not listed
+        ]
+    }
+    assert tp_scaling(doc) == ["ar throughput c32: tp1 11462.1 (11462.1/GPU), tp2 10898.1 (5449.1/GPU)"]
+    assert best_methods(doc) == [
+        "",
+        "Fastest method per cell shape (output tok/s; x: speedup vs the AR method of the same model):",
+        "",
+        "| shape | fastest | all methods, fastest first |",
+        "|---|---|---|",
+        "| throughput tp1 c32 | **ar** | ar 11462.1, ngram 10855.4 |",
+        "",
+        "Output tok/s by TP size (and per GPU):",
+        "",
+        "- ar throughput c32: tp1 11462.1 (11462.1/GPU), tp2 10898.1 (5449.1/GPU)",
+    ]
