@@ -116,6 +116,9 @@ class Workload:
     scenarios: tuple[str, ...] = ()  # agentic: scenario files (fixtures/agentic/NAME.yaml or paths)
     categories: tuple[str, ...] = ()  # categories: prompt categories of the question file
     questions: str | None = None  # categories: question.jsonl (Spec-Bench / MT-Bench format)
+    # sampling temperatures (an axis; () = greedy only). Left out of repr, so a greedy cell's
+    # fingerprint is the same with or without the key: its cell's extra carries a temperature > 0.
+    temperature: tuple[float, ...] = field(default=(), repr=False)
 
     def requests_per_round(self, concurrency: int) -> int:
         if self.requests:
@@ -125,14 +128,18 @@ class Workload:
         return concurrency if self.kind in ("long_context", "agentic") else 2 * concurrency
 
     def extra_axes(self) -> list[tuple[tuple[str, Any], ...]]:
-        """The workload's own axes beyond concurrency/context/output, as Cell.extra tuples."""
+        """The workload's own axes beyond concurrency/context/output, as Cell.extra tuples
+        (a temperature only when > 0: greedy cells keep their ids)."""
         if self.request_rate:
-            return [(("request_rate", r),) for r in self.request_rate]
-        if self.kind == "agentic":
-            return [(("scenario", s),) for s in self.scenarios]
-        if self.kind == "categories":
-            return [(("category", c),) for c in self.categories]
-        return [()]
+            base: list[tuple[tuple[str, Any], ...]] = [(("request_rate", r),) for r in self.request_rate]
+        elif self.kind == "agentic":
+            base = [(("scenario", s),) for s in self.scenarios]
+        elif self.kind == "categories":
+            base = [(("category", c),) for c in self.categories]
+        else:
+            base = [()]
+        temps = self.temperature or (0.0,)
+        return [e + ((("temperature", t),) if t else ()) for e in base for t in temps]
 
 
 @dataclass(frozen=True)
@@ -168,6 +175,11 @@ class Cell:
     @property
     def tp(self) -> int:
         return self.group.tp
+
+    @property
+    def temperature(self) -> float:
+        """Sampling temperature of the cell's requests (0: greedy)."""
+        return float(dict(self.extra).get("temperature", 0.0))
 
     @property
     def id(self) -> str:
@@ -234,6 +246,8 @@ class Cell:
 def _axis_label(key: str, value: Any) -> str:
     if key == "request_rate":
         return f"rate{value:g}"
+    if key == "temperature":
+        return f"t{value:g}"
     if key == "scenario":
         return Path(str(value)).stem
     return str(value)
@@ -388,6 +402,7 @@ WORKLOAD_KEYS = (
     "scenarios",
     "categories",
     "questions",
+    "temperature",
 )
 TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline")
 
@@ -504,6 +519,19 @@ def _workload_axes(cx: _Ctx, key: str, kind: str, d: dict[str, Any], base_dir: P
             if isinstance(r, bool) or not isinstance(r, (int, float)) or r <= 0:
                 raise cx.err(f"{key}.request_rate[{i}]", f"expected requests per second > 0; got {r!r}")
         kw["request_rate"] = tuple(float(r) for r in rates)
+    if d.get("temperature") is not None:
+        temps = d["temperature"] if isinstance(d["temperature"], list) else [d["temperature"]]
+        if not temps:
+            raise cx.err(f"{key}.temperature", "expected a non-empty list of temperatures (0 = greedy)")
+        for i, t in enumerate(temps):
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 10:
+                raise cx.err(
+                    f"{key}.temperature[{i}]",
+                    f"expected a sampling temperature in [0, 10] (0 = greedy); got {t!r}",
+                )
+        if len(set(temps)) != len(temps):
+            raise cx.err(f"{key}.temperature", f"lists a temperature twice: {temps!r}")
+        kw["temperature"] = tuple(float(t) for t in temps)
     if kind == "agentic":
         names = (
             _str_list(cx, d["scenarios"], f"{key}.scenarios")

@@ -2,7 +2,8 @@
 
 Every workload runs ``warmup`` untimed rounds, then ``rounds`` timed ones; the prefix cache
 is flushed before every round and prompts never repeat across requests, so no round gets
-free prefill. Greedy, exactly ``output_tokens`` tokens per request (EOS ignored).
+free prefill. Greedy unless the workload lists ``temperature`` values (an axis), exactly
+``output_tokens`` tokens per request (EOS ignored).
 
 - ``throughput``: N prompts of exactly ``prompt_tokens`` (or ``context_tokens``) ids at
   closed-loop concurrency C; with ``request_rate`` an open loop instead (Poisson arrivals,
@@ -52,6 +53,19 @@ def _seed(cell: Cell, round_idx: int) -> int:
     return (zlib.crc32(cell.id.encode()) % 100_000) * 1000 + round_idx
 
 
+def _request(cell: Cell, ids: Any, tag: str, stream: bool) -> Request:
+    """One request of a cell: its output length and sampling temperature; the sampling seed
+    comes from the tag, so every method of a shape draws from the same seeds."""
+    return Request(
+        tuple(ids),
+        cell.output_tokens,
+        tag=tag,
+        stream=stream,
+        temperature=cell.temperature,
+        seed=zlib.crc32(tag.encode()),
+    )
+
+
 def _submit(engine: Engine, cell: Cell, reqs: list[Request], round_idx: int) -> list[RequestRecord]:
     rate = dict(cell.extra).get("request_rate")
     if rate:
@@ -84,7 +98,7 @@ def _exact_rounds(engine: Engine, cell: Cell, stream: bool) -> CellRun:
         return _submit(
             engine,
             cell,
-            [Request(p, cell.output_tokens, tag=f"round{r}/req{i}", stream=stream) for i, p in enumerate(ps)],
+            [_request(cell, p, f"round{r}/req{i}", stream) for i, p in enumerate(ps)],
             r,
         )
 
@@ -128,10 +142,7 @@ def categories(engine: Engine, cell: Cell) -> CellRun:
         return _submit(
             engine,
             cell,
-            [
-                Request(tuple(p), cell.output_tokens, tag=f"round{r}/{qs[i % len(qs)].id}", stream=stream)
-                for i, p in enumerate(ids)
-            ],
+            [_request(cell, p, f"round{r}/{qs[i % len(qs)].id}", stream) for i, p in enumerate(ids)],
             r,
         )
 
@@ -156,9 +167,7 @@ def agentic(engine: Engine, cell: Cell) -> CellRun:
         recs = []
         for t, turn in enumerate(sc.turns):
             ids = history + prompts.chat_ids(tok, [{"role": "user", "content": turn.user}], True)
-            rec = await safe_generate(
-                engine, Request(tuple(ids), cell.output_tokens, tag=f"round{r}/s{s}/t{t}", stream=True)
-            )
+            rec = await safe_generate(engine, _request(cell, ids, f"round{r}/s{s}/t{t}", True))
             recs.append(rec)
             if rec.error:
                 break

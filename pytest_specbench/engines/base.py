@@ -26,6 +26,8 @@ class Request:
     max_new_tokens: int
     tag: str = ""  # e.g. "round2/req5", "turn3": carried into the record
     stream: bool = True  # False: one response at the end (no TTFT/ITL; no per-chunk overhead)
+    temperature: float = 0.0  # 0: greedy; > 0: sampled (speculative sampling keeps the distribution)
+    seed: int = 0  # sampling seed where the backend takes one (the same across methods)
 
 
 @dataclass(frozen=True)

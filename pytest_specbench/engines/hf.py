@@ -2,10 +2,13 @@
 
 Methods: plain autoregressive, ``ngram`` (prompt lookup: the longest suffix n-gram that
 occurred before proposes the tokens that followed it) and ``draft`` (a draft model
-proposes K tokens greedily). Every proposal is verified by ONE target forward pass over
-``[last token] + drafts`` with a KV cache, greedy acceptance of the longest matching
-prefix plus the target's bonus token, and the cache cropped back to what was accepted:
-lossless by construction (outputs equal plain greedy decoding).
+proposes K tokens). Every proposal is verified by ONE target forward pass over
+``[last token] + drafts`` with a KV cache, and the cache is cropped back to what was
+accepted. Greedy (temperature 0): the longest prefix matching the target's argmax plus the
+target's bonus token, so outputs equal plain greedy decoding. Temperature > 0: speculative
+sampling (a draft token x drawn from q is kept with probability min(1, p(x)/q(x)), else the
+token is drawn from max(0, p - q) renormalised; an n-gram proposal is a one-hot q), so every
+output token is distributed as the target's own sampling at that temperature.
 
 Acceptance bookkeeping is SGLang's: ``verify_steps`` counts target forward passes after
 prefill (spec_verify_ct); accept length = output tokens / verify_steps; the histogram
@@ -64,6 +67,48 @@ def _prefill(model: Any, ids: list[int], cache: Any) -> Any:
     for s in range(0, len(ids), PREFILL_CHUNK):
         logits = _call(model, ids[s : s + PREFILL_CHUNK], cache, logits_to_keep=1).logits[0, -1]
     return logits
+
+
+def _probs(logits: Any, temperature: float) -> Any:
+    import torch
+
+    return torch.softmax(logits.float() / temperature, dim=-1)
+
+
+def _pick(logits: Any, temperature: float, gen: Any) -> int:
+    """The next token from one position's logits: argmax, or a sample at ``temperature``."""
+    import torch
+
+    if temperature == 0:
+        return int(logits.argmax())
+    return int(torch.multinomial(_probs(logits, temperature), 1, generator=gen))
+
+
+def speculative_sample(p: Any, drafts: list[int], q: list[Any] | None, gen: Any) -> tuple[int, int]:
+    """Speculative sampling over one verify step: (drafts accepted, the token after them).
+
+    ``p``: the target's probabilities at every verified position ([len(drafts) + 1, V]);
+    ``q``: the draft's probability row for each draft token, or None for a deterministic
+    proposal (n-gram: q is one-hot at the token). Draft i is kept with probability
+    min(1, p(x)/q(x)); at the first rejection the token is drawn from max(0, p - q)
+    renormalised; when every draft is kept, the bonus token is drawn from p. Each emitted
+    token is then distributed exactly as a sample from p (Leviathan et al. 2023).
+    """
+    import torch
+
+    for i, x in enumerate(drafts):
+        qx = float(q[i][x]) if q is not None else 1.0
+        if float(torch.rand((), generator=gen)) * qx < float(p[i, x]):
+            continue
+        if q is not None:
+            residual = (p[i] - q[i]).clamp(min=0)
+        else:
+            residual = p[i].clone()
+            residual[x] = 0.0
+        if float(residual.sum()) <= 0:  # p == q up to rounding: nothing left to correct
+            residual = p[i]
+        return i, int(torch.multinomial(residual, 1, generator=gen))
+    return len(drafts), int(torch.multinomial(p[len(drafts)], 1, generator=gen))
 
 
 def _crop(cache: Any, keep: int) -> None:
@@ -160,11 +205,14 @@ class HFEngine:
 
     # ------------------------------------------------------------------ decoding
     def generate(self, request: Request, t0: float | None = None) -> RequestRecord:
-        """Greedy decoding of exactly ``max_new_tokens`` tokens (EOS ignored), timed per chunk."""
+        """Exactly ``max_new_tokens`` tokens (EOS ignored), greedy or sampled at the request's
+        temperature (seeded by ``request.seed``), timed per chunk."""
         import torch
         from transformers import DynamicCache
 
         t0 = time.perf_counter() if t0 is None else t0
+        temp = request.temperature
+        gen = torch.Generator().manual_seed(request.seed) if temp > 0 else None
         max_new = request.max_new_tokens
         seq = list(request.input_ids)
         n_prompt = len(seq)
@@ -173,25 +221,31 @@ class HFEngine:
         verify = 0
         with torch.inference_mode():
             cache = DynamicCache()
-            seq.append(int(_prefill(self.target, seq, cache).argmax()))
+            seq.append(_pick(_prefill(self.target, seq, cache), temp, gen))
             chunks.append((time.perf_counter() - t0, 1))
             drafter = _Drafter(self.draft, n_prompt) if self.draft is not None else None
             while len(seq) - n_prompt < max_new:
                 remaining = max_new - (len(seq) - n_prompt)
                 k = min(self.k, remaining - 1)
+                q: list[Any] | None = None  # the draft's probability rows (sampled drafts only)
                 if k <= 0 or self.spec is None:
                     drafts: list[int] = []
                 elif drafter is not None:
-                    drafts = drafter.propose(seq, k)
+                    drafts, q = drafter.propose(seq, k, temp, gen)
                 else:
                     drafts = ngram_propose(seq, k, self.max_ngram)
                 # one target forward verifies [last committed token] + drafts
                 past = cache.get_seq_length()
-                preds_l = [int(x) for x in _forward(self.target, [seq[-1], *drafts], cache).argmax(-1)]
-                n_acc = 0
-                while n_acc < len(drafts) and drafts[n_acc] == preds_l[n_acc]:
-                    n_acc += 1
-                new = drafts[:n_acc] + [preds_l[n_acc]]
+                logits = _forward(self.target, [seq[-1], *drafts], cache)
+                if temp == 0:
+                    preds_l = [int(x) for x in logits.argmax(-1)]
+                    n_acc = 0
+                    while n_acc < len(drafts) and drafts[n_acc] == preds_l[n_acc]:
+                        n_acc += 1
+                    nxt = preds_l[n_acc]
+                else:
+                    n_acc, nxt = speculative_sample(_probs(logits, temp), drafts, q, gen)
+                new = drafts[:n_acc] + [nxt]
                 _crop(cache, past + 1 + n_acc)
                 if drafter is not None:
                     drafter.accepted(len(seq) + n_acc)
@@ -225,17 +279,29 @@ class _Drafter:
         self.cache = DynamicCache()
         self.valid = 0  # tokens of seq whose K/V are in the draft cache
 
-    def propose(self, seq: list[int], k: int) -> list[int]:
+    def propose(
+        self, seq: list[int], k: int, temperature: float, gen: Any
+    ) -> tuple[list[int], list[Any] | None]:
+        """K draft tokens (argmax, or sampled at ``temperature``) and, when sampled, the
+        draft's probability row each was drawn from."""
         _crop(self.cache, self.valid)
         feed = seq[self.valid :]
         out: list[int] = []
+        rows: list[Any] = []
         for _ in range(k):
-            tok = int(_prefill(self.model, feed, self.cache).argmax())
+            logits = _prefill(self.model, feed, self.cache)
+            if temperature == 0:
+                tok = int(logits.argmax())
+            else:
+                import torch
+
+                rows.append(_probs(logits, temperature))
+                tok = int(torch.multinomial(rows[-1], 1, generator=gen))
             out.append(tok)
             feed = [tok]
         self._proposed_from = len(seq)
         self._k = k
-        return out
+        return out, (rows if temperature else None)
 
     def accepted(self, committed_before_bonus: int) -> None:
         """``committed_before_bonus`` = len(seq) + accepted drafts, before the bonus token.

@@ -351,7 +351,7 @@ class SGLangEngine:
             raise
 
     async def agenerate(self, request: Request) -> RequestRecord:
-        sp = {"temperature": 0.0, "max_new_tokens": request.max_new_tokens, "ignore_eos": True}
+        sp = _sampling(request)
 
         ids = list(request.input_ids)
         if not request.stream:
@@ -368,7 +368,7 @@ class SGLangEngine:
         """Non-streamed requests as ONE batched call (what a bare ``engine.generate([...])``
         does). Every request's latency is the batch's: with a fixed output length they all
         finish in the same decode step."""
-        sps = [{"temperature": 0.0, "max_new_tokens": r.max_new_tokens, "ignore_eos": True} for r in requests]
+        sps = [_sampling(r) for r in requests]
         t0 = time.perf_counter()
         outs = await self.engine.async_generate(
             input_ids=[list(r.input_ids) for r in requests], sampling_params=sps
@@ -452,6 +452,12 @@ def _scheduler_info(engine: Any) -> dict[str, Any]:
     infos = getattr(res, "scheduler_infos", None) or [getattr(engine, "scheduler_info", None) or {}]
     info = infos[0] if infos and isinstance(infos[0], dict) else {}
     return {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool))}
+
+
+def _sampling(request: Request) -> dict[str, Any]:
+    """SGLang sampling params of a request: its temperature (0 = greedy), exactly
+    max_new_tokens (EOS ignored). No seed: SGLang 0.5.17 samples with its own generator."""
+    return {"temperature": request.temperature, "max_new_tokens": request.max_new_tokens, "ignore_eos": True}
 
 
 def _final_record(request: Request, out: dict[str, Any], latency: float) -> RequestRecord:
