@@ -8,6 +8,7 @@ groups (``ngram-tp1-c4-out256``). No pytest, no I/O beyond reading the file, no 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +120,16 @@ class Workload:
     # sampling temperatures (an axis; () = greedy only). Left out of repr, so a greedy cell's
     # fingerprint is the same with or without the key: its cell's extra carries a temperature > 0.
     temperature: tuple[float, ...] = field(default=(), repr=False)
+    # service-level objectives per request (ttft_ms, tpot_ms, e2e_s): attainment and goodput.
+    # Out of repr like temperature; Cell.fingerprint adds it when set.
+    slo: tuple[tuple[str, float], ...] = field(default=(), repr=False)
+
+    @property
+    def streamed(self) -> bool:
+        """Whether requests are streamed (TTFT, TPOT and ITL are measured only then)."""
+        if self.kind in ("throughput", "categories"):  # options.stream; throughput defaults to off
+            return bool(dict(self.options).get("stream", self.kind == "categories"))
+        return True  # ttft, long_context, agentic
 
     def requests_per_round(self, concurrency: int) -> int:
         if self.requests:
@@ -231,6 +242,7 @@ class Cell:
                 self.output_tokens,
                 self.extra,
             )
+            + ((("slo", self.workload.slo),) if self.workload.slo else ())
         )
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
@@ -403,7 +415,9 @@ WORKLOAD_KEYS = (
     "categories",
     "questions",
     "temperature",
+    "slo",
 )
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_s")
 TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline")
 
 
@@ -613,7 +627,28 @@ def _workload(cx: _Ctx, name: str, raw: Any, methods: dict[str, Method], base_di
             raise cx.err(f"{key}.options", f"expected a mapping; got {d['options']!r}")
         kw["options"] = freeze(d["options"])
     kw.update(_workload_axes(cx, key, kind, d, base_dir))
-    return Workload(**kw)
+    w = Workload(**kw)
+    if d.get("slo") is not None:
+        w = dataclasses.replace(w, slo=_slo(cx, f"{key}.slo", d["slo"], w))
+    return w
+
+
+def _slo(cx: _Ctx, key: str, raw: Any, w: Workload) -> tuple[tuple[str, float], ...]:
+    d = cx.mapping(raw, key, SLO_KEYS, required=())
+    if not d:
+        raise cx.err(key, f"expected at least one of {', '.join(SLO_KEYS)}")
+    out = []
+    for k, v in d.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise cx.err(f"{key}.{k}", f"expected a number > 0; got {v!r}")
+        if k in ("ttft_ms", "tpot_ms") and not w.streamed:
+            raise cx.err(
+                f"{key}.{k}",
+                "needs streamed requests (TTFT is measured only then): set options: {stream: true} "
+                f"or use e2e_s; workload kind {w.kind!r} does not stream here",
+            )
+        out.append((k, float(v)))
+    return tuple(sorted(out))
 
 
 def parse(

@@ -69,6 +69,32 @@ def merge_histograms(records: Iterable[RequestRecord]) -> list[int]:
     return hist
 
 
+def slo_metrics(records: Sequence[RequestRecord], wall_s: float, slo: Mapping[str, float]) -> dict[str, Any]:
+    """Service-level objectives per request: a request meets them when it did not fail and its
+    TTFT (ttft_ms), TPOT (tpot_ms; a one-token reply has none and passes it) and E2E latency
+    (e2e_s) are within the limits given; queue time counts (open loop). Attainment is the
+    fraction of the cell's requests that met them, goodput their requests and output tokens per
+    second of the rounds' wall time."""
+
+    def meets(r: RequestRecord) -> bool:
+        if r.error:
+            return False
+        if "ttft_ms" in slo and (r.ttft_s is None or r.ttft_s * 1e3 > slo["ttft_ms"]):
+            return False
+        t = tpot(r)
+        if "tpot_ms" in slo and t is not None and t * 1e3 > slo["tpot_ms"]:
+            return False
+        return not ("e2e_s" in slo and r.latency_s > slo["e2e_s"])
+
+    met = [r for r in records if meets(r)]
+    return {
+        "slo": dict(slo),
+        "slo_attainment": len(met) / len(records) if records else None,
+        "goodput_requests_per_s": len(met) / wall_s if wall_s > 0 else None,
+        "goodput_tokens_per_s": sum(r.output_tokens for r in met) / wall_s if wall_s > 0 else None,
+    }
+
+
 def _pcts(prefix: str, values: Sequence[float], scale: float = 1.0) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for q in PCTS:

@@ -500,6 +500,8 @@ class CellRunner:
             st.abandon_engine(cell.group, why)
             pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)
         m = metrics.summarize(run.records, sum(run.round_times))
+        if cell.workload.slo:
+            m.update(metrics.slo_metrics(run.records, sum(run.round_times), dict(cell.workload.slo)))
         cp = st.get_plan().cells.get(cell.id)
         if cp is not None and cp.roofline_tokens_per_s:  # decode bound without speculation
             m["roofline_tokens_per_s"] = cp.roofline_tokens_per_s

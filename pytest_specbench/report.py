@@ -138,9 +138,23 @@ COLUMNS = (
 )
 
 
+# shown only when a cell of the run has service-level objectives (workload key slo)
+SLO_COLUMNS = (
+    ("slo met", "slo_attainment", ".0%", 8),
+    ("goodput tok/s", "goodput_tokens_per_s", ".1f", 14),
+)
+
+
+def _columns(doc: dict[str, Any], terminal: bool) -> list[tuple[str, str, str, int | None]]:
+    cols = list(COLUMNS)
+    if any("slo_attainment" in b["extra_info"] for b in doc.get("benchmarks", [])):
+        cols += SLO_COLUMNS
+    return [c for c in cols if c[3] is not None or not terminal]
+
+
 def table(doc: dict[str, Any]) -> list[str]:
     """Rows for the terminal summary: one per cell, grouped by workload."""
-    cols = [(h, k, f, w) for h, k, f, w in COLUMNS if w is not None]
+    cols = _columns(doc, terminal=True)
     head = f"{'cell':<48} " + " ".join(f"{h:>{w}}" for h, _, _, w in cols) + f" {'err':>4}"
     lines = [head, "-" * len(head)]
     for b in doc["benchmarks"]:
@@ -207,12 +221,13 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     """One results JSON as a Markdown table, then its failed cells (with the engine's reason)."""
     from .results import failure_headline
 
+    columns = _columns(doc, terminal=False)
     lines = [
-        "| cell | " + " | ".join(h for h, _, _, _ in COLUMNS) + " | err |",
-        "|---" * (len(COLUMNS) + 2) + "|",
+        "| cell | " + " | ".join(h for h, _, _, _ in columns) + " | err |",
+        "|---" * (len(columns) + 2) + "|",
     ]
     for cell, e in _rows(doc).items():
-        cols = [cell, *(_fmt(e.get(k), f) for _, k, f, _ in COLUMNS), str(e.get("errors", 0))]
+        cols = [cell, *(_fmt(e.get(k), f) for _, k, f, _ in columns), str(e.get("errors", 0))]
         lines.append(f"| {' | '.join(cols)} |")
     spec = doc.get("specbench") or {}
     for f in spec.get("failed_cells") or []:
@@ -228,6 +243,8 @@ def method_summary(r: dict[str, Any]) -> str:
         parts.append(f"x{r['speedup_vs_ar']:.2f}")
     if r.get("accept_length"):
         parts.append(f"accept {r['accept_length']:.2f}")
+    if r.get("slo_attainment") is not None:
+        parts.append(f"slo met {r['slo_attainment']:.0%}")
     return f"{r['method']} {r['output_tokens_per_s']:.1f}" + (f" ({', '.join(parts)})" if parts else "")
 
 

@@ -110,7 +110,7 @@ def _exact_rounds(engine: Engine, cell: Cell, stream: bool) -> CellRun:
 
 
 def throughput(engine: Engine, cell: Cell) -> CellRun:
-    return _exact_rounds(engine, cell, stream=bool(dict(cell.workload.options).get("stream", False)))
+    return _exact_rounds(engine, cell, stream=cell.workload.streamed)
 
 
 def ttft(engine: Engine, cell: Cell) -> CellRun:
@@ -136,7 +136,7 @@ def categories(engine: Engine, cell: Cell) -> CellRun:
     ids = [
         prompts.chat_ids(tok, [{"role": "user", "content": qs[i % len(qs)].turns[0]}], True) for i in range(n)
     ]
-    stream = bool(dict(w.options).get("stream", True))
+    stream = w.streamed
 
     def one_round(r: int) -> list[RequestRecord]:
         return _submit(

@@ -136,3 +136,43 @@ def test_default_matrix_is_valid() -> None:
 
     m = load(Path(__file__).parents[1] / "benches" / "specbench.yaml", ("hf", "sglang"))
     assert {x.name for x in m.methods} == {"ar", "ngram", "draft", "draft-oracle"}
+
+
+def test_slo_key_is_checked_and_enters_the_fingerprint() -> None:
+    base = {"concurrency": [1], "output_tokens": [16]}
+    plain = parse(
+        {**DOC, "methods": {"ar": DOC["methods"]["ar"]}, "workloads": {"throughput": base}}, "t.yaml"
+    ).cells()[0]
+    with_slo = parse(
+        {
+            **DOC,
+            "methods": {"ar": DOC["methods"]["ar"]},
+            "workloads": {"throughput": {**base, "slo": {"e2e_s": 2}}},
+        },
+        "t.yaml",
+    ).cells()[0]
+    assert with_slo.workload.slo == (("e2e_s", 2.0),)
+    assert with_slo.id == plain.id and with_slo.fingerprint() != plain.fingerprint()
+    streamed = {**base, "options": {"stream": True}, "slo": {"ttft_ms": 200, "tpot_ms": 50}}
+    assert parse(
+        {**DOC, "methods": {"ar": DOC["methods"]["ar"]}, "workloads": {"throughput": streamed}}, "t.yaml"
+    ).workloads[0].slo == (
+        ("tpot_ms", 50.0),
+        ("ttft_ms", 200.0),
+    )
+    for slo, message in (
+        ({"ttft_ms": 200}, "workloads.throughput.slo.ttft_ms: needs streamed requests"),
+        ({"p99": 1}, "workloads.throughput.slo.p99: unknown key; allowed: ttft_ms, tpot_ms, e2e_s"),
+        ({"e2e_s": 0}, "workloads.throughput.slo.e2e_s: expected a number > 0; got 0"),
+        ({}, "workloads.throughput.slo: expected at least one of ttft_ms, tpot_ms, e2e_s"),
+    ):
+        with pytest.raises(MatrixError) as e:
+            parse(
+                {
+                    **DOC,
+                    "methods": {"ar": DOC["methods"]["ar"]},
+                    "workloads": {"throughput": {**base, "slo": slo}},
+                },
+                "t.yaml",
+            )
+        assert message in str(e.value)

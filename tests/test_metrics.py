@@ -89,3 +89,22 @@ def test_planned_vs_engine_line() -> None:
         "; GPU memory held after start 120,382 MiB per GPU (NVML), planned static 115,016 MiB "
         "(weights + KV + state; the rest is CUDA graphs, context, activations)"
     )
+
+
+def test_slo_attainment_and_goodput() -> None:
+    from pytest_specbench.metrics import slo_metrics
+
+    recs = [
+        rec(ttft_s=0.100, latency_s=0.900),  # TTFT 100 ms, TPOT (0.9 - 0.1) / 8 = 100 ms: meets both
+        rec(ttft_s=0.300, latency_s=0.900),  # TTFT 300 ms > 200: misses
+        rec(ttft_s=0.100, latency_s=1.700),  # TPOT 200 ms > 150: misses
+        rec(ttft_s=0.050, latency_s=0.050, output_tokens=1),  # one token: no TPOT, meets
+        rec(ttft_s=None, latency_s=0.5, error="boom"),  # failed: misses
+    ]
+    m = slo_metrics(recs, 2.0, {"ttft_ms": 200, "tpot_ms": 150})
+    assert m["slo"] == {"ttft_ms": 200, "tpot_ms": 150}
+    assert m["slo_attainment"] == 2 / 5
+    assert m["goodput_requests_per_s"] == 1.0  # 2 requests / 2 s
+    assert m["goodput_tokens_per_s"] == (9 + 1) / 2.0
+    # E2E only: 0.9, 0.9, 0.05 are within 1 s; 1.7 is not; the failed one never counts
+    assert slo_metrics(recs, 2.0, {"e2e_s": 1.0})["slo_attainment"] == 3 / 5

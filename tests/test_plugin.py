@@ -342,3 +342,18 @@ def test_resume_from_a_bad_file_names_it(project: pytest.Pytester) -> None:
     res.stderr.fnmatch_lines(
         ["*--specbench-resume notes.json: not a results JSON of pytest-specbench (KeyError*"]
     )
+
+
+def test_slo_attainment_and_goodput_reach_the_json_and_the_summary(
+    project: pytest.Pytester, tmp_path: Path
+) -> None:
+    path = project.path / "benches" / "specbench.yaml"
+    path.write_text(path.read_text().replace("    warmup: 1\n", "    warmup: 1\n    slo: {e2e_s: 600}\n"))
+    out = tmp_path / "out.json"
+    res = project.runpytest("benches", "-k", "tp1 and c1", "--benchmark-json", str(out))
+    res.assert_outcomes(passed=3)
+    for b in json.loads(out.read_text())["benchmarks"]:
+        e = b["extra_info"]
+        assert e["slo"] == {"e2e_s": 600.0} and e["slo_attainment"] == 1.0, b["param"]
+        assert e["goodput_tokens_per_s"] == e["output_tokens_per_s"]  # every request met it
+    assert "slo met" in res.stdout.str() and "100%" in res.stdout.str()
