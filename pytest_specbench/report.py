@@ -245,7 +245,36 @@ def method_summary(r: dict[str, Any]) -> str:
         parts.append(f"accept {r['accept_length']:.2f}")
     if r.get("slo_attainment") is not None:
         parts.append(f"slo met {r['slo_attainment']:.0%}")
-    return f"{r['method']} {r['output_tokens_per_s']:.1f}" + (f" ({', '.join(parts)})" if parts else "")
+    sd = f"±{r['tok_s_sd']:.1f}" if r.get("tok_s_sd") is not None else ""
+    return f"{r['method']} {r['output_tokens_per_s']:.1f}{sd}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def _round_spread(b: dict[str, Any]) -> float | None:
+    """Standard deviation of a cell's tok/s across its timed rounds (each round produces the
+    same number of output tokens); None with fewer than two rounds."""
+    import statistics
+
+    times = (b.get("stats") or {}).get("data") or []
+    tokens = b["extra_info"].get("output_tokens")
+    if len(times) < 2 or not tokens or not all(t > 0 for t in times):
+        return None
+    return statistics.stdev(tokens / len(times) / t for t in times)
+
+
+def ranking(rows: list[dict[str, Any]]) -> str:
+    """Methods fastest first, joined by ">" or by "≈" where the two are within one round-to-round
+    standard deviation of each other (the order between them is not established by the run)."""
+    out = method_summary(rows[0])
+    for a, b in zip(rows, rows[1:], strict=False):
+        out += (" ≈ " if _tied(a, b) else " > ") + method_summary(b)
+    return out
+
+
+def _tied(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    sa, sb = a.get("tok_s_sd"), b.get("tok_s_sd")
+    if sa is None or sb is None:
+        return False
+    return bool(a["output_tokens_per_s"] - sa <= b["output_tokens_per_s"] + sb)
 
 
 def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -260,7 +289,7 @@ def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]
         p = dict(b["params"])
         method = p.pop("method")
         key = (e.get("speedup_baseline") or "-", *sorted((k, str(v)) for k, v in p.items()))
-        shapes.setdefault(key, []).append({"method": method, **e})
+        shapes.setdefault(key, []).append({"method": method, **e, "tok_s_sd": _round_spread(b)})
     several_models = len({k[0] for k in shapes}) > 1
     out = []
     for key, rows in shapes.items():
@@ -315,13 +344,15 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     method ranked, then each method's tok/s by TP size (tp_scaling). Empty when neither applies."""
     out = []
     rows = [
-        f"| {label} | **{ranked[0]['method']}** | {', '.join(method_summary(r) for r in ranked)} |"
+        f"| {label} | **{ranked[0]['method']}**{' ≈ ' + ranked[1]['method'] if _tied(*ranked[:2]) else ''} "
+        f"| {ranking(ranked)} |"
         for label, ranked in ranked_shapes(doc)
     ]
     if rows:
         out += [
             "",
-            "Fastest method per cell shape (output tok/s; x: speedup vs the AR method of the same model):",
+            "Fastest method per cell shape (output tok/s ± its standard deviation across rounds; ≈: within",
+            "one deviation of each other; x: speedup vs the AR method of the same model):",
             "",
             "| shape | fastest | all methods, fastest first |",
             "|---|---|---|",

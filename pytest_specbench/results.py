@@ -154,8 +154,8 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
         )
     shapes = report.ranked_shapes(st.doc)
     if shapes:
-        out.append("fastest method per cell shape (output tok/s):")
-        out += [f"  {label}: " + " > ".join(report.method_summary(r) for r in rows) for label, rows in shapes]
+        out.append("fastest method per cell shape (output tok/s ± across rounds; ≈: within one deviation):")
+        out += [f"  {label}: {report.ranking(rows)}" for label, rows in shapes]
     tps = report.tp_scaling(st.doc)
     if tps:
         out.append("output tok/s by TP size (and per GPU):")

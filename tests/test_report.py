@@ -175,13 +175,13 @@ def test_fastest_method_per_shape() -> None:
             entry("ngram", 32, None, "ar", None, None),  # failed: no throughput
         ]
     }
-    assert best_methods(doc)[3:] == [
+    assert best_methods(doc)[4:] == [
         "| shape | fastest | all methods, fastest first |",
         "|---|---|---|",
-        "| throughput tp1 c1 in128 out256 (model of ar) | **ngram** | ngram 1680.5 (x3.36, accept 9.85), "
-        "ar 500.0 (x1.00), standalone 410.5 (x0.82, accept 4.00) |",
+        "| throughput tp1 c1 in128 out256 (model of ar) | **ngram** | ngram 1680.5 (x3.36, accept 9.85) > "
+        "ar 500.0 (x1.00) > standalone 410.5 (x0.82, accept 4.00) |",
         "| throughput tp1 c1 in128 out256 (model of hybrid-ar) | **hybrid-ngram** | "
-        "hybrid-ngram 2615.2 (x4.41, accept 10.24), hybrid-ar 592.7 (x1.00) |",
+        "hybrid-ngram 2615.2 (x4.41, accept 10.24) > hybrid-ar 592.7 (x1.00) |",
     ]
     assert best_methods({"benchmarks": doc["benchmarks"][5:]}) == []
 
@@ -207,13 +207,37 @@ def test_tp_scaling_lists_methods_measured_at_several_tp_sizes() -> None:
     assert tp_scaling(doc) == ["ar throughput c32: tp1 11462.1 (11462.1/GPU), tp2 10898.1 (5449.1/GPU)"]
     assert best_methods(doc) == [
         "",
-        "Fastest method per cell shape (output tok/s; x: speedup vs the AR method of the same model):",
+        "Fastest method per cell shape (output tok/s ± its standard deviation across rounds; ≈: within",
+        "one deviation of each other; x: speedup vs the AR method of the same model):",
         "",
         "| shape | fastest | all methods, fastest first |",
         "|---|---|---|",
-        "| throughput tp1 c32 | **ar** | ar 11462.1, ngram 10855.4 |",
+        "| throughput tp1 c32 | **ar** | ar 11462.1 > ngram 10855.4 |",
         "",
         "Output tok/s by TP size (and per GPU):",
         "",
         "- ar throughput c32: tp1 11462.1 (11462.1/GPU), tp2 10898.1 (5449.1/GPU)",
     ]
+
+
+def test_methods_within_one_round_deviation_are_tied() -> None:
+    """tok/s per round = output tokens / rounds / round time; "≈" where mean ± SD overlap."""
+    from pytest_specbench.report import best_methods
+
+    def entry(method: str, times: list[float]) -> dict:
+        params = {"method": method, "tp": 1, "workload": "throughput", "concurrency": 4}
+        extra = {"output_tokens_per_s": 600 * len(times) / sum(times), "output_tokens": 600 * len(times)}
+        return {"param": method, "params": params, "extra_info": extra, "stats": {"data": times}}
+
+    # per round: ngram 600/2.0 = 300 and 600/1.5 = 400 (343 ± 71); draft 320 and 330 (325 ± 7);
+    # ar 200 and 200 (± 0): ngram ≈ draft, both > ar
+    doc = {
+        "benchmarks": [
+            entry("ar", [3.0, 3.0]),
+            entry("ngram", [2.0, 1.5]),
+            entry("draft", [600 / 320, 600 / 330]),
+        ]
+    }
+    assert best_methods(doc)[-1] == (
+        "| throughput tp1 c4 | **ngram** ≈ draft | ngram 342.9±70.7 ≈ draft 324.9±7.1 > ar 200.0±0.0 |"
+    )
