@@ -320,22 +320,54 @@ def _shape_label(axes: dict[str, Any]) -> str:
     return label + "".join(f" {k}={v}" for k, v in axes.items())
 
 
+def _along(doc: dict[str, Any], axis: str) -> dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]]:
+    """Cells with throughput grouped by (method, every other param): the values of ``axis``
+    with each cell's extra_info, in the order of the axis."""
+    by: dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]] = {}
+    for b in doc.get("benchmarks", []):
+        p, e = dict(b.get("params") or {}), b["extra_info"]
+        if not e.get("output_tokens_per_s") or axis not in p or "method" not in p:
+            continue
+        value = p.pop(axis)
+        by.setdefault((p.pop("method"), *sorted(p.items())), []).append((value, e))
+    return {k: sorted(v, key=lambda x: x[0]) for k, v in by.items()}
+
+
 def tp_scaling(doc: dict[str, Any]) -> list[str]:
     """For each method and shape measured at two or more TP sizes: tok/s and tok/s per GPU at
     each (the "which TP" question: more GPUs per engine, or more engines of fewer GPUs)."""
-    by: dict[tuple[Any, ...], list[tuple[int, float]]] = {}
-    for b in doc.get("benchmarks", []):
-        p, v = dict(b.get("params") or {}), b["extra_info"].get("output_tokens_per_s")
-        if not v or "tp" not in p or "method" not in p:
-            continue
-        tp = int(p.pop("tp"))
-        by.setdefault((p.pop("method"), *sorted(p.items())), []).append((tp, v))
     out = []
-    for key, vals in by.items():
+    for key, vals in _along(doc, "tp").items():
         if len(vals) < 2:
             continue
-        per = ", ".join(f"tp{tp} {v:.1f} ({v / tp:.1f}/GPU)" for tp, v in sorted(vals))
+        per = ", ".join(
+            f"tp{tp} {e['output_tokens_per_s']:.1f} ({e['output_tokens_per_s'] / int(tp):.1f}/GPU)"
+            for tp, e in vals
+        )
         out.append(f"{key[0]} {_shape_label(dict(key[1:]))}: {per}")
+    return out
+
+
+SLO_TARGET = 0.9  # a concurrency "holds" the SLO when at least this fraction of requests met it
+
+
+def slo_capacity(doc: dict[str, Any]) -> list[str]:
+    """For each method and shape with SLO cells at two or more concurrencies: the highest
+    concurrency whose requests met the SLO at least SLO_TARGET of the time, with its goodput
+    (the "how many requests at once per engine" question)."""
+    out = []
+    for key, vals in _along(doc, "concurrency").items():
+        vals = [(c, e) for c, e in vals if e.get("slo_attainment") is not None]
+        if len(vals) < 2:
+            continue
+        held = [(c, e) for c, e in vals if e["slo_attainment"] >= SLO_TARGET]
+        met = ", ".join(f"c{c} {e['slo_attainment']:.0%}" for c, e in vals)
+        if held:
+            c, e = held[-1]
+            head = f"highest holding c{c} (goodput {e['goodput_tokens_per_s']:.1f} tok/s)"
+        else:
+            head = "no concurrency"
+        out.append(f"{key[0]} {_shape_label(dict(key[1:]))}: {head}; met {met}")
     return out
 
 
@@ -361,6 +393,10 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     tps = tp_scaling(doc)
     if tps:
         out += ["", "Output tok/s by TP size (and per GPU):", "", *(f"- {ln}" for ln in tps)]
+    cap = slo_capacity(doc)
+    if cap:
+        out += ["", f"Concurrency that holds the SLO for >= {SLO_TARGET:.0%} of requests:", ""]
+        out += [f"- {ln}" for ln in cap]
     return out
 
 

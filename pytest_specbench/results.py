@@ -160,6 +160,10 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if tps:
         out.append("output tok/s by TP size (and per GPU):")
         out += [f"  {ln}" for ln in tps]
+    cap = report.slo_capacity(st.doc)
+    if cap:
+        out.append(f"concurrency that holds the SLO for >= {report.SLO_TARGET:.0%} of requests:")
+        out += [f"  {ln}" for ln in cap]
     for e in spec["engine_groups"]:
         pve = report.planned_vs_engine(e)
         if pve:

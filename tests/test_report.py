@@ -241,3 +241,28 @@ def test_methods_within_one_round_deviation_are_tied() -> None:
     assert best_methods(doc)[-1] == (
         "| throughput tp1 c4 | **ngram** ≈ draft | ngram 342.9±70.7 ≈ draft 324.9±7.1 > ar 200.0±0.0 |"
     )
+
+
+def test_slo_capacity_names_the_highest_concurrency_that_holds_the_slo() -> None:
+    from pytest_specbench.report import slo_capacity
+
+    def entry(method: str, c: int, met: float) -> dict:
+        params = {"method": method, "tp": 1, "workload": "ttft", "concurrency": c}
+        extra = {
+            "output_tokens_per_s": 100.0 * c,
+            "slo_attainment": met,
+            "goodput_tokens_per_s": 100.0 * c * met,
+        }
+        return {"param": f"{method}-c{c}", "params": params, "extra_info": extra}
+
+    doc = {
+        "benchmarks": [
+            *(entry("ar", c, met) for c, met in ((1, 1.0), (4, 0.95), (16, 0.5))),
+            *(entry("ngram", c, met) for c, met in ((1, 0.8), (4, 0.0))),
+            entry("draft", 1, 1.0),  # one concurrency: nothing to say
+        ]
+    }
+    assert slo_capacity(doc) == [
+        "ar ttft tp1: highest holding c4 (goodput 380.0 tok/s); met c1 100%, c4 95%, c16 50%",
+        "ngram ttft tp1: no concurrency; met c1 80%, c4 0%",
+    ]
