@@ -277,6 +277,24 @@ def _tied(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return bool(a["output_tokens_per_s"] - sa <= b["output_tokens_per_s"] + sb)
 
 
+_SHAPE_ORDER = ("workload", "tp", "concurrency", "context_tokens", "output_tokens")
+
+
+def _natural(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Sort key of a shape key (baseline, (param, value), ...): workload, TP, concurrency,
+    context, output, then the rest; numbers as numbers (c2 before c16)."""
+
+    def num(v: str) -> tuple[int, float, str]:
+        try:
+            return (0, float(v), "")
+        except ValueError:
+            return (1, 0.0, v)
+
+    pairs = dict(key[1:])
+    names = [k for k in _SHAPE_ORDER if k in pairs] + sorted(k for k in pairs if k not in _SHAPE_ORDER)
+    return (key[0], *((k, num(pairs[k])) for k in names))
+
+
 def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
     """For each cell shape (workload, TP, concurrency, prompt and output tokens, other axes, and
     the target model, named by its AR baseline) measured with two or more methods: a label and
@@ -292,7 +310,7 @@ def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]
         shapes.setdefault(key, []).append({"method": method, **e, "tok_s_sd": _round_spread(b)})
     several_models = len({k[0] for k in shapes}) > 1
     out = []
-    for key, rows in shapes.items():
+    for key, rows in sorted(shapes.items(), key=lambda kv: _natural(kv[0])):
         if len(rows) < 2:
             continue
         rows.sort(key=lambda r: -r["output_tokens_per_s"])
