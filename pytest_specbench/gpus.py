@@ -72,6 +72,46 @@ def inventory() -> list[GPU]:
     return out
 
 
+def energy_mj(indices: tuple[int, ...]) -> dict[int, int] | None:
+    """Each GPU's energy counter (millijoules since the driver loaded; NVML, Volta and newer),
+    or None when NVML or the counter is not available."""
+    nv = _nvml()
+    if nv is None or not indices:
+        return None
+    try:
+        return {
+            i: int(nv.nvmlDeviceGetTotalEnergyConsumption(nv.nvmlDeviceGetHandleByIndex(i))) for i in indices
+        }
+    except Exception:
+        return None
+
+
+class EnergyMeter:
+    """GPU energy over a cell's timed rounds, from NVML's counters read before and after:
+    joules in all (and per GPU), average power, and (by the caller) joules per output token."""
+
+    def __init__(self, indices: tuple[int, ...]):
+        self.indices = indices
+        self._start: dict[int, int] | None = None
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._start = energy_mj(self.indices)
+        self._t0 = time.monotonic()
+
+    def stop(self) -> dict[str, Any]:
+        end, seconds = energy_mj(self.indices), time.monotonic() - self._t0
+        if not self._start or not end:
+            return {}
+        per = {str(i): (end[i] - self._start[i]) / 1e3 for i in self.indices}
+        total = sum(per.values())
+        return {
+            "energy_j": total,
+            "energy_j_per_gpu": per,
+            "power_w_avg": total / seconds if seconds > 0 else None,
+        }
+
+
 def driver_info() -> dict[str, Any]:
     nv = _nvml()
     if nv is None:
@@ -130,6 +170,9 @@ def worker_slice(gpus: tuple[int, ...], worker: int, workers: int) -> tuple[int,
 
 
 def pin(indices: tuple[int, ...]) -> None:
+    """CUDA_VISIBLE_DEVICES = NVML indices; CUDA numbers devices fastest-first unless
+    CUDA_DEVICE_ORDER=PCI_BUS_ID (NVML's order), so that is set too unless the user chose."""
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, indices))
 
 

@@ -487,7 +487,7 @@ class CellRunner:
         engine.deadline = time.monotonic() + limit
         timed_out = None
         try:
-            run = workloads.run(engine, cell)
+            run = workloads.run(engine, cell, _energy_meter(st, cell))
         except CellTimeout as e:
             timed_out = str(e)
         finally:
@@ -500,6 +500,8 @@ class CellRunner:
             st.abandon_engine(cell.group, why)
             pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)
         m = metrics.summarize(run.records, sum(run.round_times))
+        if run.extra.get("energy_j") is not None and m["output_tokens"]:
+            m["joules_per_output_token"] = run.extra["energy_j"] / m["output_tokens"]
         if cell.workload.slo:
             m.update(metrics.slo_metrics(run.records, sum(run.round_times), dict(cell.workload.slo)))
         cp = st.get_plan().cells.get(cell.id)
@@ -531,6 +533,16 @@ class CellRunner:
                 pytrace=False,
             )
         return result
+
+
+def _energy_meter(st: SpecbenchState, cell: Cell) -> Any:
+    """NVML energy over the cell's timed rounds on the GPUs its engine uses (the first TP of
+    this process's pinned GPUs); None for CPU backends or without pinned GPUs."""
+    from . import gpus
+
+    if not st.gpus or not get_backend(cell.method.backend).gpu:
+        return None
+    return gpus.EnergyMeter(tuple(st.gpus[: cell.tp]))
 
 
 @pytest.fixture

@@ -145,10 +145,15 @@ SLO_COLUMNS = (
 )
 
 
+# shown only when a cell of the run has GPU energy (NVML counters)
+ENERGY_COLUMNS = (("J/token", "joules_per_output_token", ".4f", 9), ("power W", "power_w_avg", ".0f", 8))
+
+
 def _columns(doc: dict[str, Any], terminal: bool) -> list[tuple[str, str, str, int | None]]:
     cols = list(COLUMNS)
-    if any("slo_attainment" in b["extra_info"] for b in doc.get("benchmarks", [])):
-        cols += SLO_COLUMNS
+    for key, more in (("slo_attainment", SLO_COLUMNS), ("joules_per_output_token", ENERGY_COLUMNS)):
+        if any(key in b["extra_info"] for b in doc.get("benchmarks", [])):
+            cols += more
     return [c for c in cols if c[3] is not None or not terminal]
 
 

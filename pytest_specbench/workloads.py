@@ -26,7 +26,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from . import metrics, prompts
 from .engines.base import (
@@ -74,11 +74,24 @@ def _submit(engine: Engine, cell: Cell, reqs: list[Request], round_idx: int) -> 
     return run_requests(engine, reqs, cell.concurrency)
 
 
-def _rounds(engine: Engine, cell: Cell, round_fn: Callable[[int], list[RequestRecord]]) -> CellRun:
+class Meter(Protocol):
+    """Measures something over a cell's timed rounds (e.g. GPU energy): ``start`` before the
+    first timed round, ``stop`` after the last one returns what goes into the cell's extra."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> dict[str, Any]: ...
+
+
+def _rounds(
+    engine: Engine, cell: Cell, round_fn: Callable[[int], list[RequestRecord]], meter: Meter | None
+) -> CellRun:
     w = cell.workload
     records: list[RequestRecord] = []
     times: list[float] = []
     for r in range(w.warmup + w.rounds):
+        if r == w.warmup and meter is not None:
+            meter.start()
         engine.flush_cache()
         t0 = time.perf_counter()
         recs = round_fn(r)
@@ -86,10 +99,13 @@ def _rounds(engine: Engine, cell: Cell, round_fn: Callable[[int], list[RequestRe
         if r >= w.warmup:
             records += recs
             times.append(dt)
-    return CellRun(records, times)
+    run = CellRun(records, times)
+    if meter is not None and w.rounds:
+        run.extra.update(meter.stop())
+    return run
 
 
-def _exact_rounds(engine: Engine, cell: Cell, stream: bool) -> CellRun:
+def _exact_rounds(engine: Engine, cell: Cell, stream: bool, meter: Meter | None) -> CellRun:
     tok = engine.tokenizer()
     n = cell.workload.requests_per_round(cell.concurrency)
 
@@ -102,23 +118,23 @@ def _exact_rounds(engine: Engine, cell: Cell, stream: bool) -> CellRun:
             r,
         )
 
-    run = _rounds(engine, cell, one_round)
+    run = _rounds(engine, cell, one_round, meter)
     run.extra["prompt_tokens_exact"] = all(r.prompt_tokens == cell.context_tokens for r in run.records)
     if dict(cell.extra).get("request_rate"):
         run.extra["request_rate"] = dict(cell.extra)["request_rate"]
     return run
 
 
-def throughput(engine: Engine, cell: Cell) -> CellRun:
-    return _exact_rounds(engine, cell, stream=cell.workload.streamed)
+def throughput(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+    return _exact_rounds(engine, cell, cell.workload.streamed, meter)
 
 
-def ttft(engine: Engine, cell: Cell) -> CellRun:
-    return _exact_rounds(engine, cell, stream=True)
+def ttft(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+    return _exact_rounds(engine, cell, True, meter)
 
 
-def long_context(engine: Engine, cell: Cell) -> CellRun:
-    run = _exact_rounds(engine, cell, stream=True)
+def long_context(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+    run = _exact_rounds(engine, cell, True, meter)
     if not run.extra["prompt_tokens_exact"]:
         seen = sorted({r.prompt_tokens for r in run.records})
         raise AssertionError(
@@ -127,7 +143,7 @@ def long_context(engine: Engine, cell: Cell) -> CellRun:
     return run
 
 
-def categories(engine: Engine, cell: Cell) -> CellRun:
+def categories(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
     w = cell.workload
     tok = engine.tokenizer()
     cat = dict(cell.extra)["category"]
@@ -146,12 +162,12 @@ def categories(engine: Engine, cell: Cell) -> CellRun:
             r,
         )
 
-    run = _rounds(engine, cell, one_round)
+    run = _rounds(engine, cell, one_round, meter)
     run.extra.update(category=cat, questions=w.questions or "builtin", prompts=len(qs))
     return run
 
 
-def agentic(engine: Engine, cell: Cell) -> CellRun:
+def agentic(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
     """C sessions at once, each going through the scenario's turns in order."""
     sc = prompts.load_scenario(dict(cell.extra)["scenario"])
     tok = engine.tokenizer()
@@ -179,7 +195,7 @@ def agentic(engine: Engine, cell: Cell) -> CellRun:
         out = await asyncio.gather(*(session(r, s) for s in range(cell.concurrency)))
         return [rec for sess in out for rec in sess]
 
-    run = _rounds(engine, cell, lambda r: engine.run(all_sessions(r)))
+    run = _rounds(engine, cell, lambda r: engine.run(all_sessions(r)), meter)
     run.extra["scenario"] = sc.name
     run.extra["turns"] = per_turn(run.records, [t.name for t in sc.turns])
     return run
@@ -210,7 +226,7 @@ def per_turn(records: list[RequestRecord], names: list[str]) -> list[dict[str, A
     return rows
 
 
-WORKLOADS: dict[str, Callable[[Engine, Cell], CellRun]] = {
+WORKLOADS: dict[str, Callable[[Engine, Cell, Meter | None], CellRun]] = {
     "throughput": throughput,
     "ttft": ttft,
     "long_context": long_context,
@@ -219,11 +235,11 @@ WORKLOADS: dict[str, Callable[[Engine, Cell], CellRun]] = {
 }
 
 
-def run(engine: Engine, cell: Cell) -> CellRun:
+def run(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
     try:
         fn = WORKLOADS[cell.workload.kind]
     except KeyError:
         raise NotImplementedError(
             f"workload kind {cell.workload.kind!r} is not implemented; implemented: {', '.join(WORKLOADS)}"
         ) from None
-    return fn(engine, cell)
+    return fn(engine, cell, meter)

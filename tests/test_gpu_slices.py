@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,15 @@ from pytest_specbench.engines import register_backend
 register_backend("sglang", FakeEngine)  # the plugin's GPU paths, without sglang
 gpus.inventory = lambda: [gpus.GPU(i, "NVIDIA H200", 143771, 618, 0) for i in range(4)]
 gpus.driver_info = lambda: {{"driver": "fake", "cuda_driver": "fake"}}
+_reads = [0]
+
+
+def _energy(indices):  # every read advances each GPU's counter by 50 J
+    _reads[0] += 1
+    return {{i: _reads[0] * 50_000 for i in indices}}
+
+
+gpus.energy_mj = _energy
 """
 
 MATRIX = """
@@ -91,3 +101,32 @@ def test_explicit_gpu_list(project: pytest.Pytester, tmp_path: Path) -> None:
     assert (
         "--specbench-gpus names GPU(s) [5]; this host has [0, 1, 2, 3]" in res.stderr.str() + res.stdout.str()
     )
+
+
+def test_gpu_energy_over_the_timed_rounds(project: pytest.Pytester) -> None:
+    """NVML energy counters read before and after a cell's timed rounds, on the GPUs its engine
+    uses: 50 J per GPU per cell here (the fake counter), so TP2 cells report 100 J."""
+    res = project.runpytest_subprocess("benches", "-k", "ar and not tp4", "--benchmark-json", "out.json")
+    res.assert_outcomes(passed=2)
+    by = {
+        b["param"]: b["extra_info"] for b in json.loads((project.path / "out.json").read_text())["benchmarks"]
+    }
+    tp1, tp2 = by["ar-tp1-c1-out8"], by["ar-tp2-c1-out8"]
+    assert tp1["energy_j"] == 50.0 and tp1["energy_j_per_gpu"] == {"0": 50.0}
+    assert tp2["energy_j"] == 100.0 and tp2["energy_j_per_gpu"] == {"0": 50.0, "1": 50.0}
+    assert tp1["output_tokens"] == 16  # 2 requests x 8 tokens, one round
+    assert tp1["joules_per_output_token"] == 50.0 / 16
+    assert tp1["power_w_avg"] > 0
+    assert "J/token" in res.stdout.str() and f"{50 / 16:.4f}" in res.stdout.str()  # the summary table
+
+
+def test_pin_sets_pci_order_unless_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_specbench import gpus
+
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    gpus.pin((2, 3))
+    assert (os.environ["CUDA_DEVICE_ORDER"], os.environ["CUDA_VISIBLE_DEVICES"]) == ("PCI_BUS_ID", "2,3")
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    gpus.pin((0,))
+    assert os.environ["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
