@@ -129,3 +129,27 @@ def test_oracle_check_for_draft_equal_target() -> None:
     # the H200's standalone at c32 with 2 waves: 3.998048 is not exact
     assert oracle_check(sa, 3.9980478282088825)["oracle_exact"] is False
     assert oracle_check(sa, None)["oracle_exact"] is False
+
+
+def test_xdist_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from pytest_specbench.engines.hf import _share_cores
+
+    class FakeTorch:
+        threads: list[int] = []
+
+        def set_num_threads(self, n: int) -> None:
+            self.threads.append(n)
+
+    t = FakeTorch()
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    _share_cores(t)
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")  # the user's choice stands
+    _share_cores(t)
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")  # one process: torch's default
+    _share_cores(t)
+    assert t.threads == [4]

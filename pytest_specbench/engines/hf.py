@@ -118,6 +118,16 @@ def _crop(cache: Any, keep: int) -> None:
         cache.crop(-remove)
 
 
+def _share_cores(torch: Any) -> None:
+    """Under ``pytest -n K`` each worker's engine gets cores // K threads (each would otherwise
+    take every core, and K of them oversubscribe the machine), unless OMP_NUM_THREADS is set."""
+    import os
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if workers > 1 and not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 class HFEngine:
     backend = "hf"
     deadline: float | None = None
@@ -129,6 +139,7 @@ class HFEngine:
 
         if group.tp != 1:
             raise ValueError(f"{group.id}: the hf backend runs one CPU process; TP={group.tp} needs sglang")
+        _share_cores(torch)
         m = group.method
         self.group = group
         self.spec = m.speculative
