@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from . import report
+from . import decide, report
 from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SpecbenchState
 
 
@@ -152,17 +152,17 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             f"resumed: {len(spec['resumed_cells'])} cells copied from "
             f"{config.getoption('specbench_resume')} (not run again)"
         )
-    shapes = report.ranked_shapes(st.doc)
+    shapes = decide.ranked_shapes(st.doc)
     if shapes:
         out.append("fastest method per cell shape (output tok/s ± across rounds; ≈: within one deviation):")
-        out += [f"  {label}: {report.ranking(rows)}" for label, rows in shapes]
-    tps = report.tp_scaling(st.doc)
+        out += [f"  {label}: {decide.ranking(rows)}" for label, rows in shapes]
+    tps = decide.tp_scaling(st.doc)
     if tps:
         out.append("output tok/s by TP size (and per GPU):")
         out += [f"  {ln}" for ln in tps]
-    cap = report.slo_capacity(st.doc)
+    cap = decide.slo_capacity(st.doc)
     if cap:
-        out.append(f"concurrency that holds the SLO for >= {report.SLO_TARGET:.0%} of requests:")
+        out.append(f"concurrency that holds the SLO for >= {decide.SLO_TARGET:.0%} of requests:")
         out += [f"  {ln}" for ln in cap]
     for e in spec["engine_groups"]:
         pve = report.planned_vs_engine(e)
