@@ -95,6 +95,17 @@ def slo_metrics(records: Sequence[RequestRecord], wall_s: float, slo: Mapping[st
     }
 
 
+def accept_rate_by_position(hist: Sequence[int]) -> list[float | None]:
+    """From an accept histogram (verify steps by number of accepted drafts): for draft position
+    p = 1, 2, ..., the fraction of steps that accepted position p among those that accepted every
+    position before it. A step that proposed fewer drafts counts as stopping where it stopped."""
+    out: list[float | None] = []
+    for p in range(1, len(hist)):
+        reached = sum(hist[p - 1 :])
+        out.append(sum(hist[p:]) / reached if reached else None)
+    return out
+
+
 def _pcts(prefix: str, values: Sequence[float], scale: float = 1.0) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for q in PCTS:
@@ -122,6 +133,7 @@ def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]
         "accept_length": accept_length(ok),
         "verify_steps": sum(r.verify_steps for r in ok if r.verify_steps is not None) or None,
         "accept_histogram": merge_histograms(ok) or None,
+        "accept_rate_by_position": accept_rate_by_position(merge_histograms(ok)) or None,
         "cached_tokens": sum(r.cached_tokens for r in ok),
         "queue_s_p50": percentile([r.queue_s for r in ok], 50),
         "queue_s_max": max((r.queue_s for r in ok), default=None),

@@ -108,3 +108,14 @@ def test_slo_attainment_and_goodput() -> None:
     assert m["goodput_tokens_per_s"] == (9 + 1) / 2.0
     # E2E only: 0.9, 0.9, 0.05 are within 1 s; 1.7 is not; the failed one never counts
     assert slo_metrics(recs, 2.0, {"e2e_s": 1.0})["slo_attainment"] == 3 / 5
+
+
+def test_accept_rate_by_position_from_the_histogram() -> None:
+    from pytest_specbench.metrics import accept_rate_by_position
+
+    # 10 steps accepted 0 drafts, 30 accepted 1, 20 accepted 2, 40 accepted all 3:
+    # position 1: 90 of 100; position 2: 60 of 90; position 3: 40 of 60
+    assert accept_rate_by_position([10, 30, 20, 40]) == pytest.approx([0.9, 60 / 90, 40 / 60])
+    assert accept_rate_by_position([0, 0, 0, 4096]) == [1.0, 1.0, 1.0]  # draft = target
+    assert accept_rate_by_position([16320]) == []  # nothing proposed beyond position 0
+    assert accept_rate_by_position([5, 0, 0]) == [0.0, None]  # position 2 never reached
