@@ -217,3 +217,35 @@ def test_warm_up_that_never_answers_fails_the_start(tmp_path, monkeypatch) -> No
     assert str(e.value).startswith("ar-tp1: the warm-up request after the start got no answer within 0.3 s")
     assert killed == [True]  # its processes are killed: the GPU is free for the next group
     assert eng.deadline is None
+
+
+def test_requests_reach_sglang_with_their_temperature() -> None:
+    """What SGLang's async_generate receives: the request's temperature (0 = greedy), exactly
+    max_new_tokens with EOS ignored; a batch carries one sampling dict per request."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from pytest_specbench.engines import sglang as sg
+    from pytest_specbench.engines.base import Request
+
+    calls = []
+
+    async def async_generate(input_ids, sampling_params, stream=False):
+        calls.append(sampling_params)
+        meta = {"completion_tokens": 4, "prompt_tokens": 2, "e2e_latency": 0.1}
+        if isinstance(sampling_params, list):
+            return [{"meta_info": meta, "output_ids": [1, 2, 3, 4]} for _ in sampling_params]
+        return {"meta_info": meta, "output_ids": [1, 2, 3, 4]}
+
+    eng = object.__new__(sg.SGLangEngine)
+    eng.engine = SimpleNamespace(async_generate=async_generate)
+    greedy, hot = Request((5, 6), 4, stream=False), Request((5, 6), 4, stream=False, temperature=0.7)
+    asyncio.run(eng.agenerate(hot))
+    asyncio.run(eng.agenerate_batch([greedy, hot]))
+    assert calls == [
+        {"temperature": 0.7, "max_new_tokens": 4, "ignore_eos": True},
+        [
+            {"temperature": 0.0, "max_new_tokens": 4, "ignore_eos": True},
+            {"temperature": 0.7, "max_new_tokens": 4, "ignore_eos": True},
+        ],
+    ]
