@@ -121,6 +121,7 @@ def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]
     ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
     tpots = [t for t in (tpot(r) for r in ok) if t is not None]
     itls = [g for r in ok for g in itl_gaps(r.chunks)]
+    hist = merge_histograms(ok)
     m: dict[str, Any] = {
         "requests": len(records),
         "errors": len(records) - len(ok),
@@ -132,8 +133,8 @@ def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]
         "requests_per_s": len(ok) / wall_s if wall_s > 0 else None,
         "accept_length": accept_length(ok),
         "verify_steps": sum(r.verify_steps for r in ok if r.verify_steps is not None) or None,
-        "accept_histogram": merge_histograms(ok) or None,
-        "accept_rate_by_position": accept_rate_by_position(merge_histograms(ok)) or None,
+        "accept_histogram": hist or None,
+        "accept_rate_by_position": accept_rate_by_position(hist) or None,
         "cached_tokens": sum(r.cached_tokens for r in ok),
         "queue_s_p50": percentile([r.queue_s for r in ok], 50),
         "queue_s_max": max((r.queue_s for r in ok), default=None),
