@@ -70,26 +70,40 @@ def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]
     """For each cell shape (workload, TP, concurrency, prompt and output tokens, other axes, and
     the target model, named by its AR baseline) measured with two or more methods: a label and
     the methods' extra_info (plus "method"), fastest output tok/s first."""
-    shapes: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for b in doc.get("benchmarks", []):
-        e = b["extra_info"]
-        if not e.get("output_tokens_per_s") or "method" not in (b.get("params") or {}):
-            continue
-        p = dict(b["params"])
-        method = p.pop("method")
-        key = (e.get("speedup_baseline") or "-", *sorted((k, str(v)) for k, v in p.items()))
-        shapes.setdefault(key, []).append({"method": method, **e, "tok_s_sd": _round_spread(b)})
+    shapes = _varying(doc, "method")
     several_models = len({k[0] for k in shapes}) > 1
     out = []
-    for key, rows in sorted(shapes.items(), key=lambda kv: _natural(kv[0])):
-        if len(rows) < 2:
+    for key, cells in sorted(shapes.items(), key=lambda kv: _natural(kv[0])):
+        if len(cells) < 2:
             continue
+        rows = [{"method": m, **b["extra_info"], "tok_s_sd": _round_spread(b)} for m, b in cells]
         rows.sort(key=lambda r: -r["output_tokens_per_s"])
         label = _shape_label(dict(key[1:]))
         if several_models:
             label += f" (model of {key[0]})"
         out.append((label, rows))
     return out
+
+
+def _varying(doc: dict[str, Any], axis: str) -> dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]]:
+    """Cells with throughput grouped by everything but ``axis``: key (the cell's AR baseline,
+    (param, str(value)) of every other param, sorted), value [(the cell's ``axis`` value, its
+    JSON entry)] in the order of the axis. Cells of one key differ only in ``axis``."""
+    by: dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]] = {}
+    for b in doc.get("benchmarks", []):
+        p, e = dict(b.get("params") or {}), b["extra_info"]
+        if not e.get("output_tokens_per_s") or axis not in p or "method" not in p:
+            continue
+        value = p.pop(axis)
+        key = (e.get("speedup_baseline") or "-", *sorted((k, str(v)) for k, v in p.items()))
+        by.setdefault(key, []).append((value, b))
+    return {k: sorted(v, key=lambda x: x[0]) for k, v in by.items()}
+
+
+def _method_and_label(key: tuple[Any, ...]) -> str:
+    """ "ar ttft tp1 in256 out64" from a _varying key whose params still hold the method."""
+    params = dict(key[1:])
+    return f"{params.pop('method')} {_shape_label(params)}"
 
 
 def _shape_label(axes: dict[str, Any]) -> str:
@@ -109,31 +123,16 @@ def _shape_label(axes: dict[str, Any]) -> str:
     return label + "".join(f" {k}={v}" for k, v in axes.items())
 
 
-def _along(doc: dict[str, Any], axis: str) -> dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]]:
-    """Cells with throughput grouped by (method, every other param): the values of ``axis``
-    with each cell's extra_info, in the order of the axis."""
-    by: dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]] = {}
-    for b in doc.get("benchmarks", []):
-        p, e = dict(b.get("params") or {}), b["extra_info"]
-        if not e.get("output_tokens_per_s") or axis not in p or "method" not in p:
-            continue
-        value = p.pop(axis)
-        by.setdefault((p.pop("method"), *sorted(p.items())), []).append((value, e))
-    return {k: sorted(v, key=lambda x: x[0]) for k, v in by.items()}
-
-
 def tp_scaling(doc: dict[str, Any]) -> list[str]:
     """For each method and shape measured at two or more TP sizes: tok/s and tok/s per GPU at
     each (the "which TP" question: more GPUs per engine, or more engines of fewer GPUs)."""
     out = []
-    for key, vals in _along(doc, "tp").items():
-        if len(vals) < 2:
+    for key, cells in _varying(doc, "tp").items():
+        if len(cells) < 2:
             continue
-        per = ", ".join(
-            f"tp{tp} {e['output_tokens_per_s']:.1f} ({e['output_tokens_per_s'] / int(tp):.1f}/GPU)"
-            for tp, e in vals
-        )
-        out.append(f"{key[0]} {_shape_label(dict(key[1:]))}: {per}")
+        vals = [(tp, b["extra_info"]["output_tokens_per_s"]) for tp, b in cells]
+        per = ", ".join(f"tp{tp} {v:.1f} ({v / int(tp):.1f}/GPU)" for tp, v in vals)
+        out.append(f"{_method_and_label(key)}: {per}")
     return out
 
 
@@ -145,8 +144,8 @@ def slo_capacity(doc: dict[str, Any]) -> list[str]:
     concurrency whose requests met the SLO at least SLO_TARGET of the time, with its goodput
     (the "how many requests at once per engine" question)."""
     out = []
-    for key, vals in _along(doc, "concurrency").items():
-        vals = [(c, e) for c, e in vals if e.get("slo_attainment") is not None]
+    for key, cells in _varying(doc, "concurrency").items():
+        vals = [(c, b["extra_info"]) for c, b in cells if b["extra_info"].get("slo_attainment") is not None]
         if len(vals) < 2:
             continue
         held = [(c, e) for c, e in vals if e["slo_attainment"] >= SLO_TARGET]
@@ -156,7 +155,7 @@ def slo_capacity(doc: dict[str, Any]) -> list[str]:
             head = f"highest holding c{c} (goodput {e['goodput_tokens_per_s']:.1f} tok/s)"
         else:
             head = "no concurrency"
-        out.append(f"{key[0]} {_shape_label(dict(key[1:]))}: {head}; met {met}")
+        out.append(f"{_method_and_label(key)}: {head}; met {met}")
     return out
 
 
