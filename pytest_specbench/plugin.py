@@ -499,11 +499,12 @@ class CellRunner:
             )
             st.abandon_engine(cell.group, why)
             pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)
-        m = metrics.summarize(run.records, sum(run.round_times))
+        wall_s = sum(run.round_times)
+        m = metrics.summarize(run.records, wall_s)
         if run.extra.get("energy_j") is not None and m["output_tokens"]:
             m["joules_per_output_token"] = run.extra["energy_j"] / m["output_tokens"]
         if cell.workload.slo:
-            m.update(metrics.slo_metrics(run.records, sum(run.round_times), dict(cell.workload.slo)))
+            m.update(metrics.slo_metrics(run.records, wall_s, dict(cell.workload.slo)))
         cp = st.get_plan().cells.get(cell.id)
         if cp is not None and cp.roofline_tokens_per_s:  # decode bound without speculation
             m["roofline_tokens_per_s"] = cp.roofline_tokens_per_s

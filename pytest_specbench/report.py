@@ -280,6 +280,8 @@ def regressions(
     ``pytest-benchmark compare --benchmark-compare-fail`` cannot gate: it fails only when a time
     goes up). A cell measured in OLD that failed in NEW is a regression too; one NEW did not run
     (another ``-k``, skipped) is only shown as absent in the comparison table."""
+    from .results import failure_headline
+
     if max_tok_s_drop is None and max_accept_drop is None:
         return []
     a, b = _rows(old), _rows(new)
@@ -288,8 +290,6 @@ def regressions(
     out = []
     for cell, ea in a.items():
         if cell in failed:
-            from .results import failure_headline
-
             out.append(
                 f"{cell}: measured in the old run, failed in the new one: {failure_headline(failed[cell])}"
             )

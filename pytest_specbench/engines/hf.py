@@ -295,6 +295,8 @@ class _Drafter:
     ) -> tuple[list[int], list[Any] | None]:
         """K draft tokens (argmax, or sampled at ``temperature``) and, when sampled, the
         draft's probability row each was drawn from."""
+        import torch
+
         _crop(self.cache, self.valid)
         feed = seq[self.valid :]
         out: list[int] = []
@@ -304,8 +306,6 @@ class _Drafter:
             if temperature == 0:
                 tok = int(logits.argmax())
             else:
-                import torch
-
                 rows.append(_probs(logits, temperature))
                 tok = int(torch.multinomial(rows[-1], 1, generator=gen))
             out.append(tok)
