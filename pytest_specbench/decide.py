@@ -7,34 +7,56 @@ from __future__ import annotations
 
 from typing import Any
 
+from .paired import CV_WARN
+from .paired import compare as _compare
+
+
+def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Paired comparison of two JSON entries of one shape (paired.compare): a over b."""
+    return _compare(as_result(a), as_result(b))
+
+
+def as_result(b: dict[str, Any]) -> dict[str, Any]:
+    """A JSON entry in the shape paired.compare reads (params, metrics, round times)."""
+    return {
+        "params": b["params"],
+        "metrics": b["extra_info"],
+        "round_times": (b.get("stats") or {}).get("data") or [],
+    }
+
+
+def fmt_interval(ci: Any) -> str:
+    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+
 
 def method_summary(r: dict[str, Any]) -> str:
+    """ "ngram 812.4 tok/s (x1.18 [1.10, 1.27] faster, accept 2.10)"; open loop: its p50 latency."""
     parts = []
-    if r.get("speedup_vs_ar") is not None:
-        parts.append(f"x{r['speedup_vs_ar']:.2f}")
+    if _baseline_row(r):
+        parts.append("baseline")
+    elif r.get("speedup_vs_ar") is not None:
+        verdict = r.get("speedup_verdict") or ""
+        parts.append(
+            f"x{r['speedup_vs_ar']:.2f}{fmt_interval(r.get('speedup_vs_ar_ci95'))} {verdict}".strip()
+        )
     if r.get("accept_length"):
         parts.append(f"accept {r['accept_length']:.2f}")
     if r.get("slo_attainment") is not None:
         parts.append(f"slo met {r['slo_attainment']:.0%}")
-    sd = f"±{r['tok_s_sd']:.1f}" if r.get("tok_s_sd") is not None else ""
-    return f"{r['method']} {r['output_tokens_per_s']:.1f}{sd}" + (f" ({', '.join(parts)})" if parts else "")
-
-
-def _round_spread(b: dict[str, Any]) -> float | None:
-    """Standard deviation of a cell's tok/s across its timed rounds (each round produces the
-    same number of output tokens); None with fewer than two rounds."""
-    import statistics
-
-    times = (b.get("stats") or {}).get("data") or []
-    tokens = b["extra_info"].get("output_tokens")
-    if len(times) < 2 or not tokens or not all(t > 0 for t in times):
-        return None
-    return statistics.stdev(tokens / len(times) / t for t in times)
+    if r.get("saturated"):
+        parts.append("saturated")
+    if r.get("rounds_cv") is not None and r["rounds_cv"] > CV_WARN:
+        parts.append(f"rounds CV {r['rounds_cv']:.0%}")
+    if r.get("offered_request_rate"):
+        head = f"{r['method']} p50 {r['latency_s_p50']:.3f} s"
+    else:
+        head = f"{r['method']} {r['output_tokens_per_s']:.1f} tok/s"
+    return head + (f" ({', '.join(parts)})" if parts else "")
 
 
 def ranking(rows: list[dict[str, Any]]) -> str:
-    """Methods fastest first, joined by ">" or by "≈" where the two are within one round-to-round
-    standard deviation of each other (the order between them is not established by the run)."""
+    """Methods best first, joined by ">" where the paired interval between neighbours excludes
+    1.0 and by "≈" where it does not (the run does not establish their order)."""
     out = method_summary(rows[0])
     for a, b in zip(rows, rows[1:], strict=False):
         out += (" ≈ " if _tied(a, b) else " > ") + method_summary(b)
@@ -42,10 +64,13 @@ def ranking(rows: list[dict[str, Any]]) -> str:
 
 
 def _tied(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    sa, sb = a.get("tok_s_sd"), b.get("tok_s_sd")
-    if sa is None or sb is None:
-        return False
-    return bool(a["output_tokens_per_s"] - sa <= b["output_tokens_per_s"] + sb)
+    """Whether a paired comparison of two methods of one shape fails to separate them."""
+    c = compare(a["_entry"], b["_entry"])
+    return c.get("speedup_verdict") not in ("faster", "slower")
+
+
+def _baseline_row(r: dict[str, Any]) -> bool:
+    return r.get("speedup_baseline") == r["method"]
 
 
 _SHAPE_ORDER = ("workload", "tp", "concurrency", "context_tokens", "output_tokens")
@@ -76,8 +101,11 @@ def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]
     for key, cells in sorted(shapes.items(), key=lambda kv: _natural(kv[0])):
         if len(cells) < 2:
             continue
-        rows = [{"method": m, **b["extra_info"], "tok_s_sd": _round_spread(b)} for m, b in cells]
-        rows.sort(key=lambda r: -r["output_tokens_per_s"])
+        rows = [{"method": m, **b["extra_info"], "_entry": b} for m, b in cells]
+        if any(r.get("offered_request_rate") for r in rows):  # open loop: lower latency first
+            rows.sort(key=lambda r: r.get("latency_s_p50") or float("inf"))
+        else:
+            rows.sort(key=lambda r: -r["output_tokens_per_s"])
         label = _shape_label(dict(key[1:]))
         if several_models:
             label += f" (model of {key[0]})"
@@ -171,8 +199,10 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     if rows:
         out += [
             "",
-            "Fastest method per cell shape (output tok/s ± its standard deviation across rounds; ≈: within",
-            "one deviation of each other; x: speedup vs the AR method of the same model):",
+            "Fastest method per cell shape (closed loop: output tok/s; open loop: p50 E2E latency).",
+            "x: speedup vs the AR method of the same model with its 95% interval over paired rounds",
+            "(open loop: latency ratio, paired bootstrap); ≈: a paired comparison does not separate",
+            "the two neighbours:",
             "",
             "| shape | fastest | all methods, fastest first |",
             "|---|---|---|",
@@ -185,4 +215,29 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     if cap:
         out += ["", f"Concurrency that holds the SLO for >= {SLO_TARGET:.0%} of requests:", ""]
         out += [f"- {ln}" for ln in cap]
+    warn = warnings(doc)
+    if warn:
+        out += ["", *(f"- {ln}" for ln in warn)]
+    return out
+
+
+def warnings(doc: dict[str, Any]) -> list[str]:
+    """Cells whose numbers need care: rounds that vary more than CV_WARN, comparisons whose
+    requests differ (unpaired), open-loop cells whose client queue grew (saturated)."""
+    out = []
+    for b in doc.get("benchmarks", []):
+        e = b["extra_info"]
+        if e.get("rounds_cv") is not None and e["rounds_cv"] > CV_WARN:
+            out.append(
+                f"warning: {b['param']}: tok/s varies {e['rounds_cv']:.1%} across its rounds (CV > "
+                f"{CV_WARN:.0%}): more rounds or waves would narrow its interval"
+            )
+        if e.get("speedup_pairing") == "unpaired":
+            out.append(f"warning: {b['param']}: {e.get('speedup_verdict')}; no speedup reported")
+        if e.get("saturated"):
+            out.append(
+                f"warning: {b['param']}: open loop saturated ({e.get('queued_requests')} requests "
+                f"waited for a free slot; completed {e.get('achieved_request_rate') or 0:.2f} of "
+                f"{e.get('offered_request_rate')} req/s offered)"
+            )
     return out

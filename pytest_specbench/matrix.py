@@ -108,7 +108,7 @@ class Workload:
     prompt_tokens: int = 128
     requests: int | None = None
     waves: int | None = None  # requests per round = waves x concurrency (instead of requests)
-    rounds: int = 3
+    rounds: int = 5  # enough paired rounds for a speedup interval to mean something (paired.py)
     warmup: int = 1
     timeout_s: float = 900.0
     methods: tuple[str, ...] = ()
@@ -134,9 +134,7 @@ class Workload:
     def requests_per_round(self, concurrency: int) -> int:
         if self.requests:
             return self.requests
-        if self.waves:
-            return self.waves * concurrency
-        return concurrency if self.kind in ("long_context", "agentic") else 2 * concurrency
+        return (self.waves or 1) * concurrency  # default: one wave, every request in flight at once
 
     def extra_axes(self) -> list[tuple[tuple[str, Any], ...]]:
         """The workload's own axes beyond concurrency/context/output, as Cell.extra tuples
@@ -201,6 +199,20 @@ class Cell:
         parts.append(f"out{fmt_tokens(self.output_tokens)}")
         parts += [_axis_label(k, v) for k, v in self.extra]
         return "-".join(parts)
+
+    @property
+    def request_key(self) -> tuple[Any, ...]:
+        """What a cell's requests depend on: its shape without method and TP (workload,
+        concurrency, prompt/context tokens, output tokens, rate, temperature, scenario,
+        category). Every method of a shape, at every TP size, gets the same prompts, arrival
+        times, sampling seeds and request order."""
+        return (self.workload.name, self.concurrency, self.context_tokens, self.output_tokens, self.extra)
+
+    @property
+    def request_rate(self) -> float | None:
+        """Poisson arrival rate of an open-loop cell (req/s); None for a closed loop."""
+        rate = dict(self.extra).get("request_rate")
+        return float(rate) if rate else None
 
     @property
     def axes_key(self) -> tuple[Any, ...]:

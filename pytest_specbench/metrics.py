@@ -146,28 +146,85 @@ def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]
     return m
 
 
-def speedups(
-    results: Sequence[dict[str, Any]], baseline: str | Mapping[str, str | None]
-) -> dict[int, float | None]:
-    """Index -> tok/s over its baseline method's tok/s at the same axes (None without one).
-    ``baseline``: one method name for every cell, or method -> its baseline (Matrix.baselines():
-    the AR method of the same target model)."""
-    base: dict[Any, float] = {}
-    for r in results:
-        if r["metrics"].get("output_tokens_per_s"):
-            base[(r["params"]["method"], _axes(r))] = r["metrics"]["output_tokens_per_s"]
-    out: dict[int, float | None] = {}
-    for i, r in enumerate(results):
-        name = baseline if isinstance(baseline, str) else baseline.get(r["params"]["method"])
-        b = base.get((name, _axes(r))) if name else None
-        v = r["metrics"].get("output_tokens_per_s")
-        out[i] = v / b if b and v is not None else None
-    return out
+SATURATION_QUEUE_S = 0.010  # an open-loop request that waited longer for a free slot: saturated
 
 
-def _axes(r: dict[str, Any]) -> tuple[Any, ...]:
-    p = r["params"]
-    return tuple(sorted((k, str(v)) for k, v in p.items() if k != "method"))
+def per_request(records: Sequence[RequestRecord]) -> dict[str, list[Any]]:
+    """The successful requests of a cell as columns (tag, prompt/output tokens, verify steps,
+    latency, TTFT, queue time): what paired comparisons across methods read (same tags)."""
+    ok = [r for r in records if not r.error]
+    return {
+        "tag": [r.tag for r in ok],
+        "prompt_tokens": [r.prompt_tokens for r in ok],
+        "output_tokens": [r.output_tokens for r in ok],
+        "verify_steps": [r.verify_steps for r in ok],
+        "latency_s": [round(r.latency_s, 6) for r in ok],
+        "ttft_s": [None if r.ttft_s is None else round(r.ttft_s, 6) for r in ok],
+        "queue_s": [round(r.queue_s, 6) for r in ok],
+    }
+
+
+def open_loop_metrics(records: Sequence[RequestRecord], wall_s: float, rate: float) -> dict[str, Any]:
+    """What an open loop measures besides latency: the offered rate, the rate the engine
+    completed requests at (requests ÷ the rounds' wall time, which includes the last requests'
+    service), and whether the client queue grew (a request waited > SATURATION_QUEUE_S for a
+    free slot: the engine did not keep up with the offered load at this concurrency cap)."""
+    ok = [r for r in records if not r.error]
+    queued = sum(1 for r in ok if r.queue_s > SATURATION_QUEUE_S)
+    return {
+        "offered_request_rate": rate,
+        "achieved_request_rate": len(ok) / wall_s if wall_s > 0 else None,
+        "queued_requests": queued,
+        "saturated": queued > 0,
+    }
+
+
+def cell_metrics(
+    records: Sequence[RequestRecord],
+    round_times: Sequence[float],
+    round_output_tokens: Sequence[int],
+    *,
+    request_digests: Sequence[str] = (),
+    slo: Mapping[str, float] | None = None,
+    request_rate: float | None = None,
+    energy_j: float | None = None,
+    roofline_tokens_per_s: float | None = None,
+) -> dict[str, Any]:
+    """One cell's result metrics from its timed rounds: ``summarize`` over Σ round times, the
+    tok/s of each round and their coefficient of variation, SLO attainment and goodput, the
+    open-loop fields, energy per output token, the roofline fraction and the per-request columns."""
+    from .paired import cv
+
+    wall_s = sum(round_times)
+    m = summarize(records, wall_s)
+    rates = [n / t for n, t in zip(round_output_tokens, round_times, strict=True) if t > 0]
+    m["round_tokens_per_s"] = rates
+    m["rounds_cv"] = cv(rates)
+    if request_rate:  # an open loop's tok/s follows its arrivals: the CV of its rounds' p50 latency
+        by_round: dict[str, list[float]] = {}
+        for r in records:
+            if not r.error:
+                by_round.setdefault(r.tag.split("/", 1)[0], []).append(r.latency_s)
+        m["rounds_cv"] = cv([p for p in (percentile(v, 50) for v in by_round.values()) if p is not None])
+    if request_digests:
+        import hashlib
+
+        m["request_digests"] = list(request_digests)
+        m["request_digest"] = hashlib.sha256("".join(request_digests).encode()).hexdigest()[:16]
+    ok = [r for r in records if not r.error]
+    m["prompt_tokens_mean"] = m["prompt_tokens"] / len(ok) if ok else None
+    if energy_j is not None and m["output_tokens"]:
+        m["joules_per_output_token"] = energy_j / m["output_tokens"]
+    if slo:
+        m.update(slo_metrics(records, wall_s, slo))
+    if request_rate:
+        m.update(open_loop_metrics(records, wall_s, request_rate))
+    if roofline_tokens_per_s:  # decode bound without speculation
+        tps = m.get("output_tokens_per_s")
+        m["roofline_tokens_per_s"] = roofline_tokens_per_s
+        m["roofline_fraction"] = tps / roofline_tokens_per_s if tps else None
+    m["per_request"] = per_request(records)
+    return m
 
 
 ORACLE_TOLERANCE = 1e-6

@@ -499,17 +499,17 @@ class CellRunner:
             )
             st.abandon_engine(cell.group, why)
             pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)
-        wall_s = sum(run.round_times)
-        m = metrics.summarize(run.records, wall_s)
-        if run.extra.get("energy_j") is not None and m["output_tokens"]:
-            m["joules_per_output_token"] = run.extra["energy_j"] / m["output_tokens"]
-        if cell.workload.slo:
-            m.update(metrics.slo_metrics(run.records, wall_s, dict(cell.workload.slo)))
         cp = st.get_plan().cells.get(cell.id)
-        if cp is not None and cp.roofline_tokens_per_s:  # decode bound without speculation
-            m["roofline_tokens_per_s"] = cp.roofline_tokens_per_s
-            tps = m.get("output_tokens_per_s")
-            m["roofline_fraction"] = tps / cp.roofline_tokens_per_s if tps else None
+        m = metrics.cell_metrics(
+            run.records,
+            run.round_times,
+            run.round_output_tokens,
+            request_digests=run.round_digests,
+            slo=dict(cell.workload.slo) or None,
+            request_rate=cell.request_rate,
+            energy_j=run.extra.get("energy_j"),
+            roofline_tokens_per_s=cp.roofline_tokens_per_s if cp is not None else None,
+        )
         result = {
             "nodeid": self.item.nodeid,
             "name": self.item.name,

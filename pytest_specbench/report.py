@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import decide
-from .metrics import speedups
+from .paired import compare_all
 
 EXTRA_KEYS_FIRST = (
     "output_tokens_per_s",
@@ -40,13 +40,28 @@ def _stats(round_times: Sequence[float]) -> dict[str, Any]:
     return d
 
 
+SPEEDUP_KEYS = (
+    "speedup_vs_ar",
+    "speedup_vs_ar_ci95",
+    "speedup_verdict",
+    "speedup_metric",
+    "speedup_pairs",
+    "speedup_pairing",
+    "accept_vs",
+)
+
+
 def benchmark_entry(
-    result: dict[str, Any], speedup: float | None, baseline: str | None = None
+    result: dict[str, Any], comparison: dict[str, Any] | None = None, baseline: str | None = None
 ) -> dict[str, Any]:
-    m = dict(result["metrics"])
+    """One cell as a pytest-benchmark entry; ``comparison``: paired.compare_all's fields for it
+    (speedup over ``baseline``, the AR method of the same target model, with its interval)."""
+    m = {k: v for k, v in result["metrics"].items() if k not in SPEEDUP_KEYS}
+    comparison = comparison or {}
     extra = {k: m.get(k) for k in EXTRA_KEYS_FIRST if k != "speedup_vs_ar"}
-    extra["speedup_vs_ar"] = speedup
-    extra["speedup_baseline"] = baseline  # the AR method of the same target model
+    extra["speedup_vs_ar"] = comparison.get("speedup_vs_ar")
+    extra["speedup_baseline"] = baseline
+    extra.update({k: v for k, v in comparison.items() if k != "speedup_vs_ar"})
     extra.update({k: v for k, v in m.items() if k not in extra})
     extra["engine_group"] = result["group"]
     extra.update(result.get("extra_info") or {})
@@ -74,8 +89,8 @@ def result_of_entry(b: dict[str, Any], group: str, extra_info: dict[str, Any]) -
     The speedup and its baseline are left out: the run that copies the entry recomputes them."""
     metrics = dict(b.get("extra_info") or {})
     group = metrics.pop("engine_group", group)
-    metrics.pop("speedup_vs_ar", None)
-    metrics.pop("speedup_baseline", None)
+    for k in (*SPEEDUP_KEYS, "speedup_baseline"):
+        metrics.pop(k, None)
     return {
         "nodeid": b.get("fullname", ""),
         "name": b.get("name", ""),
@@ -99,7 +114,7 @@ def build(
     version: str,
 ) -> dict[str, Any]:
     ordered = sorted(results, key=lambda r: r["nodeid"])
-    sp = speedups(ordered, baseline)
+    sp = compare_all(ordered, baseline)
     return {
         "machine_info": machine_info,
         "commit_info": commit_info,
@@ -124,6 +139,8 @@ def _fmt(v: Any, spec: str) -> str:
     if v is None:
         width = spec[: len(spec) - len(spec.lstrip("0123456789"))]
         return format("-", f">{width}") if width else "-"
+    if spec == "ci":  # a [lo, hi] interval
+        return f"[{v[0]:.2f}, {v[1]:.2f}]"
     return format(v, spec)
 
 
@@ -133,6 +150,8 @@ COLUMNS = (
     ("tok/s", "output_tokens_per_s", ".1f", 10),
     ("accept", "accept_length", ".3f", 7),
     ("vs ar", "speedup_vs_ar", ".2f", 6),
+    ("vs ar 95% CI", "speedup_vs_ar_ci95", "ci", None),
+    ("rounds CV", "rounds_cv", ".1%", None),
     ("ttft p50 ms", "ttft_ms_p50", ".1f", 12),
     ("tpot p50 ms", "tpot_ms_p50", ".2f", None),
     ("lat p50 s", "latency_s_p50", ".3f", 10),

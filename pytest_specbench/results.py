@@ -154,8 +154,12 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
         )
     shapes = decide.ranked_shapes(st.doc)
     if shapes:
-        out.append("fastest method per cell shape (output tok/s ± across rounds; ≈: within one deviation):")
+        out.append(
+            "fastest method per cell shape (closed loop: tok/s, x = paired-rounds speedup vs AR [95% CI]; "
+            "open loop: p50 latency, x = latency ratio [bootstrap 95% CI]; ≈: not separated):"
+        )
         out += [f"  {label}: {decide.ranking(rows)}" for label, rows in shapes]
+    out += decide.warnings(st.doc)
     tps = decide.tp_scaling(st.doc)
     if tps:
         out.append("output tok/s by TP size (and per GPU):")

@@ -21,7 +21,10 @@ free prefill. Greedy unless the workload lists ``temperature`` values (an axis),
 
 from __future__ import annotations
 
+import array
 import asyncio
+import gc
+import hashlib
 import time
 import zlib
 from collections.abc import Callable
@@ -46,32 +49,64 @@ class CellRun:
     records: list[RequestRecord]  # timed rounds only
     round_times: list[float]
     extra: dict[str, Any] = field(default_factory=dict)
+    round_digests: list[str] = field(default_factory=list)  # one per timed round (request_digest)
+    round_output_tokens: list[int] = field(default_factory=list)  # per timed round, failed requests excluded
 
 
-def _seed(cell: Cell, round_idx: int) -> int:
-    # distinct prompts per cell, round and request; stable across runs and backends
-    return (zlib.crc32(cell.id.encode()) % 100_000) * 1000 + round_idx
+def request_seed(cell: Cell, round_idx: int) -> int:
+    """The seed of a round's prompts and arrival times: from the cell's shape (Cell.request_key)
+    and the round, never from its method or TP, so every method of a shape gets the same
+    requests; stable across runs, processes and backends."""
+    return (zlib.crc32(repr(cell.request_key).encode()) % 100_000) * 1000 + round_idx
 
 
 def _request(cell: Cell, ids: Any, tag: str, stream: bool) -> Request:
     """One request of a cell: its output length and sampling temperature; the sampling seed
-    comes from the tag, so every method of a shape draws from the same seeds."""
+    comes from the shape and the tag, so every method of a shape draws from the same seeds."""
     return Request(
         tuple(ids),
         cell.output_tokens,
         tag=tag,
         stream=stream,
         temperature=cell.temperature,
-        seed=zlib.crc32(tag.encode()),
+        seed=zlib.crc32(f"{request_seed(cell, 0)}/{tag}".encode()),
     )
 
 
-def _submit(engine: Engine, cell: Cell, reqs: list[Request], round_idx: int) -> list[RequestRecord]:
-    rate = dict(cell.extra).get("request_rate")
-    if rate:
-        arrivals = poisson_arrivals(rate, len(reqs), _seed(cell, round_idx))
-        return engine.run(open_loop(engine, reqs, arrivals, cell.concurrency))
-    return run_requests(engine, reqs, cell.concurrency)
+@dataclass(frozen=True)
+class RoundPlan:
+    """One round's requests, built before its clock starts: in order, with their arrival
+    offsets (s) for an open loop (None: closed loop)."""
+
+    requests: list[Request]
+    arrivals: list[float] | None = None
+
+    def digest(self) -> str:
+        """sha256 (16 hex digits) of what the round sends: per request in order its tag, input
+        ids, output length, temperature, seed and arrival offset. Two cells whose digests agree
+        got the same requests at the same times."""
+        return request_digest(self.requests, self.arrivals)
+
+
+def request_digest(requests: list[Request], arrivals: list[float] | None = None) -> str:
+    h = hashlib.sha256()
+    for i, r in enumerate(requests):
+        at = "-" if arrivals is None else f"{arrivals[i]:.9f}"
+        h.update(f"{r.tag}|{r.max_new_tokens}|{r.temperature!r}|{r.seed}|{at}|".encode())
+        h.update(array.array("q", r.input_ids).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _plan(cell: Cell, reqs: list[Request], round_idx: int) -> RoundPlan:
+    rate = cell.request_rate
+    arrivals = poisson_arrivals(rate, len(reqs), request_seed(cell, round_idx)) if rate else None
+    return RoundPlan(reqs, arrivals)
+
+
+def _submit(engine: Engine, cell: Cell, plan: RoundPlan) -> list[RequestRecord]:
+    if plan.arrivals is not None:
+        return engine.run(open_loop(engine, plan.requests, plan.arrivals, cell.concurrency))
+    return run_requests(engine, plan.requests, cell.concurrency)
 
 
 class Meter(Protocol):
@@ -83,23 +118,33 @@ class Meter(Protocol):
     def stop(self) -> dict[str, Any]: ...
 
 
-def _rounds(
-    engine: Engine, cell: Cell, round_fn: Callable[[int], list[RequestRecord]], meter: Meter | None
+def _timed(
+    engine: Engine,
+    cell: Cell,
+    plans: list[Any],
+    round_fn: Callable[[Any], list[RequestRecord]],
+    meter: Meter | None,
 ) -> CellRun:
+    """Warm-up rounds, then the timed ones; ``plans`` (one per round, warm-up first) are built
+    before the first clock starts, so no round times prompt building and the energy window
+    holds only the timed rounds."""
     w = cell.workload
     records: list[RequestRecord] = []
     times: list[float] = []
-    for r in range(w.warmup + w.rounds):
+    tokens: list[int] = []
+    for r, plan in enumerate(plans):
         if r == w.warmup and meter is not None:
             meter.start()
         engine.flush_cache()
+        gc.collect()  # no collection of earlier rounds' garbage inside this round's clock
         t0 = time.perf_counter()
-        recs = round_fn(r)
+        recs = round_fn(plan)
         dt = time.perf_counter() - t0
         if r >= w.warmup:
             records += recs
             times.append(dt)
-    run = CellRun(records, times)
+            tokens.append(sum(x.output_tokens for x in recs if not x.error))
+    run = CellRun(records, times, round_output_tokens=tokens)
     if meter is not None and w.rounds:
         run.extra.update(meter.stop())
     return run
@@ -109,19 +154,16 @@ def _exact_rounds(engine: Engine, cell: Cell, stream: bool, meter: Meter | None)
     tok = engine.tokenizer()
     n = cell.workload.requests_per_round(cell.concurrency)
 
-    def one_round(r: int) -> list[RequestRecord]:
-        ps = prompts.make_prompts(tok, cell.context_tokens, n, _seed(cell, r))
-        return _submit(
-            engine,
-            cell,
-            [_request(cell, p, f"round{r}/req{i}", stream) for i, p in enumerate(ps)],
-            r,
-        )
+    def build(r: int) -> RoundPlan:
+        ps = prompts.make_prompts(tok, cell.context_tokens, n, request_seed(cell, r))
+        return _plan(cell, [_request(cell, p, f"round{r}/req{i}", stream) for i, p in enumerate(ps)], r)
 
-    run = _rounds(engine, cell, one_round, meter)
+    plans = [build(r) for r in range(cell.workload.warmup + cell.workload.rounds)]
+    run = _timed(engine, cell, plans, lambda p: _submit(engine, cell, p), meter)
+    run.round_digests = [p.digest() for p in plans[cell.workload.warmup :]]
     run.extra["prompt_tokens_exact"] = all(r.prompt_tokens == cell.context_tokens for r in run.records)
-    if dict(cell.extra).get("request_rate"):
-        run.extra["request_rate"] = dict(cell.extra)["request_rate"]
+    if cell.request_rate:
+        run.extra["request_rate"] = cell.request_rate
     return run
 
 
@@ -144,45 +186,56 @@ def long_context(engine: Engine, cell: Cell, meter: Meter | None = None) -> Cell
 
 
 def categories(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+    """The category's questions through the chat template; at least ``concurrency`` requests a
+    round (the questions cycle), or ``requests`` when given."""
     w = cell.workload
     tok = engine.tokenizer()
     cat = dict(cell.extra)["category"]
     qs = [q for q in prompts.load_questions(w.questions) if q.category == cat]
-    n = w.requests or len(qs)
+    n = w.requests or max(len(qs), cell.concurrency)
     ids = [
         prompts.chat_ids(tok, [{"role": "user", "content": qs[i % len(qs)].turns[0]}], True) for i in range(n)
     ]
     stream = w.streamed
 
-    def one_round(r: int) -> list[RequestRecord]:
-        return _submit(
-            engine,
-            cell,
-            [_request(cell, p, f"round{r}/{qs[i % len(qs)].id}", stream) for i, p in enumerate(ids)],
-            r,
-        )
+    def build(r: int) -> RoundPlan:
+        tags = [
+            f"round{r}/{qs[i % len(qs)].id}" + (f"#{i // len(qs)}" if i >= len(qs) else "") for i in range(n)
+        ]
+        return _plan(cell, [_request(cell, p, t, stream) for t, p in zip(tags, ids, strict=True)], r)
 
-    run = _rounds(engine, cell, one_round, meter)
+    plans = [build(r) for r in range(w.warmup + w.rounds)]
+    run = _timed(engine, cell, plans, lambda p: _submit(engine, cell, p), meter)
+    run.round_digests = [p.digest() for p in plans[w.warmup :]]
     run.extra.update(category=cat, questions=w.questions or "builtin", prompts=len(qs))
     return run
 
 
 def agentic(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
-    """C sessions at once, each going through the scenario's turns in order."""
+    """C sessions at once, each going through the scenario's turns in order. A round's digest
+    covers each session's first request (system prompt and first user message); later turns
+    carry the model's own replies, identical across methods only where their outputs are."""
     sc = prompts.load_scenario(dict(cell.extra)["scenario"])
     tok = engine.tokenizer()
     template = getattr(tok, "chat_template", None) or ""
     end_ids = list(
         tok.encode("<|im_end|>\n" if "<|im_end|>" in template else "\n\n", add_special_tokens=False)
     )
+    user_ids = [prompts.chat_ids(tok, [{"role": "user", "content": t.user}], True) for t in sc.turns]
 
-    async def session(r: int, s: int) -> list[RequestRecord]:
+    def build(r: int) -> list[list[int]]:
         # a per-session line keeps sessions apart after the shared system prompt
-        system = f"{sc.system}\n(session {_seed(cell, r)}-{s})"
-        history = prompts.chat_ids(tok, [{"role": "system", "content": system}])
+        return [
+            prompts.chat_ids(
+                tok, [{"role": "system", "content": f"{sc.system}\n(session {request_seed(cell, r)}-{s})"}]
+            )
+            for s in range(cell.concurrency)
+        ]
+
+    async def session(r: int, s: int, history: list[int]) -> list[RequestRecord]:
         recs = []
-        for t, turn in enumerate(sc.turns):
-            ids = history + prompts.chat_ids(tok, [{"role": "user", "content": turn.user}], True)
+        for t in range(len(sc.turns)):
+            ids = history + user_ids[t]
             rec = await safe_generate(engine, _request(cell, ids, f"round{r}/s{s}/t{t}", True))
             recs.append(rec)
             if rec.error:
@@ -191,11 +244,18 @@ def agentic(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
             history = ids + reply + end_ids
         return recs
 
-    async def all_sessions(r: int) -> list[RequestRecord]:
-        out = await asyncio.gather(*(session(r, s) for s in range(cell.concurrency)))
+    async def all_sessions(r: int, systems: list[list[int]]) -> list[RequestRecord]:
+        out = await asyncio.gather(*(session(r, s, h) for s, h in enumerate(systems)))
         return [rec for sess in out for rec in sess]
 
-    run = _rounds(engine, cell, lambda r: engine.run(all_sessions(r)), meter)
+    w = cell.workload
+    plans = [(r, build(r)) for r in range(w.warmup + w.rounds)]
+    run = _timed(engine, cell, plans, lambda p: engine.run(all_sessions(*p)), meter)
+    run.round_digests = [
+        request_digest([_request(cell, h + user_ids[0], f"round{r}/s{s}/t0", True) for s, h in enumerate(hs)])
+        for r, hs in plans[w.warmup :]
+    ]
+    run.extra["request_digest_scope"] = "first turn of each session"
     run.extra["scenario"] = sc.name
     run.extra["turns"] = per_turn(run.records, [t.name for t in sc.turns])
     return run

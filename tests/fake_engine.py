@@ -86,3 +86,51 @@ class FakeEngine:
 
     def close(self) -> None:
         self._loop.close()
+
+
+class FakeTimedEngine(FakeEngine):
+    """Streams one token every ``FAKE_TOKEN_S`` seconds (default 2 ms), whatever the method:
+    two methods on it are the same engine, so every comparison between them must read 1.00.
+    With FAKE_REQUEST_LOG set, each request's "group tag temperature sha256(input ids)" is
+    appended there when the engine closes (no file I/O while requests are timed)."""
+
+    backend = "fake-timed"
+
+    def __init__(self, group: Any):
+        super().__init__(group)
+        self.seen: list[str] = []
+
+    def close(self) -> None:
+        log = os.environ.get("FAKE_REQUEST_LOG")
+        if log:
+            with open(log, "a") as f:
+                f.writelines(f"{self.group.id} {line}\n" for line in self.seen)
+        super().close()
+
+    async def agenerate(self, request: Request) -> RequestRecord:
+        import hashlib
+
+        digest = hashlib.sha256(repr(request.input_ids).encode()).hexdigest()[:16]
+        self.seen.append(f"{request.tag} {request.temperature:g} {digest}")
+        step = float(os.environ.get("FAKE_TOKEN_S", "0.002"))
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        chunks = []
+        for i in range(request.max_new_tokens):
+            due = t0 + step * (i + 1)
+            # the event loop's timers fire up to a millisecond late (epoll's resolution): sleep
+            # to just before the token is due, then yield until it is, so every token comes on time
+            await asyncio.sleep(max(0.0, due - loop.time() - 0.0015))
+            while loop.time() < due:
+                await asyncio.sleep(0)
+            chunks.append((loop.time() - t0, i + 1))
+        out = tuple((sum(request.input_ids[-4:]) + 7 * i) % 200 + 32 for i in range(request.max_new_tokens))
+        return RequestRecord(
+            prompt_tokens=len(request.input_ids),
+            output_tokens=request.max_new_tokens,
+            latency_s=loop.time() - t0,
+            ttft_s=chunks[0][0] if chunks else None,
+            chunks=tuple(chunks),
+            output_ids=out,
+            tag=request.tag,
+        )

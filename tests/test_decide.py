@@ -5,41 +5,88 @@ from __future__ import annotations
 from pytest_specbench.decide import best_methods, slo_capacity, tp_scaling
 
 
+def _entry(
+    method: str, rates: list[float], base: str = "ar", digests: list[str] | None = None, **kw: object
+) -> dict:
+    """A closed-loop cell with one round per rate (1 s each); speedup fields as compare_all writes them."""
+    params = {"method": method, "tp": 1, "workload": "throughput", "concurrency": kw.pop("c", 1)}
+    params.update(context_tokens=128, output_tokens=256)
+    extra = {
+        "output_tokens_per_s": sum(rates) / len(rates),
+        "round_tokens_per_s": rates,
+        "request_digests": digests or [f"d{i}" for i in range(len(rates))],
+        "speedup_baseline": base,
+        **kw,
+    }
+    return {
+        "param": f"{method}-c{params['concurrency']}",
+        "params": params,
+        "extra_info": extra,
+        "stats": {"data": [1.0] * len(rates)},
+    }
+
+
 def test_fastest_method_per_shape() -> None:
-    """The decision view ranks the methods of one shape and one target model; a shape measured
-    with one method only, and cells without throughput, are left out."""
-
-    def entry(method: str, c: int, tps: float | None, base: str, sp: float | None, acc: float | None) -> dict:
-        params = {"method": method, "tp": 1, "workload": "throughput", "concurrency": c}
-        params.update(context_tokens=128, output_tokens=256)
-        extra = {
-            "output_tokens_per_s": tps,
-            "speedup_vs_ar": sp,
-            "accept_length": acc,
-            "speedup_baseline": base,
-        }
-        return {"param": f"{method}-c{c}", "params": params, "extra_info": extra}
-
+    """The decision view ranks the methods of one shape and one target model by tok/s; neighbours
+    a paired comparison separates are joined by ">", the others by "≈"; a shape measured with one
+    method only, and cells without throughput, are left out."""
     doc = {
         "benchmarks": [
-            entry("ar", 1, 500.0, "ar", 1.0, None),
-            entry("ngram", 1, 1680.5, "ar", 3.361, 9.846),
-            entry("standalone", 1, 410.5, "ar", 0.821, 4.0),
-            entry("hybrid-ar", 1, 592.7, "hybrid-ar", 1.0, None),
-            entry("hybrid-ngram", 1, 2615.2, "hybrid-ar", 4.412, 10.24),
-            entry("ar", 32, 11462.1, "ar", 1.0, None),
-            entry("ngram", 32, None, "ar", None, None),  # failed: no throughput
+            _entry("ar", [500.0, 510.0, 490.0], speedup_vs_ar=1.0),
+            _entry(
+                "ngram",
+                [1680.0, 1700.0, 1660.0],
+                speedup_vs_ar=3.36,
+                speedup_vs_ar_ci95=[3.3, 3.4],
+                speedup_verdict="faster",
+                accept_length=9.846,
+            ),
+            _entry(
+                "standalone",
+                [410.0, 420.0, 400.0],
+                speedup_vs_ar=0.82,
+                speedup_vs_ar_ci95=[0.80, 0.84],
+                speedup_verdict="slower",
+                accept_length=4.0,
+            ),
+            _entry("hybrid-ar", [592.7, 592.7, 592.7], "hybrid-ar", speedup_vs_ar=1.0),
+            _entry("hybrid-ngram", [2615.2], "hybrid-ar", speedup_vs_ar=4.41, accept_length=10.24),
+            {**_entry("ngram", [1.0], c=32), "extra_info": {"output_tokens_per_s": None}},  # failed
+            _entry("ar", [11462.1], c=32),
         ]
     }
-    assert best_methods(doc)[4:] == [
+    assert best_methods(doc)[6:] == [
         "| shape | fastest | all methods, fastest first |",
         "|---|---|---|",
-        "| throughput tp1 c1 in128 out256 (model of ar) | **ngram** | ngram 1680.5 (x3.36, accept 9.85) > "
-        "ar 500.0 (x1.00) > standalone 410.5 (x0.82, accept 4.00) |",
-        "| throughput tp1 c1 in128 out256 (model of hybrid-ar) | **hybrid-ngram** | "
-        "hybrid-ngram 2615.2 (x4.41, accept 10.24) > hybrid-ar 592.7 (x1.00) |",
+        "| throughput tp1 c1 in128 out256 (model of ar) | **ngram** | ngram 1680.0 tok/s (x3.36 [3.30, 3.40] "
+        "faster, accept 9.85) > ar 500.0 tok/s (baseline) > standalone 410.0 tok/s "
+        "(x0.82 [0.80, 0.84] slower, accept 4.00) |",
+        # one round of hybrid-ngram: no interval, so the two are not separated
+        "| throughput tp1 c1 in128 out256 (model of hybrid-ar) | **hybrid-ngram** ≈ hybrid-ar | "
+        "hybrid-ngram 2615.2 tok/s (x4.41, accept 10.24) ≈ hybrid-ar 592.7 tok/s (baseline) |",
     ]
     assert best_methods({"benchmarks": doc["benchmarks"][5:]}) == []
+
+
+def test_neighbours_are_compared_pairwise() -> None:
+    """ngram vs draft round by round: 300/320, 400/330, 350/325 -> ratios straddle 1: "≈"; both
+    are separated from ar (200 per round) -> ">"; cells of other requests (digests) are never
+    ranked against each other."""
+    doc = {
+        "benchmarks": [
+            _entry("ar", [200.0, 201.0, 199.0]),
+            _entry("ngram", [300.0, 400.0, 350.0]),
+            _entry("draft", [320.0, 330.0, 325.0]),
+        ]
+    }
+    row = best_methods(doc)[-1]
+    assert row.startswith(
+        "| throughput tp1 c1 in128 out256 | **ngram** ≈ draft | ngram 350.0 tok/s ≈ draft 325.0"
+    )
+    assert row.endswith("> ar 200.0 tok/s (baseline) |")
+    doc["benchmarks"][2]["extra_info"]["request_digests"] = ["x", "y", "z"]
+    row = best_methods(doc)[-1]
+    assert "ngram 350.0 tok/s ≈ draft" in row  # unpaired: not separated, whatever the numbers
 
 
 def test_tp_scaling_lists_methods_measured_at_several_tp_sizes() -> None:
@@ -62,37 +109,15 @@ def test_tp_scaling_lists_methods_measured_at_several_tp_sizes() -> None:
     out = best_methods(doc)
     assert (
         out[1].startswith("Fastest method per cell shape")
-        and out[4] == "| shape | fastest | all methods, fastest first |"
+        and out[6] == "| shape | fastest | all methods, fastest first |"
     )
-    assert out[6:] == [
-        "| throughput tp1 c32 | **ar** | ar 11462.1 > ngram 10855.4 |",
+    assert out[8:] == [
+        "| throughput tp1 c32 | **ar** ≈ ngram | ar 11462.1 tok/s ≈ ngram 10855.4 tok/s |",
         "",
         "Output tok/s by TP size (and per GPU):",
         "",
         "- ar throughput c32: tp1 11462.1 (11462.1/GPU), tp2 10898.1 (5449.1/GPU)",
     ]
-
-
-def test_methods_within_one_round_deviation_are_tied() -> None:
-    """tok/s per round = output tokens / rounds / round time; "≈" where mean ± SD overlap."""
-
-    def entry(method: str, times: list[float]) -> dict:
-        params = {"method": method, "tp": 1, "workload": "throughput", "concurrency": 4}
-        extra = {"output_tokens_per_s": 600 * len(times) / sum(times), "output_tokens": 600 * len(times)}
-        return {"param": method, "params": params, "extra_info": extra, "stats": {"data": times}}
-
-    # per round: ngram 600/2.0 = 300 and 600/1.5 = 400 (343 ± 71); draft 320 and 330 (325 ± 7);
-    # ar 200 and 200 (± 0): ngram ≈ draft, both > ar
-    doc = {
-        "benchmarks": [
-            entry("ar", [3.0, 3.0]),
-            entry("ngram", [2.0, 1.5]),
-            entry("draft", [600 / 320, 600 / 330]),
-        ]
-    }
-    assert best_methods(doc)[-1] == (
-        "| throughput tp1 c4 | **ngram** ≈ draft | ngram 342.9±70.7 ≈ draft 324.9±7.1 > ar 200.0±0.0 |"
-    )
 
 
 def test_slo_capacity_names_the_highest_concurrency_that_holds_the_slo() -> None:

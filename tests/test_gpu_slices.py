@@ -21,12 +21,20 @@ from pytest_specbench.engines import register_backend
 register_backend("sglang", FakeEngine)  # the plugin's GPU paths, without sglang
 gpus.inventory = lambda: [gpus.GPU(i, "NVIDIA H200", 143771, 618, 0) for i in range(4)]
 gpus.driver_info = lambda: {{"driver": "fake", "cuda_driver": "fake"}}
-_reads = [0]
+_served = [0]
+_generate = FakeEngine.agenerate
 
 
-def _energy(indices):  # every read advances each GPU's counter by 50 J
-    _reads[0] += 1
-    return {{i: _reads[0] * 50_000 for i in indices}}
+async def _counting(self, request):
+    _served[0] += 1
+    return await _generate(self, request)
+
+
+FakeEngine.agenerate = _counting
+
+
+def _energy(indices):  # each GPU's counter: 25 J per request served so far (warm-up included)
+    return {{i: _served[0] * 25_000 for i in indices}}
 
 
 gpus.energy_mj = _energy
@@ -40,7 +48,7 @@ methods:
   ngram: {backend: sglang, model: m, speculative: {algorithm: ngram}}
 tp: [1, 2, 4]
 workloads:
-  throughput: {concurrency: [1], output_tokens: [8], prompt_tokens: 8, rounds: 1, warmup: 0}
+  throughput: {concurrency: [1], output_tokens: [8], prompt_tokens: 8, waves: 2, rounds: 1, warmup: 1}
 """
 
 
@@ -105,7 +113,8 @@ def test_explicit_gpu_list(project: pytest.Pytester, tmp_path: Path) -> None:
 
 def test_gpu_energy_over_the_timed_rounds(project: pytest.Pytester) -> None:
     """NVML energy counters read before and after a cell's timed rounds, on the GPUs its engine
-    uses: 50 J per GPU per cell here (the fake counter), so TP2 cells report 100 J."""
+    uses. The fake counter advances 25 J per request served: the timed round's 2 requests give 50 J
+    per GPU (100 J at TP2); a meter started before the warm-up round would read twice that."""
     res = project.runpytest_subprocess("benches", "-k", "ar and not tp4", "--benchmark-json", "out.json")
     res.assert_outcomes(passed=2)
     by = {
@@ -114,7 +123,7 @@ def test_gpu_energy_over_the_timed_rounds(project: pytest.Pytester) -> None:
     tp1, tp2 = by["ar-tp1-c1-out8"], by["ar-tp2-c1-out8"]
     assert tp1["energy_j"] == 50.0 and tp1["energy_j_per_gpu"] == {"0": 50.0}
     assert tp2["energy_j"] == 100.0 and tp2["energy_j_per_gpu"] == {"0": 50.0, "1": 50.0}
-    assert tp1["output_tokens"] == 16  # 2 requests x 8 tokens, one round
+    assert tp1["output_tokens"] == 16  # 2 requests x 8 tokens, one timed round
     assert tp1["joules_per_output_token"] == 50.0 / 16
     assert tp1["power_w_avg"] > 0
     assert "J/token" in res.stdout.str() and f"{50 / 16:.4f}" in res.stdout.str()  # the summary table

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_specbench.engines.base import RequestRecord
-from pytest_specbench.metrics import accept_length, itl_gaps, percentile, speedups, summarize, tpot
+from pytest_specbench.metrics import accept_length, cell_metrics, itl_gaps, percentile, summarize, tpot
+from pytest_specbench.paired import compare_all
 
 
 def rec(**kw):
@@ -55,15 +56,50 @@ def test_summarize_counts_errors_and_throughput() -> None:
 
 def test_speedups_match_axes() -> None:
     def r(method, c, tps):
-        return {"params": {"method": method, "concurrency": c}, "metrics": {"output_tokens_per_s": tps}}
+        return {
+            "params": {"method": method, "concurrency": c},
+            "round_times": [1.0],
+            "metrics": {"output_tokens_per_s": tps, "round_tokens_per_s": [tps]},
+        }
+
+    def speedups(res, base):
+        return {i: f.get("speedup_vs_ar") for i, f in compare_all(res, base).items()}
 
     res = [r("ar", 1, 100.0), r("ngram", 1, 150.0), r("ngram", 4, 300.0)]
-    assert speedups(res, "ar") == {0: 1.0, 1: 1.5, 2: None}
+    assert speedups(res, "ar") == {0: 1.0, 1: pytest.approx(1.5), 2: None}
     # per target model: the hybrid's methods divide by the hybrid's AR, not the dense one's
     res += [r("hybrid-ar", 1, 200.0), r("hybrid-ngram", 1, 500.0)]
     base = {"ar": "ar", "ngram": "ar", "hybrid-ar": "hybrid-ar", "hybrid-ngram": "hybrid-ar"}
-    assert speedups(res, base) == {0: 1.0, 1: 1.5, 2: None, 3: 1.0, 4: 2.5}
+    assert speedups(res, base) == {0: 1.0, 1: pytest.approx(1.5), 2: None, 3: 1.0, 4: pytest.approx(2.5)}
     assert speedups(res, {**base, "hybrid-ngram": None})[4] is None
+
+
+def test_cell_metrics_hand_computed() -> None:
+    """Two rounds: 2 s with 30 tokens, 3 s with 20 tokens (one failed request excluded)."""
+    recs = [
+        rec(output_tokens=10, latency_s=1.0, tag="round1/req0"),
+        rec(output_tokens=20, latency_s=2.0, tag="round1/req1"),
+        rec(output_tokens=20, latency_s=3.0, tag="round2/req0"),
+        RequestRecord(8, 0, 0.0, tag="round2/req1", error="boom"),
+    ]
+    m = cell_metrics(recs, [2.0, 3.0], [30, 20], request_digests=["d1", "d2"], slo={"e2e_s": 1.5})
+    assert m["output_tokens"] == 50 and m["wall_s"] == 5.0
+    assert m["output_tokens_per_s"] == 10.0  # 50 tokens / (2 + 3) s, not / max(2, 3)
+    assert m["round_tokens_per_s"] == [15.0, 20 / 3]
+    mean = (15 + 20 / 3) / 2
+    sd = ((15 - mean) ** 2 + (20 / 3 - mean) ** 2) ** 0.5
+    assert m["rounds_cv"] == pytest.approx(sd / mean)
+    assert m["requests"] == 4 and m["errors"] == 1
+    assert m["prompt_tokens_mean"] == 8.0
+    assert m["latency_s_p50"] == 2.0
+    assert m["slo_attainment"] == 0.25  # only the 1.0 s request met e2e 1.5 s
+    assert m["goodput_tokens_per_s"] == 2.0  # its 10 tokens / 5 s
+    assert m["request_digests"] == ["d1", "d2"] and len(m["request_digest"]) == 16
+    assert m["per_request"]["tag"] == ["round1/req0", "round1/req1", "round2/req0"]
+    assert "offered_request_rate" not in m
+    ol = cell_metrics(recs, [2.0, 3.0], [30, 20], request_rate=4.0)
+    assert ol["offered_request_rate"] == 4.0 and ol["achieved_request_rate"] == 3 / 5
+    assert ol["saturated"] is False
 
 
 def test_planned_vs_engine_line() -> None:

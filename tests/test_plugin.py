@@ -108,7 +108,7 @@ def test_json_contents_and_compare(project: pytest.Pytester, tmp_path: Path) -> 
     res = project.runpytest("benches", "-k", "tp1", "--benchmark-json", str(out))
     res.assert_outcomes(passed=6)
     # the decision view: per shape every method, fastest first (order is timing: not asserted)
-    summary = res.stdout.str().split("fastest method per cell shape (output tok/s", 1)[1].splitlines()
+    summary = res.stdout.str().split("fastest method per cell shape (", 1)[1].splitlines()
     for c in (1, 4):
         line = next(ln for ln in summary if ln.startswith(f"  throughput tp1 c{c} in8 out16: "))
         methods = re.split(" [>≈] ", line.split(": ", 1)[1])
@@ -135,10 +135,21 @@ def test_json_contents_and_compare(project: pytest.Pytester, tmp_path: Path) -> 
         "speedup_vs_ar",
     ):
         assert key in e
-    assert e["requests"] == 16 and e["output_tokens"] == 16 * 16  # 2 rounds x 8 requests (2 x C)
+    assert e["requests"] == 8 and e["output_tokens"] == 8 * 16  # 2 rounds x 4 requests (one wave of C)
     assert e["accept_length"] == 4.0  # 16 tokens: 1 from prefill + 4 verify steps (4, 4, 4, 3)
     assert by["ar-tp1-c4-out16"]["extra_info"]["accept_length"] is None
-    assert by["ar-tp1-c4-out16"]["extra_info"]["speedup_vs_ar"] == 1.0
+    ar = by["ar-tp1-c4-out16"]["extra_info"]
+    assert ar["speedup_vs_ar"] == 1.0
+    # ngram over ar: the geometric mean of the paired rounds' tok/s ratios (same requests)
+    assert e["request_digests"] == ar["request_digests"] and len(e["request_digests"]) == 2
+    assert e["round_tokens_per_s"] == [
+        4 * 16 / t for t in b["stats"]["data"]
+    ]  # 4 requests x 16 tokens per round
+    ratios = [x / y for x, y in zip(e["round_tokens_per_s"], ar["round_tokens_per_s"], strict=True)]
+    assert e["speedup_vs_ar"] == pytest.approx((ratios[0] * ratios[1]) ** 0.5)
+    lo, hi = e["speedup_vs_ar_ci95"]
+    assert lo <= e["speedup_vs_ar"] <= hi and e["speedup_pairs"] == 2
+    assert e["speedup_metric"].startswith("output tok/s ratio (paired rounds")
     assert b["stats"]["rounds"] == 2 and len(b["stats"]["data"]) == 2
     assert doc["machine_info"]["specbench"]["gpus"] == []
     assert doc["specbench"]["engine_starts"] == 3

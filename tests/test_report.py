@@ -45,9 +45,10 @@ def test_markdown_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     new.write_text(json.dumps(_doc({"ar-tp1-c1-out256": (450.0, None)}, [failed])))
     assert main([str(new)]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "| cell | tok/s | accept | vs ar | ttft p50 ms | tpot p50 ms | lat p50 s | err |",
-        "|---|---|---|---|---|---|---|---|",
-        "| ar-tp1-c1-out256 | 450.0 | - | - | - | - | 0.500 | 0 |",
+        "| cell | tok/s | accept | vs ar | vs ar 95% CI | rounds CV | ttft p50 ms | tpot p50 ms | lat p50 s "
+        "| err |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        "| ar-tp1-c1-out256 | 450.0 | - | - | - | - | - | - | 0.500 | 0 |",
         "- failed `sa-tp1-c1-out256` (setup): EngineStartError: sa-tp1: sglang.Engine failed to start: "
         "RuntimeError: died; engine log says: AttributeError: 'NoneType' object has no attribute 'dim'",
         "- engine starts: 2",

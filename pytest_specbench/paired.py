@@ -1,0 +1,261 @@
+"""Paired comparisons between the methods of one cell shape. Pure functions, no pytest, no I/O.
+
+Every method of a shape gets the same requests at the same times (workloads.request_seed;
+the rounds' ``request_digests`` in the JSON show it), so round i of method M and round i of
+its AR baseline did the same work and can be compared pair by pair:
+
+- closed loop: the speedup is the geometric mean over paired rounds of M's round tok/s ÷ the
+  baseline's, with a 95 % t-interval on the log ratios (n - 1 degrees of freedom);
+- open loop (``request_rate``): tok/s follows the offered load, so the speedup is the ratio of
+  median E2E latencies (baseline p50 ÷ M p50; > 1: M is faster), its 95 % interval a paired
+  bootstrap over the requests (the same tags resampled for both methods);
+- acceptance between two speculative methods: the mean per-request difference of accept
+  lengths over the requests both ran, with a 95 % t-interval.
+
+An interval that excludes 1.0 (0.0 for a difference) is "faster" / "slower" (higher / lower);
+one that contains it is "not separated"; a ratio whose whole interval lies within 1 ± 2 % is
+"within ±2%" (EQUIVALENCE). One pair gives a point estimate and no interval.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30); above 30: 1.96
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+BOOTSTRAP_RESAMPLES = 2000
+CV_WARN = 0.05  # the summary warns about cells whose round-to-round CV is above this
+# Ratios whose whole interval lies within 1 ± this are reported as a tie ("within ±2%"): methods
+# run one after the other (one engine per group), so slow drift of the machine between groups is
+# not in the rounds' spread. Two identical engines (tests/test_paired.py) differed by up to 1.3%.
+EQUIVALENCE = 0.02
+
+
+def t975(df: int) -> float:
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1; got {df}")
+    return _T975[df - 1] if df <= len(_T975) else 1.96
+
+
+@dataclass(frozen=True)
+class Interval:
+    point: float
+    lo: float | None  # None: one pair, no interval
+    hi: float | None
+    n: int  # pairs (rounds or requests) it rests on
+
+    def verdict(self, null: float = 1.0) -> str:
+        """For a ratio (null 1.0): "within ±2%" when the whole interval lies inside
+        [1 - EQUIVALENCE, 1 + EQUIVALENCE], else "faster" / "slower" when it excludes 1.0, else
+        "not separated". For a difference (null 0.0): "higher" / "lower" / "not separated"."""
+        if self.lo is None or self.hi is None:
+            return "one pair: no interval"
+        if null == 1.0 and 1 - EQUIVALENCE <= self.lo and self.hi <= 1 + EQUIVALENCE:
+            return f"within ±{EQUIVALENCE:.0%}"
+        if self.lo > null:
+            return "faster" if null == 1.0 else "higher"
+        if self.hi < null:
+            return "slower" if null == 1.0 else "lower"
+        return "not separated"
+
+
+def ratio_interval(num: Sequence[float], den: Sequence[float]) -> Interval | None:
+    """Paired ratios num[i] / den[i]: their geometric mean with a 95 % t-interval on the logs."""
+    logs = [math.log(a / b) for a, b in zip(num, den, strict=False) if a > 0 and b > 0]
+    if not logs:
+        return None
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return Interval(math.exp(mean), None, None, 1)
+    half = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs))
+
+
+def mean_interval(values: Sequence[float]) -> Interval | None:
+    """The mean of paired differences with a 95 % t-interval."""
+    if not values:
+        return None
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return Interval(mean, None, None, 1)
+    half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return Interval(mean, mean - half, mean + half, len(values))
+
+
+def _median(v: Sequence[float]) -> float:
+    return statistics.median(v)
+
+
+def bootstrap_median_ratio(
+    base: Mapping[str, float], other: Mapping[str, float], seed: int = 0
+) -> Interval | None:
+    """median(base) ÷ median(other) over the tags both have, with a paired percentile bootstrap
+    (tags resampled with replacement, the same draw for both)."""
+    tags = sorted(set(base) & set(other))
+    if not tags:
+        return None
+    a = [base[t] for t in tags]
+    b = [other[t] for t in tags]
+    if _median(b) <= 0:
+        return None
+    point = _median(a) / _median(b)
+    if len(tags) < 2:
+        return Interval(point, None, None, 1)
+    rng = random.Random(seed)
+    n = len(tags)
+    stats = []
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        idx = [rng.randrange(n) for _ in range(n)]
+        mb = _median([b[i] for i in idx])
+        if mb > 0:
+            stats.append(_median([a[i] for i in idx]) / mb)
+    stats.sort()
+    lo = stats[int(0.025 * (len(stats) - 1))]
+    hi = stats[int(math.ceil(0.975 * (len(stats) - 1)))]
+    return Interval(point, lo, hi, n)
+
+
+def cv(values: Sequence[float]) -> float | None:
+    """Coefficient of variation (sample standard deviation ÷ mean); None below two values."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean else None
+
+
+# ------------------------------------------------------------------------- over results
+
+
+def round_rates(m: Mapping[str, Any], round_times: Sequence[float]) -> list[float]:
+    """A cell's tok/s per timed round: ``round_tokens_per_s`` when recorded, else (older JSONs)
+    the cell's output tokens spread evenly over its rounds."""
+    rates = m.get("round_tokens_per_s")
+    if rates:
+        return [float(x) for x in rates]
+    tokens = m.get("output_tokens")
+    if not tokens or not round_times or not all(t > 0 for t in round_times):
+        return []
+    return [tokens / len(round_times) / t for t in round_times]
+
+
+def _paired_rounds(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[int], str]:
+    """Indices of the timed rounds of two cells that got the same requests, and how that is
+    known: "digest" (request digests agree), "unverified" (an older JSON without digests: rounds
+    paired by index), or "unpaired" (digests differ: the cells did not get the same requests)."""
+    da, db = a["metrics"].get("request_digests"), b["metrics"].get("request_digests")
+    if da and db:
+        same = [i for i, (x, y) in enumerate(zip(da, db, strict=False)) if x == y]
+        return same, "digest" if same else "unpaired"
+    return list(range(min(len(a.get("rates", [])), len(b.get("rates", []))))), "unverified"
+
+
+def _latencies(m: Mapping[str, Any]) -> dict[str, float]:
+    pr = m.get("per_request") or {}
+    return dict(zip(pr.get("tag") or [], pr.get("latency_s") or [], strict=False))
+
+
+def _accepts(m: Mapping[str, Any]) -> dict[str, float]:
+    pr = m.get("per_request") or {}
+    out = {}
+    for tag, n, v in zip(
+        pr.get("tag") or [], pr.get("output_tokens") or [], pr.get("verify_steps") or [], strict=False
+    ):
+        if v:
+            out[tag] = n / v
+    return out
+
+
+def compare(cell: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """``cell`` against ``base`` (each a cell's result: "params", "round_times" and "metrics",
+    with its "request_digests"):
+    the speedup of cell over base with its interval, the metric it rests on and the verdict."""
+    a = {**cell, "rates": round_rates(cell["metrics"], cell.get("round_times") or [])}
+    b = {**base, "rates": round_rates(base["metrics"], base.get("round_times") or [])}
+    idx, how = _paired_rounds(a, b)
+    out: dict[str, Any] = {"speedup_pairing": how}
+    if how == "unpaired":
+        out["speedup_verdict"] = "unpaired: the two cells got different requests (request_digests differ)"
+        return out
+    if cell["params"].get("request_rate"):
+        iv = bootstrap_median_ratio(_latencies(base["metrics"]), _latencies(cell["metrics"]))
+        out["speedup_metric"] = "latency_s_p50 ratio (open loop; paired bootstrap over requests)"
+        if iv is None:  # an older JSON without per-request latencies
+            la, lb = cell["metrics"].get("latency_s_p50"), base["metrics"].get("latency_s_p50")
+            iv = Interval(lb / la, None, None, 0) if la and lb else None
+    else:
+        ra, rb = a["rates"], b["rates"]
+        iv = ratio_interval([ra[i] for i in idx if i < len(ra)], [rb[i] for i in idx if i < len(rb)])
+        out["speedup_metric"] = "output tok/s ratio (paired rounds; t-interval)"
+    if iv is None:
+        return out
+    out.update(
+        speedup_vs_ar=iv.point,
+        speedup_vs_ar_ci95=None if iv.lo is None else [iv.lo, iv.hi],
+        speedup_pairs=iv.n,
+        speedup_verdict=iv.verdict(),
+    )
+    return out
+
+
+def accept_difference(cell: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Per-request accept length of ``cell`` minus ``other`` over the requests both ran."""
+    a, b = _accepts(cell["metrics"]), _accepts(other["metrics"])
+    tags = sorted(set(a) & set(b))
+    iv = mean_interval([a[t] - b[t] for t in tags])
+    if iv is None:
+        return None
+    return {
+        "diff": iv.point,
+        "ci95": None if iv.lo is None else [iv.lo, iv.hi],
+        "requests": iv.n,
+        "verdict": iv.verdict(0.0),
+    }
+
+
+def axes(params: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A cell's shape: every param but the method, as sorted (name, str(value)) pairs."""
+    return tuple(sorted((k, str(v)) for k, v in params.items() if k != "method"))
+
+
+def compare_all(
+    results: Sequence[Mapping[str, Any]], baseline: str | Mapping[str, str | None]
+) -> dict[int, dict[str, Any]]:
+    """Index -> the cell's comparison fields: speedup over its baseline method at the same shape
+    (``compare``) and, for a speculative cell, ``accept_vs`` every other speculative method of
+    the same shape and baseline. ``baseline``: one name, or method -> its baseline."""
+
+    def base_of(method: str) -> str | None:
+        return baseline if isinstance(baseline, str) else baseline.get(method)
+
+    speculative = {r["params"]["method"] for r in results if r["metrics"].get("accept_length") is not None}
+    by: dict[tuple[Any, str], Mapping[str, Any]] = {}
+    for r in results:
+        by[(axes(r["params"]), r["params"]["method"])] = r
+    out: dict[int, dict[str, Any]] = {}
+    for i, r in enumerate(results):
+        method, shape = r["params"]["method"], axes(r["params"])
+        name = base_of(method)
+        fields: dict[str, Any] = {}
+        base = by.get((shape, name)) if name else None
+        if base is not None and r["metrics"].get("output_tokens_per_s"):
+            fields.update(compare(r, base))
+        if method in speculative:
+            vs = {}
+            for (s, other), o in by.items():
+                if s == shape and other != method and other in speculative and base_of(other) == name:
+                    d = accept_difference(r, o)
+                    if d is not None:
+                        vs[other] = d
+            if vs:
+                fields["accept_vs"] = vs
+        out[i] = fields
+    return out

@@ -1,0 +1,241 @@
+"""Paired comparisons: the same requests for every method of a shape, speedups with intervals."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_specbench import matrix, paired, workloads
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+
+
+# ----------------------------------------------------------------------------- pure statistics
+
+
+def test_ratio_interval_hand_computed() -> None:
+    # log ratios: log 1.1, log 1.2, log 1.0 -> mean m, sd s, t(2) = 4.303
+    iv = paired.ratio_interval([110.0, 120.0, 100.0], [100.0, 100.0, 100.0])
+    assert iv is not None
+    logs = [math.log(1.1), math.log(1.2), 0.0]
+    m = sum(logs) / 3
+    s = math.sqrt(sum((x - m) ** 2 for x in logs) / 2)
+    assert iv.point == pytest.approx(math.exp(m))
+    assert iv.lo == pytest.approx(math.exp(m - 4.303 * s / math.sqrt(3)))
+    assert iv.hi == pytest.approx(math.exp(m + 4.303 * s / math.sqrt(3)))
+    assert iv.n == 3
+    assert iv.verdict() == "not separated"  # lo < 1 < hi
+    fast = paired.ratio_interval([150.0, 151.0, 149.0], [100.0, 100.0, 100.0])
+    assert fast is not None and fast.verdict() == "faster"
+    slow = paired.ratio_interval([50.0, 51.0, 49.0], [100.0, 100.0, 100.0])
+    assert slow is not None and slow.verdict() == "slower"
+    one = paired.ratio_interval([120.0], [100.0])
+    assert one is not None and one.point == pytest.approx(1.2) and one.lo is None
+    assert one.verdict() == "one pair: no interval"
+
+
+def test_t_quantiles() -> None:
+    assert paired.t975(1) == 12.706
+    assert paired.t975(4) == 2.776
+    assert paired.t975(100) == 1.96
+    with pytest.raises(ValueError):
+        paired.t975(0)
+
+
+def test_bootstrap_pairs_by_tag() -> None:
+    base = {f"r0/q{i}": 1.0 + 0.1 * i for i in range(9)}
+    other = {t: v / 2 for t, v in base.items()}  # every request twice as fast
+    other["only-here"] = 100.0  # not in base: ignored
+    iv = paired.bootstrap_median_ratio(base, other)
+    assert iv is not None
+    assert iv.point == pytest.approx(2.0) and iv.lo == pytest.approx(2.0) and iv.hi == pytest.approx(2.0)
+    assert iv.n == 9
+
+
+def test_cv() -> None:
+    assert paired.cv([90.0, 110.0]) == pytest.approx(math.sqrt(200) / 100)
+    assert paired.cv([5.0]) is None
+
+
+def _result(method: str, rates: list[float], digests: list[str], **params: object) -> dict:
+    return {
+        "params": {"method": method, "workload": "throughput", "concurrency": 1, **params},
+        "round_times": [1.0] * len(rates),
+        "metrics": {
+            "output_tokens_per_s": sum(rates) / len(rates),
+            "round_tokens_per_s": rates,
+            "request_digests": digests,
+        },
+    }
+
+
+def test_unpaired_cells_get_no_speedup() -> None:
+    ar = _result("ar", [100.0, 100.0], ["a", "b"])
+    ng = _result("ngram", [150.0, 150.0], ["x", "y"])
+    got = paired.compare_all([ar, ng], "ar")
+    assert got[1]["speedup_pairing"] == "unpaired"
+    assert "speedup_vs_ar" not in got[1]
+    ng_paired = _result("ngram", [150.0, 160.0], ["a", "b"])
+    got = paired.compare_all([ar, ng_paired], "ar")[1]
+    assert got["speedup_pairing"] == "digest"
+    assert got["speedup_vs_ar"] == pytest.approx(math.sqrt(1.5 * 1.6))
+    assert got["speedup_pairs"] == 2 and len(got["speedup_vs_ar_ci95"]) == 2
+
+
+def test_only_rounds_with_equal_digests_pair() -> None:
+    ar = _result("ar", [100.0, 100.0, 100.0], ["a", "b", "c"])
+    ng = _result("ngram", [200.0, 999.0, 200.0], ["a", "X", "c"])
+    got = paired.compare_all([ar, ng], "ar")[1]
+    assert got["speedup_pairs"] == 2 and got["speedup_vs_ar"] == pytest.approx(2.0)
+
+
+def test_accept_difference_per_request() -> None:
+    def spec(method: str, outs: list[int], steps: list[int]) -> dict:
+        r = _result(method, [100.0], ["a"])
+        r["metrics"]["accept_length"] = sum(outs) / sum(steps)
+        r["metrics"]["per_request"] = {
+            "tag": ["t0", "t1", "t2"],
+            "output_tokens": outs,
+            "verify_steps": steps,
+        }
+        return r
+
+    a = spec("draft", [64, 64, 64], [16, 32, 16])  # 4, 2, 4
+    b = spec("ngram", [64, 64, 64], [32, 32, 32])  # 2, 2, 2
+    got = paired.compare_all([_result("ar", [100.0], ["a"]), a, b], "ar")
+    d = got[1]["accept_vs"]["ngram"]
+    assert d["diff"] == pytest.approx(4 / 3) and d["requests"] == 3
+    assert got[2]["accept_vs"]["draft"]["diff"] == pytest.approx(-4 / 3)
+    assert "accept_vs" not in got[0]
+
+
+# ----------------------------------------------------------------------------- request pairing
+
+
+def _cells(text: str) -> list[matrix.Cell]:
+    return matrix.parse(yaml.safe_load(text), "m.yaml").cells()
+
+
+PAIR_MATRIX = """
+models: {m: /nonexistent/model}
+methods:
+  ar: {backend: fake, model: m}
+  ngram: {backend: fake, model: m, speculative: {algorithm: ngram, num_draft_tokens: 3}}
+tp: [1, 2]
+workloads:
+  throughput:
+    {concurrency: [4], output_tokens: [8], prompt_tokens: 16, request_rate: [4], temperature: [0, 1]}
+"""
+
+
+def test_request_seed_depends_on_the_shape_not_the_method_or_tp() -> None:
+    cells = _cells(PAIR_MATRIX)
+    by_shape: dict[tuple, set[int]] = {}
+    for c in cells:
+        by_shape.setdefault(c.request_key, set()).add(workloads.request_seed(c, 1))
+    assert len(by_shape) == 2  # two temperatures; four method x TP cells each
+    assert all(len(seeds) == 1 for seeds in by_shape.values())
+    assert len({next(iter(s)) for s in by_shape.values()}) == 2  # shapes differ
+
+
+# ----------------------------------------------------------------------------- end to end
+
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+from fake_engine import FakeTimedEngine
+from pytest_specbench.engines import register_backend
+register_backend("fake-timed", FakeTimedEngine, gpu=False)
+"""
+
+
+def _twin_matrix() -> dict:
+    """The default matrix's workloads (every kind, closed and open loop), on two identical
+    engines ``ar`` and ``twin``, small enough to run in seconds, at temperature 0 and 1."""
+    doc = yaml.safe_load((ROOT / "benches" / "specbench.yaml").read_text())
+    doc["models"] = {"m": "/nonexistent/model"}
+    doc["methods"] = {
+        "ar": {"backend": "fake-timed", "model": "m"},
+        "twin": {"backend": "fake-timed", "model": "m"},
+    }
+    for name, w in doc["workloads"].items():
+        w.pop("methods", None)
+        w.pop("slo", None)
+        w.update(rounds=3, warmup=1, output_tokens=[12])
+        if "context_tokens" in w:
+            w["context_tokens"] = [300, 600]
+        if "prompt_tokens" in w:
+            w["prompt_tokens"] = 40
+        if "request_rate" in w:
+            w["request_rate"] = [40]  # 8 arrivals in about 0.2 s
+        if w.get("kind", name) in ("throughput", "ttft"):
+            w["temperature"] = [0, 1.0]
+        if w.get("kind", name) == "categories":
+            w.pop("requests", None)
+            w["categories"] = ["chat", "code"]
+    return doc
+
+
+def test_two_identical_engines_compare_one_under_every_workload(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "benches").mkdir()
+    doc = _twin_matrix()
+    kinds = {w.get("kind", n) for n, w in doc["workloads"].items()}
+    assert kinds == set(matrix.WORKLOAD_KINDS)
+    (pytester.path / "benches" / "specbench.yaml").write_text(yaml.safe_dump(doc))
+    (pytester.path / "benches" / "test_specbench.py").write_text(
+        (ROOT / "benches" / "test_specbench.py").read_text()
+    )
+    log = tmp_path / "requests.log"
+    monkeypatch.setenv("FAKE_REQUEST_LOG", str(log))
+    # 60 ms requests: the client's own per-round overhead (about 1 ms, slightly different per
+    # engine instance) stays well under the 3% the comparison may be off by
+    monkeypatch.setenv("FAKE_TOKEN_S", "0.005")
+    out = tmp_path / "out.json"
+    res = pytester.runpytest("benches", "-p", "no:cacheprovider", f"--benchmark-json={out}")
+    res.assert_outcomes(passed=len(matrix.parse(doc, "m.yaml").cells()))
+    results = json.loads(out.read_text())
+    twins = [b for b in results["benchmarks"] if b["params"]["method"] == "twin"]
+    ars = {
+        b["param"].replace("-ar-", "-").removeprefix("ar-"): b
+        for b in results["benchmarks"]
+        if b["params"]["method"] == "ar"
+    }
+    assert twins and len(twins) == len(ars)
+    open_loop = 0
+    for b in twins:
+        e = b["extra_info"]
+        a = ars[b["param"].replace("-twin-", "-").removeprefix("twin-")]["extra_info"]
+        assert e["request_digests"] == a["request_digests"], b["param"]
+        assert e["speedup_pairing"] == "digest", b["param"]
+        lo, hi = e["speedup_vs_ar_ci95"]
+        # the interval as reported (two decimals) contains 1.00
+        assert round(lo, 2) <= 1.0 <= round(hi, 2), (b["param"], e["speedup_vs_ar"], lo, hi)
+        assert abs(e["speedup_vs_ar"] - 1.0) <= 0.03, (b["param"], e["speedup_vs_ar"])
+        assert e["speedup_verdict"] in ("not separated", "within ±2%"), (b["param"], e["speedup_verdict"])
+        assert e["rounds_cv"] is not None
+        if b["params"].get("request_rate"):
+            open_loop += 1
+            assert e["speedup_metric"].startswith("latency_s_p50")
+            assert e["offered_request_rate"] == b["params"]["request_rate"]
+            assert e["saturated"] is False
+    assert open_loop == 2  # the poisson workload at T = 0 and T = 1
+    # the input ids of every request, tag by tag, in order: identical for the two methods
+    lines = log.read_text().splitlines()
+    per_group: dict[str, list[str]] = {}
+    for line in lines:
+        group, rest = line.split(" ", 1)
+        per_group.setdefault(group, []).append(rest)
+    assert set(per_group) == {"ar-tp1", "twin-tp1"}
+    assert per_group["ar-tp1"] == per_group["twin-tp1"]
+    assert len(per_group["ar-tp1"]) > 100
+    assert any(" 1 " in r for r in per_group["ar-tp1"]) and any(" 0 " in r for r in per_group["ar-tp1"])
+    view = [ln for ln in res.outlines if ln.startswith("  ") and "twin" in ln]
+    assert view and not any(" > " in ln for ln in view)  # the decision view ranks neither first
