@@ -112,6 +112,21 @@ class EnergyMeter:
         }
 
 
+def memory_bandwidth(index: int) -> float | None:
+    """Peak memory bandwidth of a GPU (bytes/s) from NVML: bus width (bits) / 8 x max memory
+    clock x 2 (double data rate). None where NVML cannot tell."""
+    nv = _nvml()
+    if nv is None:
+        return None
+    try:
+        h = nv.nvmlDeviceGetHandleByIndex(index)
+        bits = nv.nvmlDeviceGetMemoryBusWidth(h)
+        mhz = nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)
+    except Exception:
+        return None
+    return bits / 8 * mhz * 1e6 * 2 if bits and mhz else None
+
+
 def driver_info() -> dict[str, Any]:
     nv = _nvml()
     if nv is None:

@@ -235,6 +235,8 @@ class Cell:
             "context_tokens": self.context_tokens,
             "output_tokens": self.output_tokens,
         }
+        if self.workload.kind in ("agentic", "categories"):  # prompts from the scenario / questions
+            del p["context_tokens"]
         p.update({k: Path(str(v)).stem if k == "scenario" else v for k, v in self.extra})
         return p
 
@@ -430,6 +432,8 @@ WORKLOAD_KEYS = (
     "slo",
 )
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_s")
+OPTION_KEYS = ("stream",)
+IGNORED_BY = {"context_tokens": ("agentic", "categories"), "prompt_tokens": ("agentic", "categories")}
 TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline")
 
 
@@ -489,7 +493,9 @@ def _method(
             f"{key}.model",
             f"{mname!r} is not defined under models:; defined: {', '.join(models) or '(none)'}",
         )
-    spec = _speculative(cx, f"{key}.speculative", d["speculative"]) if d.get("speculative") else None
+    spec = (
+        _speculative(cx, f"{key}.speculative", d["speculative"]) if d.get("speculative") is not None else None
+    )
     draft = None
     if spec and spec.draft_model:
         if spec.draft_model not in models:
@@ -544,6 +550,8 @@ def _workload_axes(cx: _Ctx, key: str, kind: str, d: dict[str, Any], base_dir: P
         for i, r in enumerate(rates):
             if isinstance(r, bool) or not isinstance(r, (int, float)) or r <= 0:
                 raise cx.err(f"{key}.request_rate[{i}]", f"expected requests per second > 0; got {r!r}")
+        if len({float(r) for r in rates}) != len(rates):
+            raise cx.err(f"{key}.request_rate", f"lists a rate twice: {rates!r}")
         kw["request_rate"] = tuple(float(r) for r in rates)
     if d.get("temperature") is not None:
         temps = d["temperature"] if isinstance(d["temperature"], list) else [d["temperature"]]
@@ -635,9 +643,17 @@ def _workload(cx: _Ctx, name: str, raw: Any, methods: dict[str, Method], base_di
                 )
         kw["methods"] = tuple(ms)
     if d.get("options") is not None:
-        if not isinstance(d["options"], dict):
-            raise cx.err(f"{key}.options", f"expected a mapping; got {d['options']!r}")
-        kw["options"] = freeze(d["options"])
+        opts = cx.mapping(d["options"], f"{key}.options", OPTION_KEYS)
+        if "stream" in opts and not isinstance(opts["stream"], bool):
+            raise cx.err(f"{key}.options.stream", f"expected true or false; got {opts['stream']!r}")
+        kw["options"] = freeze(opts)
+    for k, kinds in IGNORED_BY.items():
+        if d.get(k) is not None and kind in kinds:
+            raise cx.err(
+                f"{key}.{k}",
+                f"workload kind {kind!r} does not use it (its prompts come from "
+                f"{'the scenario' if kind == 'agentic' else 'the question file'}); remove the key",
+            )
     kw.update(_workload_axes(cx, key, kind, d, base_dir))
     w = Workload(**kw)
     if d.get("slo") is not None:
@@ -690,7 +706,7 @@ def parse(
     baseline = d.get("baseline", DEFAULT_BASELINE)
     if "baseline" in d and baseline not in methods:
         raise cx.err("baseline", f"{baseline!r} is not defined under methods:; defined: {', '.join(methods)}")
-    return Matrix(
+    m = Matrix(
         path=path,
         models=tuple(models.values()),
         methods=tuple(methods.values()),
@@ -698,6 +714,18 @@ def parse(
         workloads=workloads,
         baseline=str(baseline),
     )
+    seen: dict[str, Cell] = {}
+    for c in m.cells():
+        if c.id in seen:
+            o = seen[c.id]
+            raise cx.err(
+                f"workloads.{c.workload.name}",
+                f"cell id {c.id!r} is produced twice (workload {o.workload.name!r} method {o.method.name!r} "
+                f"and workload {c.workload.name!r} method {c.method.name!r}): every cell needs its own id; "
+                "remove the repeated value, or rename the method or workload",
+            )
+        seen[c.id] = c
+    return m
 
 
 def load(path: str | Path, backends: tuple[str, ...] | None = None) -> Matrix:
@@ -707,7 +735,30 @@ def load(path: str | Path, backends: tuple[str, ...] | None = None) -> Matrix:
     except OSError as e:
         raise MatrixError(f"{p}: cannot read the matrix file: {e.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKeyError as e:
+        raise MatrixError(f"{p}: {e}") from None
     except yaml.YAMLError as e:
         raise MatrixError(f"{p}: not valid YAML: {e}") from None
     return parse(data, str(p), backends, p.parent)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (plain YAML keeps the last one:
+    a second ``ar:`` under methods would silently replace the first)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise DuplicateKeyError(
+                    f"line {key_node.start_mark.line + 1}: key {key!r} is given twice in one mapping "
+                    f"(first on line {seen[key]}); each key may appear once"
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)

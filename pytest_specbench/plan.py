@@ -62,7 +62,6 @@ HBM_BANDWIDTH = (
     ("L40S", 0.864e12),
     ("A10G", 0.6e12),
 )
-DEFAULT_BANDWIDTH = 4.8e12
 PEAK_FLOPS = 989e12  # dense bf16, H100/H200 class: prefill bound for the ETA
 ENGINE_START_S = {"sglang": 60.0, "hf": 2.0}  # ETA of a start without previous results (H200: 30-90 s)
 
@@ -368,15 +367,17 @@ def context_reason(cell: Cell) -> str | None:
 @dataclass(frozen=True)
 class GPUBudget:
     memory_bytes: int
-    bandwidth: float
+    bandwidth: float | None  # bytes/s; None: unknown (no roofline, no decode ETA)
     name: str = "assumed"
+    bandwidth_source: str = ""
 
 
-def bandwidth_for(name: str) -> float:
+def bandwidth_for(name: str) -> float | None:
+    """HBM bandwidth of a GPU by its name (HBM_BANDWIDTH), None for a GPU not in the table."""
     for frag, bw in HBM_BANDWIDTH:
         if frag.lower() in name.lower():
             return bw
-    return DEFAULT_BANDWIDTH
+    return None
 
 
 def parse_memory(value: str) -> int:
@@ -414,7 +415,8 @@ class GroupPlan:
     context_length: int | None = None
     native_context_length: int | None = None
     context_override: bool = False
-    roofline_bytes_per_step: int | None = None  # weights read per decode step (per GPU)
+    roofline_bytes_per_step: int | None = None  # the target's weights read per decode step (per GPU)
+    roofline_kv_bytes_per_token: int | None = None  # the target's KV bytes per token (per GPU)
 
 
 @dataclass
@@ -493,7 +495,9 @@ def plan_group(
     gp.weight_bytes_per_gpu = t.weight_bytes_per_gpu(group.tp) + (
         d.weight_bytes_per_gpu(group.tp) if d else 0
     )
-    gp.roofline_bytes_per_step = gp.weight_bytes_per_gpu
+    # the roofline is decode without speculation: the target's weights and KV alone
+    gp.roofline_bytes_per_step = t.weight_bytes_per_gpu(group.tp)
+    gp.roofline_kv_bytes_per_token = t.kv_bytes_per_token(group.tp)
     if m.backend not in gpu_backends:
         gp.notes.append(f"backend {m.backend}: runs on the CPU; no GPU memory plan")
         return gp
@@ -617,18 +621,25 @@ def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
             f"({gp.max_running_why})"
         )
         cp.note = f"{cp.note}; {cap}" if cp.note else cap
-    if gpu is not None and gp.budget_bytes_per_gpu and gp.kv_bytes_per_token is not None:
+    if (
+        gpu is not None
+        and gpu.bandwidth
+        and gp.budget_bytes_per_gpu
+        and gp.roofline_kv_bytes_per_token is not None
+    ):
         cp.roofline_tokens_per_s = roofline_tokens_per_s(gp, cell, gpu)
         cp.eta_s = _eta(cell, gp, cp.roofline_tokens_per_s)
     return cp
 
 
 def roofline_tokens_per_s(gp: GroupPlan, cell: Cell, gpu: GPUBudget) -> float:
-    """Decode bound without speculation: C tokens per step, a step reads every weight on a
-    GPU once plus the batch's KV cache (mean length: prompt + half the output)."""
-    assert gp.weight_bytes_per_gpu is not None and gp.kv_bytes_per_token is not None
-    kv = cell.concurrency * (cell.context_tokens + cell.output_tokens / 2) * gp.kv_bytes_per_token
-    step = (gp.weight_bytes_per_gpu + kv) / gpu.bandwidth
+    """Decode bound without speculation: C tokens per step, a step reads every weight of the
+    target on a GPU once plus the batch's KV cache (mean length: prompt + half the output). A draft
+    model's weights are not in it (a draft = target oracle would otherwise halve the bound)."""
+    assert gp.roofline_bytes_per_step is not None and gp.roofline_kv_bytes_per_token is not None
+    assert gpu.bandwidth
+    kv = cell.concurrency * (cell.context_tokens + cell.output_tokens / 2) * gp.roofline_kv_bytes_per_token
+    step = (gp.roofline_bytes_per_step + kv) / gpu.bandwidth
     return cell.concurrency / step
 
 
@@ -704,7 +715,12 @@ def format_plan(plan: Plan, selected: list[str] | None = None) -> list[str]:
     d = plan.as_dict(selected)
     g = d["gpu"]
     lines = [
-        f"GPU: {g['name']}, {g['memory_bytes'] / GiB:.1f} GiB, {g['bandwidth'] / 1e12:.2f} TB/s"
+        f"GPU: {g['name']}, {g['memory_bytes'] / GiB:.1f} GiB, "
+        + (
+            f"{g['bandwidth'] / 1e12:.2f} TB/s ({g.get('bandwidth_source') or 'given'})"
+            if g.get("bandwidth")
+            else "bandwidth unknown (--specbench-gpu-bandwidth TB/s gives a roofline and decode ETAs)"
+        )
         if g
         else "GPU: unknown (no NVML, no --specbench-gpu-memory)"
     ]

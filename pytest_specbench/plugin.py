@@ -25,6 +25,7 @@ from .state import (
     DEFAULT_MATRIX,
     ENGINE_PROP,
     FAILED_PROP,
+    PARTIAL,
     RESULT_PROP,
     STATE,
     TIMEOUT_GRACE_S,
@@ -129,6 +130,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "lets a machine without GPUs plan a GPU matrix",
     )
     g.addoption(
+        "--specbench-gpu-bandwidth",
+        metavar="TB/S",
+        type=_bandwidth,
+        default=None,
+        help="HBM bandwidth per GPU in TB/s for the roofline and decode ETAs. Default: NVML's memory "
+        "bus width x max memory clock, else a datasheet table by GPU name, else unknown",
+    )
+    g.addoption(
         "--specbench-plan-from",
         metavar="PATH",
         default=None,
@@ -167,6 +176,18 @@ def _memory(value: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _bandwidth(value: str) -> float:
+    import argparse
+
+    try:
+        v = float(value.removesuffix("TB/s").removesuffix("TB/S"))
+    except ValueError:
+        v = -1.0
+    if not 0 < v < 100:
+        raise argparse.ArgumentTypeError(f"expected TB/s per GPU, e.g. 4.8 for an H200; got {value!r}")
+    return v * 1e12
+
+
 def _kill_spec(value: str) -> tuple[str, int]:
     import argparse
 
@@ -199,6 +220,10 @@ def pytest_configure(config: pytest.Config) -> None:
             st.matrix = load(path, tuple(BACKENDS))
         except MatrixError as e:
             raise pytest.UsageError(str(e)) from None
+        for m in st.matrix.methods:  # before any engine starts: what no TP size would fix
+            why = get_backend(m.backend).refusal(m)
+            if why:
+                raise pytest.UsageError(f"{path}: {why}")
     resume = config.getoption("specbench_resume", None)
     if resume and st.matrix is not None:
         from .results import load_resume
@@ -280,18 +305,21 @@ def _gpu_budget(config: pytest.Config, st: SpecbenchState, inventory: list[Any] 
     the inventory (None: the matrix has no GPU backend)."""
     from . import plan
 
+    from . import gpus
+
     given = config.getoption("specbench_gpu_memory")
+    bw_given = config.getoption("specbench_gpu_bandwidth")
+    inv = [g for g in inventory or [] if st.gpus is None or g.index in st.gpus]
+    g = min(inv, key=lambda g: g.memory_total_mib) if inv else None
+    bw, src = (bw_given, "--specbench-gpu-bandwidth") if bw_given else (None, "")
+    if bw is None and g is not None:  # NVML (bus width x max memory clock), else the name table
+        bw, src = gpus.memory_bandwidth(g.index), "NVML: memory bus width x max memory clock"
+        if bw is None:
+            bw, src = plan.bandwidth_for(g.name), f"datasheet value for {g.name}"
     if given:
-        st.gpu_budget = plan.GPUBudget(
-            given, plan.DEFAULT_BANDWIDTH, "--specbench-gpu-memory (H200-class bandwidth)"
-        )
-        return
-    if inventory is None:
-        return
-    inv = [g for g in inventory if st.gpus is None or g.index in st.gpus]
-    if inv:
-        g = min(inv, key=lambda g: g.memory_total_mib)
-        st.gpu_budget = plan.GPUBudget(g.memory_total_mib * 1024**2, plan.bandwidth_for(g.name), g.name)
+        st.gpu_budget = plan.GPUBudget(given, bw, "--specbench-gpu-memory", src if bw else "")
+    elif g is not None:
+        st.gpu_budget = plan.GPUBudget(g.memory_total_mib * 1024**2, bw, g.name, src if bw else "")
 
 
 def _matrix_path(config: pytest.Config) -> Path | None:
@@ -526,13 +554,16 @@ class CellRunner:
             },
             "worker": _state(self.item.config).worker,
         }
-        self.item.user_properties.append((RESULT_PROP, result))
-        if m["errors"]:
+        if m["errors"]:  # a failed cell: in failed_cells with what it measured, never in benchmarks
+            self.item.stash[PARTIAL] = {
+                k: v for k, v in result["metrics"].items() if k not in ("per_request", "request_digests")
+            }
             pytest.fail(
                 f"cell {cell.id}: {m['errors']} of {m['requests']} requests failed; first: "
                 f"{m['first_error']}",
                 pytrace=False,
             )
+        self.item.user_properties.append((RESULT_PROP, result))
         return result
 
 
@@ -589,6 +620,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
                     # the exception's own message (e.g. why an engine crashed), then the tail
                     "error": _crash_message(rep),
                     "reason": "\n".join(lines[-15:]),
+                    **({"partial_metrics": item.stash[PARTIAL]} if PARTIAL in item.stash else {}),
                 },
             )
         )

@@ -55,8 +55,11 @@ def load_resume(path: Path, matrix: Any) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for b in benchmarks:
         cell = cells.get(b.get("param"))
-        if cell is None or (b.get("extra_info") or {}).get("cell_fingerprint") != cell.fingerprint():
+        e = b.get("extra_info") or {}
+        if cell is None or e.get("cell_fingerprint") != cell.fingerprint():
             continue  # not in this matrix, or defined differently now: run it
+        if e.get("errors"):  # an older JSON that kept a cell with failed requests: run it again
+            continue
         out[cell.id] = report.result_of_entry(b, cell.group.id, {"resumed_from": str(path)})
     return out
 

@@ -24,6 +24,7 @@ DEFAULT_MATRIX = "benches/specbench.yaml"
 RESULT_PROP = "specbench_result"
 ENGINE_PROP = "specbench_engine"
 FAILED_PROP = "specbench_failed"
+PARTIAL = pytest.StashKey[dict]()  # a failed cell's metrics, for its failed_cells entry
 TIMEOUT_GRACE_S = 60.0  # pytest-timeout fires this long after a cell's timeout_s
 
 
@@ -49,6 +50,7 @@ class SpecbenchState:
     gpus_at_start: list[dict[str, Any]] | None = None  # NVML before any engine (machine_info)
     plan: Any = None  # plan.Plan of every cell of the matrix
     resumed: dict[str, dict[str, Any]] = field(default_factory=dict)  # --specbench-resume: id -> result
+    saved_environ: dict[str, str] | None = None  # os.environ before the live engine's start
 
     def get_plan(self) -> Any:
         if self.plan is None and self.matrix is not None:
@@ -100,12 +102,17 @@ class SpecbenchState:
             }
         t0 = time.perf_counter()
         ev["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+        # the method's env for this engine only: the environment is restored when it stops (an
+        # engine may also write variables of its own into os.environ, as sglang does)
+        self.saved_environ = dict(os.environ)
+        os.environ.update(dict(group.method.env))
         try:
             with _alarm(self.config.getoption("specbench_start_timeout"), f"{group.id}: engine start"):
                 eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
         except BaseException as e:
             ev.update(ok=False, start_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
             self.pending.append(ev)
+            self._restore_environ()
             raise
         ev.update(ok=True, start_s=time.perf_counter() - t0, info=jsonable(getattr(eng, "info", {})))
         if self.gpus:  # what the engine holds once started (weights, KV, graphs, CUDA context)
@@ -117,6 +124,14 @@ class SpecbenchState:
         self.pending.append(ev)
         self.live = (group, eng)
         return eng
+
+    def _restore_environ(self) -> None:
+        saved, self.saved_environ = self.saved_environ, None
+        if saved is None:
+            return
+        for k in set(os.environ) - set(saved):
+            del os.environ[k]
+        os.environ.update(saved)
 
     def abandon_engine(self, group: EngineGroup, why: str) -> None:
         """A hung engine: its group's remaining cells fail at once; its processes are killed now."""
@@ -134,6 +149,7 @@ class SpecbenchState:
         try:
             eng.close()
         finally:
+            self._restore_environ()
             ev["stop_s"] = time.perf_counter() - t0
             if self.gpus:  # GPU memory must be back after shutdown (NVML)
                 from .gpus import wait_released

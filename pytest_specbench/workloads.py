@@ -161,7 +161,13 @@ def _exact_rounds(engine: Engine, cell: Cell, stream: bool, meter: Meter | None)
     plans = [build(r) for r in range(cell.workload.warmup + cell.workload.rounds)]
     run = _timed(engine, cell, plans, lambda p: _submit(engine, cell, p), meter)
     run.round_digests = [p.digest() for p in plans[cell.workload.warmup :]]
-    run.extra["prompt_tokens_exact"] = all(r.prompt_tokens == cell.context_tokens for r in run.records)
+    counted = [r.engine_prompt_tokens for r in run.records if not r.error]
+    if counted and all(n is not None for n in counted):  # what the engine saw, not what was sent
+        run.extra["prompt_tokens_exact"] = all(n == cell.context_tokens for n in counted)
+        run.extra["prompt_tokens_counted_by"] = "engine"
+    else:
+        run.extra["prompt_tokens_exact"] = None
+        run.extra["prompt_tokens_counted_by"] = "nobody: the engine reports no prompt length"
     if cell.request_rate:
         run.extra["request_rate"] = cell.request_rate
     return run
@@ -177,8 +183,8 @@ def ttft(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
 
 def long_context(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
     run = _exact_rounds(engine, cell, True, meter)
-    if not run.extra["prompt_tokens_exact"]:
-        seen = sorted({r.prompt_tokens for r in run.records})
+    if run.extra["prompt_tokens_exact"] is False:
+        seen = sorted({r.engine_prompt_tokens for r in run.records if r.engine_prompt_tokens is not None})
         raise AssertionError(
             f"cell {cell.id}: prompts must be exactly {cell.context_tokens} tokens; the engine saw {seen}"
         )

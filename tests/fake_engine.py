@@ -76,6 +76,7 @@ class FakeEngine:
             verify_steps=len(sizes) - 1 if spec else None,
             chunks=tuple(chunks),
             tag=request.tag,
+            engine_prompt_tokens=len(request.input_ids),
         )
 
     def run(self, coro: Any) -> Any:
@@ -133,4 +134,5 @@ class FakeTimedEngine(FakeEngine):
             chunks=tuple(chunks),
             output_ids=out,
             tag=request.tag,
+            engine_prompt_tokens=len(request.input_ids),
         )

@@ -23,20 +23,30 @@ class Backend:
     max_tp: int | None = None  # None: any TP the GPUs allow
     algorithms: tuple[str, ...] | None = None  # speculative algorithms it implements; None: any
     gpu: bool = True  # runs on GPUs: the planner sizes its groups against GPU memory
+    local_models: bool = False  # model paths must exist here (or be embedded:/hub ids) before a start
 
     def skip_reason(self, group: EngineGroup) -> str | None:
-        """Why this backend cannot run ``group`` at all (checked at collection, no imports)."""
+        """Why this backend cannot run ``group`` at this TP size (checked at collection)."""
         if self.max_tp is not None and group.tp > self.max_tp:
             return (
                 f"{group.id}: backend {self.name!r} runs at most TP={self.max_tp}; "
                 f"TP={group.tp} needs a multi-GPU backend such as sglang"
             )
-        spec = group.method.speculative
+        return None
+
+    def refusal(self, method: Any) -> str | None:
+        """Why this backend cannot run ``method`` at all (a usage error before any start)."""
+        spec = method.speculative
         if spec and self.algorithms is not None and spec.algorithm not in self.algorithms:
             return (
-                f"{group.id}: backend {self.name!r} implements {', '.join(self.algorithms)}; "
-                f"{spec.algorithm!r} needs the sglang backend"
+                f"methods.{method.name}: backend {self.name!r} implements speculative algorithms "
+                f"{', '.join(self.algorithms)}; {spec.algorithm!r} needs the sglang backend"
             )
+        if self.local_models:
+            for role, model in (("model", method.model), ("draft_model", method.draft_model)):
+                why = model_path_problem(model.path) if model is not None else None
+                if why:
+                    return f"methods.{method.name}.{role} (models.{model.name}): {why}"
         return None
 
     def create(self, group: EngineGroup) -> Any:
@@ -45,6 +55,26 @@ class Backend:
             mod, _, attr = f.partition(":")
             f = getattr(importlib.import_module(mod), attr)
         return f(group)
+
+
+def model_path_problem(path: str) -> str | None:
+    """Why a model path cannot be loaded: a path (absolute, ./, ../, ~) that does not exist, or a
+    directory without config.json. Anything else ("org/name") is taken for a hub id."""
+    from pathlib import Path
+
+    if path.startswith("embedded:"):
+        return None
+    p = Path(path).expanduser()
+    if p.exists():
+        if p.is_dir() and not (p / "config.json").is_file():
+            return f"{path!r} has no config.json; give the model's directory"
+        return None
+    if path.startswith(("/", "./", "../", "~")):
+        return (
+            f"{path!r} does not exist; give a model directory with config.json, "
+            "embedded:tiny / embedded:tiny-draft, or a hub id (org/name)"
+        )
+    return None
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -57,8 +87,9 @@ def register_backend(
     max_tp: int | None = None,
     algorithms: tuple[str, ...] | None = None,
     gpu: bool = True,
+    local_models: bool = False,
 ) -> None:
-    BACKENDS[name] = Backend(name, factory, max_tp, algorithms, gpu)
+    BACKENDS[name] = Backend(name, factory, max_tp, algorithms, gpu, local_models)
 
 
 def get_backend(name: str) -> Backend:
@@ -69,6 +100,11 @@ def get_backend(name: str) -> Backend:
 
 
 register_backend(
-    "hf", "pytest_specbench.engines.hf:HFEngine", max_tp=1, algorithms=("ngram", "draft"), gpu=False
+    "hf",
+    "pytest_specbench.engines.hf:HFEngine",
+    max_tp=1,
+    algorithms=("ngram", "draft"),
+    gpu=False,
+    local_models=True,
 )
-register_backend("sglang", "pytest_specbench.engines.sglang:SGLangEngine")
+register_backend("sglang", "pytest_specbench.engines.sglang:SGLangEngine", local_models=True)

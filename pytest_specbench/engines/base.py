@@ -53,6 +53,9 @@ class RequestRecord:
     tag: str = ""
     error: str | None = None
     meta: tuple[tuple[str, Any], ...] = field(default=())
+    # the prompt length as the engine itself counted it (SGLang's meta_info.prompt_tokens; hf: the
+    # tokens its prefill put into the KV cache); None when the engine does not say
+    engine_prompt_tokens: int | None = None
 
 
 @runtime_checkable
@@ -136,6 +139,7 @@ async def timed_stream(
         output_ids=ids,
         output_text=text,
         tag=tag,
+        engine_prompt_tokens=int(meta["prompt_tokens"]) if meta.get("prompt_tokens") is not None else None,
     )
 
 

@@ -233,6 +233,7 @@ class HFEngine:
         with torch.inference_mode():
             cache = DynamicCache()
             seq.append(_pick(_prefill(self.target, seq, cache), temp, gen))
+            prefilled = cache.get_seq_length()  # what the model consumed: the engine's own count
             chunks.append((time.perf_counter() - t0, 1))
             drafter = _Drafter(self.draft, n_prompt) if self.draft is not None else None
             while len(seq) - n_prompt < max_new:
@@ -277,6 +278,7 @@ class HFEngine:
             output_ids=tuple(seq[n_prompt:]),
             tag=request.tag,
             meta=(("thread", threading.current_thread().name),),
+            engine_prompt_tokens=prefilled,
         )
 
 

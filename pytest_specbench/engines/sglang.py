@@ -177,9 +177,7 @@ class SGLangEngine:
         self.crashed: str | None = None
         self.log_path = Path(log_dir or os.environ.get("SPECBENCH_LOG_DIR", ".")) / f"engine-{group.id}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.kwargs = engine_kwargs(group)
-        for k, v in group.method.env:
-            os.environ[k] = v
+        self.kwargs = engine_kwargs(group)  # the method's env: is set by the plugin around the engine
         if "json_model_override_args" in self.kwargs and plan.engine_context(group).override:
             # SGLang refuses a context_length above the config's without this
             os.environ.setdefault("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
@@ -474,6 +472,7 @@ def _final_record(request: Request, out: dict[str, Any], latency: float) -> Requ
         accept_histogram=tuple(meta.get("spec_accept_histogram") or ()),
         cached_tokens=int(meta.get("cached_tokens") or 0),
         tag=request.tag,
+        engine_prompt_tokens=int(meta["prompt_tokens"]) if meta.get("prompt_tokens") is not None else None,
     )
 
 
