@@ -303,9 +303,7 @@ def _pin_gpus(config: pytest.Config, st: SpecbenchState, inv: list[Any]) -> None
 def _gpu_budget(config: pytest.Config, st: SpecbenchState, inventory: list[Any] | None) -> None:
     """What the planner sizes against: --specbench-gpu-memory, else the smallest chosen GPU of
     the inventory (None: the matrix has no GPU backend)."""
-    from . import plan
-
-    from . import gpus
+    from . import gpus, plan
 
     given = config.getoption("specbench_gpu_memory")
     bw_given = config.getoption("specbench_gpu_bandwidth")
