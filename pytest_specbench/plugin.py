@@ -19,7 +19,7 @@ import pytest
 
 from . import hookspec, report, results
 from .engines import BACKENDS, get_backend
-from .engines.base import CellTimeout
+from .engines.base import CellTimeout, Interrupted
 from .matrix import Cell, EngineGroup, MatrixError, load
 from .state import (
     DEFAULT_MATRIX,
@@ -151,7 +151,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "definition: method, model, engine args, workload) are skipped and copied into this run's JSON; "
         "failed, missing and changed cells run",
     )
+    g.addoption(
+        "--specbench-resume-any-machine",
+        action="store_true",
+        default=False,
+        help="with --specbench-resume: also copy cells measured on another machine (GPU names, driver, "
+        "CPU, torch/transformers/sglang versions); they are marked resumed_from_other_machine. "
+        "Default: such cells run again",
+    )
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
+
+
+def _sigterm_stops_the_run() -> None:
+    """SIGTERM (a cancelled CI job, a time limit) is handled like Ctrl-C: pytest stops, tears the
+    engine down (no process left behind) and the JSON is written with the interrupted cell marked.
+    While requests run the engine's event loop catches it itself (engines.base.guard)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return  # someone (a wrapper, xdist) handles it already
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("interrupted by SIGTERM")
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def _gpu_list(value: str) -> tuple[int, ...]:
@@ -208,6 +234,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     st = SpecbenchState(config)
     config.stash[STATE] = st
+    _sigterm_stops_the_run()
     # pytest-benchmark warns that it saved nothing when no test used its own fixture; the
     # specbench cells are written by this plugin instead
     config.addinivalue_line("filterwarnings", "ignore:Not saving anything, no benchmarks have been run")
@@ -224,11 +251,6 @@ def pytest_configure(config: pytest.Config) -> None:
             why = get_backend(m.backend).refusal(m)
             if why:
                 raise pytest.UsageError(f"{path}: {why}")
-    resume = config.getoption("specbench_resume", None)
-    if resume and st.matrix is not None:
-        from .results import load_resume
-
-        st.resumed = load_resume(Path(resume), st.matrix)
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
     inv = None
     if st.matrix is not None and any(get_backend(m.backend).gpu for m in st.matrix.methods):
@@ -239,6 +261,13 @@ def pytest_configure(config: pytest.Config) -> None:
         if any(m.backend == "sglang" for m in st.matrix.methods):
             _pin_gpus(config, st, inv)
     _gpu_budget(config, st, inv)
+    resume = config.getoption("specbench_resume", None)
+    if resume and st.matrix is not None:
+        from .results import load_resume
+
+        st.resumed, st.resume_refused = load_resume(
+            Path(resume), st.matrix, st.provenance(), config.getoption("specbench_resume_any_machine")
+        )
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistHooks(st), "specbench-xdist")
 
@@ -463,6 +492,17 @@ def _crash_message(rep: pytest.TestReport) -> str | None:
     return msg if len(msg) <= 4000 else f"{msg[:1500]}\n[... {len(msg) - 3500} characters ...]\n{msg[-2000:]}"
 
 
+def _fired_by_pytest_timeout(call: pytest.CallInfo[Any]) -> bool:
+    """Whether pytest-timeout stopped the call: its signal handler raised the failure (a frame of
+    pytest_timeout.py in the traceback), not merely an exception whose text says "Timeout"."""
+    tb = call.excinfo.tb if call.excinfo is not None else None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).name == "pytest_timeout.py":
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _item_cell(item: pytest.Item) -> Cell | None:
     cs = getattr(item, "callspec", None)
     cell = cs.params.get("cell") if cs is not None else None
@@ -516,6 +556,14 @@ class CellRunner:
             run = workloads.run(engine, cell, _energy_meter(st, cell))
         except CellTimeout as e:
             timed_out = str(e)
+        except (Interrupted, KeyboardInterrupt) as e:  # SIGTERM / Ctrl-C: stop the run, keep the rest
+            st.interrupted = {
+                "cell": cell.id,
+                "group": cell.group.id,
+                "nodeid": self.item.nodeid,
+                "why": str(e) if isinstance(e, Interrupted) else "interrupted by SIGINT (Ctrl-C)",
+            }
+            raise KeyboardInterrupt(st.interrupted["why"]) from None
         finally:
             engine.deadline = None
         if timed_out is not None:  # failed outside the except: no chained traceback in the report
@@ -549,6 +597,7 @@ class CellRunner:
                 **jsonable(run.extra),
                 **metrics.oracle_check(cell.method, m.get("accept_length")),
                 "cell_fingerprint": cell.fingerprint(),
+                "provenance": st.provenance(),
             },
             "worker": _state(self.item.config).worker,
         }
@@ -596,7 +645,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
         cell is not None
         and rep.failed
         and rep.when == "call"
-        and "Timeout" in rep.longreprtext
+        and _fired_by_pytest_timeout(call)
         and cell.group.id not in st.torn_down
     ):
         # pytest-timeout (the outer net) stopped a cell: the engine cannot be trusted (requests
@@ -638,9 +687,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     st = _state(config)
-    if hasattr(config, "workerinput") or st.matrix is None or not (st.results or st.engine_events):
+    if hasattr(config, "workerinput") or st.matrix is None:
         return
-    results.write_json(config, st)
+    st.engine_events += st.pending  # the last engine's stop (fixture teardown ran just before this)
+    st.pending.clear()
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        results.mark_interrupted(st)
+    if st.results or st.engine_events or st.interrupted:
+        results.write_json(config, st)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -36,11 +36,35 @@ class Collector:
             write_json(self.st.config, self.st)
 
 
-def load_resume(path: Path, matrix: Any) -> dict[str, dict[str, Any]]:
-    """Cell id -> result (as a cell's RESULT_PROP) for every cell of ``path`` (a results JSON
-    of this plugin) that is still in the matrix, defined the same way (``cell_fingerprint``:
-    method, model, engine args, workload, axes). Failed cells are not in ``benchmarks``, so
-    they run again."""
+def mark_interrupted(st: SpecbenchState) -> None:
+    """A run stopped by SIGTERM or Ctrl-C: the cell it stopped in becomes a failed cell marked
+    interrupted (resume runs it again); the document says the run was interrupted."""
+    info = st.interrupted or {"cell": None, "why": "interrupted (SIGTERM or Ctrl-C) outside a cell"}
+    st.interrupted = info
+    cell = info.get("cell")
+    if cell and not any(f.get("cell") == cell for f in st.failures):
+        st.failures.append(
+            {
+                "nodeid": info.get("nodeid", ""),
+                "cell": cell,
+                "group": info.get("group"),
+                "phase": "call",
+                "interrupted": True,
+                "error": f"{info['why']}: the run stopped in this cell; its requests were cancelled",
+                "reason": info["why"],
+            }
+        )
+
+
+def load_resume(
+    path: Path, matrix: Any, here: dict[str, Any], any_machine: bool = False
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """(cell id -> result (as a cell's RESULT_PROP), refusals) for the cells of ``path`` (a
+    results JSON of this plugin) that are still in the matrix, defined the same way
+    (``cell_fingerprint``: method, model, engine args, workload, axes) and measured on this
+    machine (``here``: state.provenance()); with ``any_machine`` cells of another machine are
+    copied too and marked. A cell of another commit is copied and marked. Failed cells are not
+    in ``benchmarks``, so they run again."""
     import json
 
     try:
@@ -53,15 +77,33 @@ def load_resume(path: Path, matrix: Any) -> dict[str, dict[str, Any]]:
         ) from None
     cells = {c.id: c for c in matrix.cells()}
     out: dict[str, dict[str, Any]] = {}
+    refused: list[str] = []
     for b in benchmarks:
         cell = cells.get(b.get("param"))
-        e = b.get("extra_info") or {}
-        if cell is None or e.get("cell_fingerprint") != cell.fingerprint():
+        info = b.get("extra_info") or {}
+        if cell is None or info.get("cell_fingerprint") != cell.fingerprint():
             continue  # not in this matrix, or defined differently now: run it
-        if e.get("errors"):  # an older JSON that kept a cell with failed requests: run it again
+        if info.get("errors"):  # an older JSON that kept a cell with failed requests: run it again
             continue
-        out[cell.id] = report.result_of_entry(b, cell.group.id, {"resumed_from": str(path)})
-    return out
+        marks: dict[str, Any] = {"resumed_from": str(path)}
+        then = info.get("provenance") or {}
+        if then.get("machine") != here["machine"]:
+            differs = (
+                ", ".join(
+                    k
+                    for k in sorted(set(then.get("machine") or {}) | set(here["machine"]))
+                    if (then.get("machine") or {}).get(k) != here["machine"].get(k)
+                )
+                or "no machine recorded"
+            )
+            if not any_machine:
+                refused.append(f"{cell.id} (measured on another machine: {differs})")
+                continue
+            marks["resumed_from_other_machine"] = then.get("machine")
+        if then.get("commit") != here["commit"]:
+            marks["resumed_from_commit"] = then.get("commit")
+        out[cell.id] = report.result_of_entry(b, cell.group.id, {**marks, "provenance": then})
+    return out, refused
 
 
 def versions() -> dict[str, str | None]:
@@ -115,6 +157,7 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "gpus_used": list(st.gpus) if st.gpus is not None else None,
             "gpu_notes": st.gpu_notes,
             "failed_cells": st.failures,
+            "interrupted": st.interrupted,
             "resumed_cells": sorted(
                 r["cell_id"] for r in st.results if (r.get("extra_info") or {}).get("resumed_from")
             ),
@@ -155,6 +198,11 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             f"resumed: {len(spec['resumed_cells'])} cells copied from "
             f"{config.getoption('specbench_resume')} (not run again)"
         )
+    if st.resume_refused:
+        out.append(
+            f"resume refused {len(st.resume_refused)} cells (they ran again; --specbench-resume-any-machine "
+            f"copies them): {'; '.join(st.resume_refused)}"
+        )
     shapes = decide.ranked_shapes(st.doc)
     if shapes:
         out.append(
@@ -189,6 +237,17 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
         )
     for f in spec["failed_cells"]:
         out.append(f"failed: {f['nodeid']} ({f['phase']}): {failure_headline(f)}")
+    if spec.get("interrupted"):
+        target = config.getoption("benchmark_json", None)
+        out.append(
+            f"INTERRUPTED ({spec['interrupted']['why']}) in cell {spec['interrupted'].get('cell') or '-'}: "
+            f"{len(st.doc['benchmarks'])} cells measured are kept"
+            + (
+                f"; pytest ... --specbench-resume {getattr(target, 'name', target)} runs the rest"
+                if target
+                else ""
+            )
+        )
     target = config.getoption("benchmark_json", None)
     if target:
         out.append(f"wrote {getattr(target, 'name', target)} ({len(st.doc['benchmarks'])} cells)")

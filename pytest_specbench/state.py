@@ -51,6 +51,39 @@ class SpecbenchState:
     plan: Any = None  # plan.Plan of every cell of the matrix
     resumed: dict[str, dict[str, Any]] = field(default_factory=dict)  # --specbench-resume: id -> result
     saved_environ: dict[str, str] | None = None  # os.environ before the live engine's start
+    interrupted: dict[str, Any] | None = None  # SIGTERM / Ctrl-C during a cell: which, and why
+    resume_refused: list[str] = field(default_factory=list)  # --specbench-resume: cells not copied, why
+    _provenance: dict[str, Any] | None = None
+
+    def provenance(self) -> dict[str, Any]:
+        """Where and from what a cell is measured: the commit (pytest-benchmark's commit info) and
+        the machine (GPU names, driver, CPU, core count, backend versions). Resume compares them."""
+        if self._provenance is None:
+            import platform
+
+            from .gpus import driver_info
+
+            commit = self.config.hook.pytest_benchmark_generate_commit_info(config=self.config) or {}
+            versions: dict[str, str | None] = {}
+            for name in ("torch", "transformers", "sglang"):
+                from importlib.metadata import PackageNotFoundError, version
+
+                try:
+                    versions[name] = version(name)
+                except PackageNotFoundError:
+                    versions[name] = None
+            self._provenance = {
+                "commit": commit.get("id"),
+                "dirty": commit.get("dirty"),
+                "machine": {
+                    "gpus": [g["name"] for g in self.gpus_at_start or []],
+                    "driver": driver_info().get("driver") if self.gpus_at_start else None,
+                    "cpu": platform.processor() or platform.machine(),
+                    "cpu_count": os.cpu_count(),
+                    "versions": versions,
+                },
+            }
+        return self._provenance
 
     def get_plan(self) -> Any:
         if self.plan is None and self.matrix is not None:
@@ -166,17 +199,26 @@ class EngineStartTimeout(Exception):
 
 @contextlib.contextmanager
 def _alarm(seconds: float | None, what: str) -> Iterator[None]:
-    """SIGALRM after ``seconds`` (main thread only): a start that hangs fails its group."""
+    """SIGALRM after ``seconds`` (main thread only): a start that hangs fails its group.
+
+    An alarm already set (pytest-timeout's ``--timeout`` covering the item) keeps running: when
+    it is due first, this one is not set at all; otherwise it is set again afterwards with the
+    time it had left, so the first cell of a group stays under ``--timeout``."""
     import signal
     import threading
 
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
+    outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    if outer_left and outer_left <= seconds:  # the outer limit comes first: it covers the start
+        yield
+        return
 
     def fire(signum: int, frame: Any) -> None:
         raise EngineStartTimeout(f"{what} took longer than {seconds:g} s (--specbench-start-timeout)")
 
+    t0 = time.monotonic()
     old = signal.signal(signal.SIGALRM, fire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -184,6 +226,8 @@ def _alarm(seconds: float | None, what: str) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if outer_left:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - t0), 0.001))
 
 
 def get_state(config: pytest.Config) -> SpecbenchState:

@@ -20,22 +20,43 @@ class FakeTokenizer:
 
 
 class FakeEngine:
+    """Behaviour by method name prefix: ``broken`` refuses to start; ``flaky`` fails the request
+    tagged round1/req1; ``tmo`` raises TimeoutError for 13-token requests; ``short`` reports one
+    prompt token fewer than it got; ``child`` starts a child process (its pid appended to
+    $FAKE_CHILD_PIDS) that close() ends; a name containing ``slow`` takes $FAKE_SLOW_S seconds per
+    request."""
+
     backend = "fake"
     deadline: float | None = None
     hung = False
 
     def __init__(self, group: Any):
         self.group = group
-        if group.method.name.startswith("broken"):
+        name = group.method.name
+        if name.startswith("broken"):
             raise RuntimeError(f"fake engine {group.id} refuses to start")
         self.info = {"backend": "fake", "group": group.id}
-        self._loop = asyncio.new_event_loop()
+        if os.environ.get("FAKE_UVLOOP"):  # SGLang's event loop: Python signal handlers wait there
+            import uvloop
+
+            self._loop = uvloop.new_event_loop()
+        else:
+            self._loop = asyncio.new_event_loop()
+        self.child = None
+        if name.startswith("child"):
+            import subprocess
+            import sys
+
+            self.child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            with open(os.environ["FAKE_CHILD_PIDS"], "a") as f:
+                f.write(f"{self.child.pid}\n")
         path = os.environ.get(STARTS_FILE_ENV)
         if path:  # one line per start, also from xdist workers
             with open(path, "a") as f:
                 f.write(
                     f"{group.id} {os.environ.get('PYTEST_XDIST_WORKER', 'main')} "
-                    f"{os.environ.get('CUDA_VISIBLE_DEVICES', '-')}\n"
+                    f"{os.environ.get('CUDA_VISIBLE_DEVICES', '-')} "
+                    f"probe={os.environ.get('FAKE_ENV_PROBE', '-')}\n"
                 )
 
     def tokenizer(self) -> FakeTokenizer:
@@ -56,6 +77,13 @@ class FakeEngine:
     async def agenerate(self, request: Request) -> RequestRecord:
         if self.hung:  # an engine that stopped making progress
             await asyncio.Event().wait()
+        name = self.group.method.name
+        if name.startswith("flaky") and request.tag == "round1/req1":
+            raise RuntimeError("flaky request")
+        if name.startswith("tmo") and request.max_new_tokens == 13:
+            raise TimeoutError("read timed out")
+        if "slow" in name:
+            await asyncio.sleep(float(os.environ.get("FAKE_SLOW_S", "1")))
         spec = self.group.method.speculative
         k = (spec.num_draft_tokens or 1) if spec else 0
         n = request.max_new_tokens
@@ -76,7 +104,7 @@ class FakeEngine:
             verify_steps=len(sizes) - 1 if spec else None,
             chunks=tuple(chunks),
             tag=request.tag,
-            engine_prompt_tokens=len(request.input_ids),
+            engine_prompt_tokens=len(request.input_ids) - (1 if name.startswith("short") else 0),
         )
 
     def run(self, coro: Any) -> Any:
@@ -86,6 +114,9 @@ class FakeEngine:
         pass
 
     def close(self) -> None:
+        if self.child is not None:
+            self.child.kill()
+            self.child.wait()
         self._loop.close()
 
 

@@ -166,14 +166,14 @@ def _twin_matrix() -> dict:
     for name, w in doc["workloads"].items():
         w.pop("methods", None)
         w.pop("slo", None)
-        w.update(rounds=3, warmup=1, output_tokens=[12])
+        w.update(rounds=3, warmup=0, output_tokens=[12])
         if "context_tokens" in w:
             w["context_tokens"] = [300, 600]
         if "prompt_tokens" in w:
             w["prompt_tokens"] = 40
         if "request_rate" in w:
             w["request_rate"] = [40]  # 8 arrivals in about 0.2 s
-        if w.get("kind", name) in ("throughput", "ttft"):
+        if w.get("kind", name) == "throughput":
             w["temperature"] = [0, 1.0]
         if w.get("kind", name) == "categories":
             w.pop("requests", None)
@@ -195,9 +195,9 @@ def test_two_identical_engines_compare_one_under_every_workload(
     )
     log = tmp_path / "requests.log"
     monkeypatch.setenv("FAKE_REQUEST_LOG", str(log))
-    # 60 ms requests: the client's own per-round overhead (about 1 ms, slightly different per
-    # engine instance) stays well under the 3% the comparison may be off by
-    monkeypatch.setenv("FAKE_TOKEN_S", "0.005")
+    # 100 ms requests: the client's own per-round overhead (about 1 ms, slightly different per
+    # engine instance) and scheduling delays on a busy machine stay well under the 3% allowed
+    monkeypatch.setenv("FAKE_TOKEN_S", "0.008")
     out = tmp_path / "out.json"
     res = pytester.runpytest("benches", "-p", "no:cacheprovider", f"--benchmark-json={out}")
     res.assert_outcomes(passed=len(matrix.parse(doc, "m.yaml").cells()))

@@ -85,19 +85,67 @@ class CellTimeout(RuntimeError):
     """A cell did not finish within its time limit (an engine that stopped making progress)."""
 
 
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT arrived while requests ran: the run stops (not an engine failure)."""
+
+
+def _trap_signals(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], hit: list[str]) -> list[Any]:
+    """SIGTERM and SIGINT, while ``task`` runs on ``loop``, cancel it and note the signal. Through
+    the loop (add_signal_handler), so they are seen inside uvloop, where a Python-level handler
+    would wait for the interpreter. Main thread only; returns what to restore."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    saved = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+
+        def on_signal(sig: signal.Signals = sig) -> None:
+            hit.append(sig.name)
+            task.cancel()
+
+        prev = signal.getsignal(sig)
+        try:
+            loop.add_signal_handler(sig, on_signal)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue
+        saved.append((sig, prev))
+    return saved
+
+
+def _untrap(loop: asyncio.AbstractEventLoop, saved: list[Any]) -> None:
+    import signal
+
+    for sig, prev in saved:
+        loop.remove_signal_handler(sig)
+        signal.signal(sig, prev)
+
+
 async def guard(coro: Awaitable[T], deadline: float | None) -> T:
     """``coro`` bounded by ``deadline`` (time.monotonic()): engines wrap every run() in this.
 
     The limit lives in the event loop, so it fires whatever the loop is (uvloop included) and
     whatever the engine's processes do; signal-based timeouts need the interpreter to run.
+    SIGTERM / SIGINT meanwhile cancel the requests and raise :class:`Interrupted`.
     """
-    if deadline is None:
-        return await coro
-    remaining = deadline - time.monotonic()
+    hit: list[str] = []
+    task = asyncio.current_task()
+    saved = _trap_signals(asyncio.get_running_loop(), task, hit) if task is not None else []
     try:
-        return await asyncio.wait_for(coro, max(remaining, 0.001))
-    except asyncio.TimeoutError:
-        raise CellTimeout("no result before the cell's time limit (timeout_s)") from None
+        if deadline is None:
+            return await coro
+        remaining = deadline - time.monotonic()
+        try:
+            return await asyncio.wait_for(coro, max(remaining, 0.001))
+        except asyncio.TimeoutError:
+            raise CellTimeout("no result before the cell's time limit (timeout_s)") from None
+    except asyncio.CancelledError:
+        if hit:
+            raise Interrupted(f"interrupted by {hit[0]}") from None
+        raise
+    finally:
+        _untrap(asyncio.get_running_loop(), saved)
 
 
 async def timed_stream(

@@ -168,6 +168,7 @@ class HFEngine:
         self.k = (self.spec.num_draft_tokens or 4) if self.spec else 0
         self.max_ngram = (self.spec.max_ngram or 3) if self.spec else 0
         self._pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="hf-engine")
+        self._closing = False  # close(): requests still decoding in the pool stop at their next step
         self._loop = asyncio.new_event_loop()
         self.info: dict[str, Any] = {
             "backend": "hf",
@@ -210,7 +211,8 @@ class HFEngine:
         """No cache survives a request here: every request prefills from scratch."""
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self._closing = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
         self._loop.close()
         self.target = self.draft = None
 
@@ -237,6 +239,8 @@ class HFEngine:
             chunks.append((time.perf_counter() - t0, 1))
             drafter = _Drafter(self.draft, n_prompt) if self.draft is not None else None
             while len(seq) - n_prompt < max_new:
+                if self._closing:
+                    raise RuntimeError("engine closed while the request was decoding")
                 remaining = max_new - (len(seq) - n_prompt)
                 k = min(self.k, remaining - 1)
                 q: list[Any] | None = None  # the draft's probability rows (sampled drafts only)

@@ -1,0 +1,437 @@
+"""Result integrity: failed cells are never measurements, bad input is refused before any engine
+starts, interruptions and timeouts are reported as what they are (FakeEngine, tests/fake_engine.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_specbench import plan
+from pytest_specbench.matrix import parse
+
+HERE = Path(__file__).parent
+
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+from fake_engine import FakeEngine
+from pytest_specbench.engines import register_backend
+register_backend("fake", FakeEngine, max_tp=4, gpu=False)
+"""
+
+BENCH = """
+def test_throughput(engine, cell, specbench):
+    specbench.run(engine, cell)
+
+
+def test_long_context(engine, cell, specbench):
+    specbench.run(engine, cell)
+
+
+def test_categories(engine, cell, specbench):
+    specbench.run(engine, cell)
+"""
+
+
+def _project(pytester: pytest.Pytester, matrix: str) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "benches").mkdir(exist_ok=True)
+    (pytester.path / "benches" / "specbench.yaml").write_text(matrix)
+    (pytester.path / "benches" / "test_b.py").write_text(BENCH)
+    return pytester
+
+
+@pytest.fixture
+def starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    p = tmp_path / "starts.txt"
+    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(p))
+    return p
+
+
+def _lines(p: Path) -> list[str]:
+    return p.read_text().splitlines() if p.exists() else []
+
+
+# ----------------------------------------------------------------------------- failed cells
+
+FLAKY = """
+models: {m: /nonexistent/model}
+methods:
+  flaky: {backend: fake, model: m}
+  ngram: {backend: fake, model: m, speculative: {algorithm: ngram, num_draft_tokens: 3}}
+baseline: flaky
+workloads:
+  throughput: {concurrency: [2], output_tokens: [8], prompt_tokens: 8, rounds: 2, warmup: 0}
+"""
+
+
+def test_a_cell_with_one_failed_request_is_a_failed_cell_and_runs_again_on_resume(
+    pytester: pytest.Pytester, starts: Path
+) -> None:
+    _project(pytester, FLAKY)
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json")
+    res.assert_outcomes(passed=1, failed=1)
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert [b["param"] for b in doc["benchmarks"]] == ["ngram-tp1-c2-out8"]
+    (failed,) = doc["specbench"]["failed_cells"]
+    assert failed["cell"] == "flaky-tp1-c2-out8"
+    assert "1 of 4 requests failed; first: RuntimeError: flaky request" in failed["error"]
+    assert failed["partial_metrics"]["errors"] == 1 and failed["partial_metrics"]["requests"] == 4
+    # the failed baseline divides nothing
+    assert doc["benchmarks"][0]["extra_info"]["speedup_vs_ar"] is None
+    res = pytester.runpytest("benches", "--specbench-resume", "out.json", "--benchmark-json", "r.json")
+    res.assert_outcomes(failed=1, skipped=1)  # flaky runs again (and fails again); ngram is copied
+    assert [ln.split()[0] for ln in _lines(starts)][-1] == "flaky-tp1"
+
+
+# ----------------------------------------------------------------------------- bad input
+
+GOOD = """
+models: {m: /nonexistent/model}
+methods:
+  ar: {backend: fake, model: m}
+workloads:
+  throughput: {concurrency: [1], output_tokens: [8], prompt_tokens: 8}
+"""
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        (
+            GOOD.replace(
+                "  ar: {backend: fake, model: m}",
+                "  ar: {backend: fake, model: m}\n  ar: {backend: fake, model: m}",
+            ),
+            "line 5: key 'ar' is given twice in one mapping (first on line 4)",
+        ),
+        (
+            GOOD.replace("prompt_tokens: 8}", "prompt_tokens: 8, request_rate: [4, 4.0]}"),
+            "workloads.throughput.request_rate: lists a rate twice: [4, 4.0]",
+        ),
+        (
+            GOOD + "  agentic: {scenarios: [calculator, calculator]}\n",
+            "workloads.agentic: cell id 'agentic-ar-tp1-c1-out64-calculator' is produced twice",
+        ),
+        (
+            GOOD.replace(
+                "  ar: {backend: fake, model: m}",
+                "  ar: {backend: fake, model: m}\n  ttft-ar: {backend: fake, model: m}",
+            )
+            + "  ttft: {concurrency: [1], output_tokens: [8]}\n",
+            "cell id 'ttft-ar-tp1-c1-out8' is produced twice",
+        ),
+        (
+            GOOD.replace("ar: {backend: fake, model: m}", "ar: {backend: fake, model: m, speculative: {}}"),
+            "methods.ar.speculative.algorithm: required key is missing",
+        ),
+        (
+            GOOD.replace("prompt_tokens: 8}", 'prompt_tokens: 8, options: {stream: "false"}}'),
+            "workloads.throughput.options.stream: expected true or false; got 'false'",
+        ),
+        (
+            GOOD.replace("prompt_tokens: 8}", "prompt_tokens: 8, options: {streaming: true}}"),
+            "workloads.throughput.options.streaming: unknown key; allowed: stream",
+        ),
+        (
+            GOOD + "  agentic: {scenarios: [calculator], context_tokens: [3000]}\n",
+            "workloads.agentic.context_tokens: workload kind 'agentic' does not use it",
+        ),
+        (
+            GOOD.replace("backend: fake", "backend: hf")
+            .replace(
+                "ar: {backend: hf, model: m}",
+                "ar: {backend: hf, model: e, speculative: {algorithm: eagle3, draft_model: e}}",
+            )
+            .replace(
+                "models: {m: /nonexistent/model}", "models: {m: /nonexistent/model, e: 'embedded:tiny'}"
+            ),
+            "methods.ar: backend 'hf' implements speculative algorithms ngram, draft; 'eagle3' needs the "
+            "sglang backend",
+        ),
+        (
+            GOOD.replace("backend: fake", "backend: hf"),
+            "methods.ar.model (models.m): '/nonexistent/model' does not exist; give a model directory",
+        ),
+    ],
+    ids=[
+        "dup-key",
+        "dup-rate",
+        "dup-scenario",
+        "method-like-prefix",
+        "empty-spec",
+        "stream-str",
+        "option-key",
+        "ignored-key",
+        "algorithm",
+        "model-path",
+    ],
+)
+def test_bad_input_is_a_usage_error_before_any_engine_starts(
+    pytester: pytest.Pytester, starts: Path, yaml_text: str, message: str
+) -> None:
+    _project(pytester, yaml_text)
+    res = pytester.runpytest("benches")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    err = res.stderr.str()
+    assert "benches/specbench.yaml: " in err and message in err, err
+    assert _lines(starts) == []
+
+
+def test_agentic_and_categories_params_describe_what_ran(pytester: pytest.Pytester, starts: Path) -> None:
+    m = parse(
+        {
+            "models": {"m": "/x"},
+            "methods": {"ar": {"backend": "fake", "model": "m"}},
+            "workloads": {
+                "agentic": {"scenarios": ["calculator"]},
+                "categories": {"categories": ["math"], "concurrency": [8], "rounds": 1, "warmup": 0},
+            },
+        },
+        "m.yaml",
+    )
+    for c in m.cells():
+        assert "context_tokens" not in c.params()
+    # the built-in set has fewer math questions than 8: they cycle to one full wave
+    _project(
+        pytester,
+        GOOD.replace(
+            "  throughput: {concurrency: [1], output_tokens: [8], prompt_tokens: 8}",
+            "  categories: {categories: [math], concurrency: [8], output_tokens: [4], rounds: 1, warmup: 0}",
+        ),
+    )
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json")
+    res.assert_outcomes(passed=1)
+    (b,) = json.loads((pytester.path / "out.json").read_text())["benchmarks"]
+    e = b["extra_info"]
+    assert e["requests"] == 8 and e["prompts"] < 8
+    assert len(set(e["per_request"]["tag"])) == 8  # every request has its own tag
+    assert e["prompt_tokens_mean"] == e["prompt_tokens"] / 8
+    assert "context_tokens" not in b["params"]
+
+
+def test_prompt_length_is_the_engines_count(pytester: pytest.Pytester, starts: Path) -> None:
+    """The engine ("short") counts one token fewer than it was sent: the long-context cell fails."""
+    _project(
+        pytester,
+        GOOD.replace("  ar: {backend: fake, model: m}", "  short: {backend: fake, model: m}").replace(
+            "  throughput: {concurrency: [1], output_tokens: [8], prompt_tokens: 8}",
+            "  long_context: {context_tokens: [300], output_tokens: [4], rounds: 1, warmup: 0}",
+        ),
+    )
+    res = pytester.runpytest("benches")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*prompts must be exactly 300 tokens; the engine saw [[]299[]]*"])
+
+
+def test_a_methods_env_is_restored_when_its_engine_stops(pytester: pytest.Pytester, starts: Path) -> None:
+    _project(
+        pytester,
+        GOOD.replace(
+            "  ar: {backend: fake, model: m}",
+            "  ar: {backend: fake, model: m, env: {FAKE_ENV_PROBE: set-by-ar}}\n"
+            "  ngram: {backend: fake, model: m, speculative: {algorithm: ngram}}",
+        ),
+    )
+    res = pytester.runpytest("benches")
+    res.assert_outcomes(passed=2)
+    assert [ln.split()[-1] for ln in _lines(starts)] == ["probe=set-by-ar", "probe=-"]
+    assert "FAKE_ENV_PROBE" not in os.environ
+
+
+def test_roofline_counts_the_target_only_and_needs_a_known_bandwidth() -> None:
+    m = parse(
+        {
+            "models": {
+                "t": {"path": str(HERE.parent / "benches/examples/configs/qwen3-8b"), "load_format": "dummy"}
+            },
+            "methods": {
+                "ar": {"backend": "sglang", "model": "t"},
+                "oracle": {
+                    "backend": "sglang",
+                    "model": "t",
+                    "speculative": {"algorithm": "standalone", "draft_model": "t", "num_steps": 3},
+                },
+            },
+            "workloads": {"throughput": {"concurrency": [8], "output_tokens": [64], "prompt_tokens": 128}},
+        },
+        "m.yaml",
+    )
+    p = plan.make_plan(m.cells(), plan.GPUBudget(80 * 2**30, 3.35e12, "H100"))
+    rl = {c.method.name: p.cells[c.id].roofline_tokens_per_s for c in m.cells()}
+    assert rl["ar"] and rl["oracle"] == pytest.approx(rl["ar"])  # the draft's weights are not in it
+    unknown = plan.make_plan(m.cells(), plan.GPUBudget(80 * 2**30, None, "RTX PRO 6000"))
+    assert all(c.roofline_tokens_per_s is None for c in unknown.cells.values())
+    assert plan.bandwidth_for("NVIDIA RTX PRO 6000 Blackwell Server Edition") is None
+    assert plan.bandwidth_for("NVIDIA H200") == 4.8e12
+    text = "\n".join(plan.format_plan(unknown))
+    assert "bandwidth unknown (--specbench-gpu-bandwidth TB/s gives a roofline and decode ETAs)" in text
+
+
+# ----------------------------------------------------------------------------- timeouts
+
+TWO_CELLS = """
+models: {m: /nonexistent/model}
+methods:
+  tmo: {backend: fake, model: m}
+workloads:
+  throughput: {concurrency: [1], output_tokens: [13, 8], prompt_tokens: 8, rounds: 1, warmup: 0}
+"""
+
+
+def test_a_requests_timeout_error_fails_only_its_cell(pytester: pytest.Pytester, starts: Path) -> None:
+    _project(pytester, TWO_CELLS)
+    res = pytester.runpytest("benches", "-p", "timeout")
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines(
+        ["*tmo-tp1-c1-out13*1 of 1 requests failed; first: TimeoutError: read timed out*"]
+    )
+    assert "torn down" not in res.stdout.str()
+    assert len(_lines(starts)) == 1
+
+
+def test_timeout_option_fires_in_the_first_cell_of_a_group(pytester: pytest.Pytester, starts: Path) -> None:
+    """--timeout 2 covers the engine start and the first cell: the engine start's own limit must
+    not switch pytest-timeout's alarm off (a hung first cell used to pass under --timeout)."""
+    _project(
+        pytester, GOOD.replace("prompt_tokens: 8}", "prompt_tokens: 8, rounds: 1, warmup: 0, timeout_s: 15}")
+    )
+    t0 = time.monotonic()
+    res = pytester.runpytest(
+        "benches", "-p", "timeout", "--timeout", "2", "--specbench-hang-engine", "ar-tp1@0"
+    )
+    assert time.monotonic() - t0 < 12  # not the cell's own 15 s limit
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*Timeout (>2.0s) from pytest-timeout*"])
+
+
+# ----------------------------------------------------------------------------- interruptions
+
+SLOW = """
+models: {m: /nonexistent/model}
+methods:
+  child-ar: {backend: fake, model: m}
+  child-slow: {backend: fake, model: m, speculative: {algorithm: ngram}}
+baseline: child-ar
+workloads:
+  throughput: {concurrency: [1], output_tokens: [8], prompt_tokens: 8, rounds: 1, warmup: 0}
+"""
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_mid_cell_keeps_the_json_marks_the_cell_and_leaves_no_process(
+    pytester: pytest.Pytester, tmp_path: Path, sig: signal.Signals, loop: str
+) -> None:
+    import psutil
+
+    if loop == "uvloop":
+        pytest.importorskip("uvloop")
+
+    _project(pytester, SLOW)
+    pids = tmp_path / "pids.txt"
+    env = {**os.environ, "FAKE_CHILD_PIDS": str(pids), "FAKE_SLOW_S": "60"}
+    if loop == "uvloop":
+        env["FAKE_UVLOOP"] = "1"
+    env.pop("FAKE_ENGINE_STARTS", None)
+    out = pytester.path / "out.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "benches", "-p", "no:cacheprovider", "--benchmark-json", str(out)],
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the first cell measured, the second one running
+            if out.exists() and len(_lines(pids)) == 2 and json.loads(out.read_text())["benchmarks"]:
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
+    doc = json.loads(out.read_text())
+    assert [b["param"] for b in doc["benchmarks"]] == ["child-ar-tp1-c1-out8"]
+    (f,) = doc["specbench"]["failed_cells"]
+    assert f["cell"] == "child-slow-tp1-c1-out8" and f["interrupted"] is True
+    assert doc["specbench"]["interrupted"]["why"] == f"interrupted by {sig.name}"
+    assert "INTERRUPTED (interrupted by" in output and "--specbench-resume" in output
+    for pid in map(int, _lines(pids)):  # every engine's child process is gone
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    # resume runs only the interrupted cell
+    env["FAKE_SLOW_S"] = "0"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benches",
+            "-p",
+            "no:cacheprovider",
+            "--specbench-resume",
+            str(out),
+            "--benchmark-json",
+            str(pytester.path / "r.json"),
+        ],
+        cwd=pytester.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout
+    r = json.loads((pytester.path / "r.json").read_text())
+    assert sorted(b["param"] for b in r["benchmarks"]) == ["child-ar-tp1-c1-out8", "child-slow-tp1-c1-out8"]
+    assert r["specbench"]["resumed_cells"] == ["child-ar-tp1-c1-out8"]
+
+
+# ----------------------------------------------------------------------------- resume provenance
+
+
+def test_resume_refuses_cells_of_another_machine_unless_asked(
+    pytester: pytest.Pytester, starts: Path
+) -> None:
+    _project(
+        pytester,
+        GOOD.replace(
+            "  ar: {backend: fake, model: m}",
+            "  ar: {backend: fake, model: m}\n"
+            "  ngram: {backend: fake, model: m, speculative: {algorithm: ngram}}",
+        ),
+    )
+    pytester.runpytest("benches", "--benchmark-json", "out.json").assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "out.json").read_text())
+    prov = doc["benchmarks"][0]["extra_info"]["provenance"]
+    assert set(prov["machine"]) == {"gpus", "driver", "cpu", "cpu_count", "versions"} and "commit" in prov
+    doc["benchmarks"][0]["extra_info"]["provenance"]["machine"]["gpus"] = ["NVIDIA RTX PRO 6000"]
+    (pytester.path / "other.json").write_text(json.dumps(doc))
+    res = pytester.runpytest("benches", "--specbench-resume", "other.json", "--benchmark-json", "r.json")
+    res.assert_outcomes(passed=1, skipped=1)
+    res.stdout.fnmatch_lines(["resume refused 1 cells*: ar-tp1-c1-out8 (measured on another machine: gpus)"])
+    res = pytester.runpytest(
+        "benches",
+        "--specbench-resume",
+        "other.json",
+        "--specbench-resume-any-machine",
+        "--benchmark-json",
+        "a.json",
+    )
+    res.assert_outcomes(skipped=2)
+    a = {
+        b["param"]: b["extra_info"] for b in json.loads((pytester.path / "a.json").read_text())["benchmarks"]
+    }
+    assert a["ar-tp1-c1-out8"]["resumed_from_other_machine"]["gpus"] == ["NVIDIA RTX PRO 6000"]
+    assert "resumed_from_other_machine" not in a["ngram-tp1-c1-out8"]
