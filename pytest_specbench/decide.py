@@ -215,6 +215,14 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     if cap:
         out += ["", f"Concurrency that holds the SLO for >= {SLO_TARGET:.0%} of requests:", ""]
         out += [f"- {ln}" for ln in cap]
+    tune = tuning(doc)
+    if tune:
+        out += [
+            "",
+            "Tuning (per shape and swept method: the best setting, the runner-up, separated or not):",
+            "",
+        ]
+        out += [f"- {ln}" for ln in tune]
     warn = warnings(doc)
     if warn:
         out += ["", *(f"- {ln}" for ln in warn)]
@@ -240,4 +248,57 @@ def warnings(doc: dict[str, Any]) -> list[str]:
                 f"waited for a free slot; completed {e.get('achieved_request_rate') or 0:.2f} of "
                 f"{e.get('offered_request_rate')} req/s offered)"
             )
+    return out
+
+
+def _rates(e: dict[str, Any]) -> str:
+    r = [x for x in (e.get("accept_rate_by_position") or []) if x is not None]
+    return "/".join(f"{x:.2f}" for x in r[:6]) if r else ""
+
+
+def _setting_summary(row: dict[str, Any]) -> str:
+    label = ",".join(f"{k}={v}" for k, v in row["setting"].items())
+    parts = []
+    if row.get("speedup_vs_ar") is not None:
+        parts.append(
+            f"x{row['speedup_vs_ar']:.2f}{fmt_interval(row.get('speedup_vs_ar_ci95'))} "
+            f"{row.get('speedup_verdict') or ''}".strip()
+        )
+    if row.get("accept_length"):
+        parts.append(f"accept {row['accept_length']:.2f}")
+    if _rates(row):
+        parts.append(f"accept rate by position {_rates(row)}")
+    return f"{label} {row['output_tokens_per_s']:.1f} tok/s" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def tuning(doc: dict[str, Any]) -> list[str]:
+    """The tuning view: per cell shape and swept method (a ``speculative:`` knob given as a list),
+    its best setting by tok/s with its speedup interval over AR, the runner-up, whether a paired
+    comparison separates the two, and every setting's acceptance and accept rate by position
+    (where longer drafts stop paying)."""
+    by: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = {}
+    for key, cells in _varying(doc, "method").items():
+        for method, b in cells:
+            e = b["extra_info"]
+            if e.get("sweep"):
+                row = {"method": method, **e, "_entry": b}
+                by.setdefault(key, {}).setdefault(e["sweep"], []).append(row)
+    out = []
+    for key, sweeps in sorted(by.items(), key=lambda kv: _natural(kv[0])):
+        label = _shape_label(dict(key[1:]))
+        for sweep, rows in sweeps.items():
+            rows.sort(key=lambda r: -r["output_tokens_per_s"])
+            line = f"{label}: {sweep}: best {_setting_summary(rows[0])}"
+            if len(rows) > 1:
+                c = compare(rows[0]["_entry"], rows[1]["_entry"])
+                sep = "separated" if c.get("speedup_verdict") == "faster" else "not separated"
+                ratio = (
+                    f" x{c['speedup_vs_ar']:.2f}{fmt_interval(c.get('speedup_vs_ar_ci95'))}"
+                    if c.get("speedup_vs_ar")
+                    else ""
+                )
+                line += f"; runner-up {_setting_summary(rows[1])}; best/runner-up{ratio}: {sep}"
+                for r in rows[2:]:
+                    line += f"; then {_setting_summary(r)}"
+            out.append(line)
     return out

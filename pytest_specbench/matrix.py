@@ -92,6 +92,8 @@ class Method:
     tp: tuple[int, ...] = ()
     engine_args: tuple[tuple[str, Any], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    sweep: str = ""  # a setting of a swept method: the method's name in the YAML
+    setting: tuple[tuple[str, int], ...] = ()  # the swept knobs' values of this setting
 
     @property
     def is_speculative(self) -> bool:
@@ -311,7 +313,7 @@ class Matrix:
     def groups(self) -> list[EngineGroup]:
         out = []
         for m in self.methods:
-            need = max((_tokens_needed(w, m.name) for w in self.workloads), default=0)
+            need = max((_tokens_needed(w, m.sweep or m.name) for w in self.workloads), default=0)
             out += [EngineGroup(m, tp, need) for tp in (m.tp or self.tp)]
         return out
 
@@ -326,7 +328,7 @@ class Matrix:
             prefix = "" if alone else w.name
             ctxs = w.context_tokens or (w.prompt_tokens,)
             for g in groups:
-                if w.methods and g.method.name not in w.methods:
+                if w.methods and g.method.name not in w.methods and g.method.sweep not in w.methods:
                     continue
                 for c, ctx, out_t, extra in itertools.product(
                     w.concurrency, ctxs, w.output_tokens, w.extra_axes()
@@ -462,24 +464,70 @@ def _model(cx: _Ctx, name: str, raw: Any, base_dir: Path) -> Model:
     )
 
 
-def _speculative(cx: _Ctx, key: str, raw: Any) -> Speculative:
+SWEEP_KEYS = ("num_steps", "topk", "num_draft_tokens", "block_size", "max_ngram")
+SWEEP_LABELS = {"num_steps": "s", "topk": "k", "num_draft_tokens": "d", "block_size": "b", "max_ngram": "n"}
+# which knobs each algorithm takes (others are refused: the engine would ignore them)
+ALGORITHM_KEYS = {
+    "ngram": ("num_draft_tokens", "max_ngram"),
+    "draft": ("num_draft_tokens",),
+    "standalone": ("num_steps", "topk", "num_draft_tokens"),
+    "eagle": ("num_steps", "topk", "num_draft_tokens"),
+    "eagle3": ("num_steps", "topk", "num_draft_tokens"),
+    "dflash": ("num_steps", "topk", "num_draft_tokens", "block_size"),
+}
+
+
+def _speculative(cx: _Ctx, key: str, raw: Any) -> list[tuple[Speculative, tuple[tuple[str, int], ...]]]:
+    """The settings of a ``speculative:`` block: one per combination of the knobs given as lists
+    (a sweep), each with the (knob, value) pairs that vary; refused combinations name the reason."""
     d = cx.mapping(raw, key, SPEC_KEYS, required=("algorithm",))
-    kw: dict[str, Any] = {"algorithm": cx.choice(d["algorithm"], f"{key}.algorithm", SPEC_ALGORITHMS)}
-    for k in ("num_steps", "topk", "num_draft_tokens", "max_ngram", "block_size"):
-        if d.get(k) is not None:
-            kw[k] = cx.pos_int(d[k], f"{key}.{k}")
+    algo = cx.choice(d["algorithm"], f"{key}.algorithm", SPEC_ALGORITHMS)
+    kw: dict[str, Any] = {"algorithm": algo}
+    axes: dict[str, tuple[int, ...]] = {}
+    for k in SWEEP_KEYS:
+        if d.get(k) is None:
+            continue
+        if k not in ALGORITHM_KEYS[algo]:
+            raise cx.err(f"{key}.{k}", f"algorithm {algo!r} takes {', '.join(ALGORITHM_KEYS[algo])}; not {k}")
+        axes[k] = cx.int_list(d[k], f"{key}.{k}")
     if d.get("draft_model") is not None:
         kw["draft_model"] = cx.string(d["draft_model"], f"{key}.draft_model")
-    if kw["algorithm"] in ("draft", "standalone", "eagle3", "dflash") and "draft_model" not in kw:
-        raise cx.err(
-            f"{key}.draft_model", f"algorithm {kw['algorithm']!r} needs a draft_model (a name under models:)"
-        )
-    return Speculative(**kw)
+    if algo in ("draft", "standalone", "eagle3", "dflash") and "draft_model" not in kw:
+        raise cx.err(f"{key}.draft_model", f"algorithm {algo!r} needs a draft_model (a name under models:)")
+    varying = [k for k, v in axes.items() if len(v) > 1]
+    out = []
+    for combo in itertools.product(*axes.values()):
+        setting = dict(zip(axes, combo, strict=True))
+        why = refused_setting(algo, setting)
+        if why:
+            label = ", ".join(f"{k}={v}" for k, v in setting.items())
+            raise cx.err(key, f"the setting {label} is refused: {why}")
+        out.append((Speculative(**kw, **setting), tuple((k, setting[k]) for k in varying)))
+    return out
+
+
+def refused_setting(algorithm: str, s: dict[str, int]) -> str | None:
+    """Why SGLang 0.5.17 would not run a speculative setting as written (checked before any start)."""
+    steps, topk, draft = s.get("num_steps"), s.get("topk"), s.get("num_draft_tokens")
+    if algorithm == "dflash" and ((steps or 1) != 1 or (topk or 1) != 1):
+        return "DFLASH drafts one block per step: sglang forces num_steps 1 and topk 1"
+    if algorithm in ("standalone", "eagle", "eagle3") and steps is not None and draft is not None:
+        if (topk or 1) == 1 and draft != steps + 1:
+            return (
+                f"with topk 1 the draft is a chain: sglang sets num_draft_tokens to num_steps + 1 "
+                f"({steps + 1}), not {draft}; leave num_draft_tokens out or give {steps + 1}"
+            )
+        if topk and draft > topk * steps + 1:
+            return (
+                f"num_draft_tokens {draft} exceeds the tree's topk x num_steps + 1 = {topk * steps + 1} nodes"
+            )
+    return None
 
 
 def _method(
     cx: _Ctx, name: str, raw: Any, models: dict[str, Model], backends: tuple[str, ...] | None
-) -> Method:
+) -> list[Method]:
+    """A method, or one per setting when its speculative knobs are lists (``name-s3-d4``)."""
     key = f"methods.{name}"
     d = cx.mapping(raw, key, METHOD_KEYS, required=("backend", "model"))
     backend = cx.string(d["backend"], f"{key}.backend")
@@ -493,17 +541,18 @@ def _method(
             f"{key}.model",
             f"{mname!r} is not defined under models:; defined: {', '.join(models) or '(none)'}",
         )
-    spec = (
+    settings = (
         _speculative(cx, f"{key}.speculative", d["speculative"]) if d.get("speculative") is not None else None
     )
     draft = None
-    if spec and spec.draft_model:
-        if spec.draft_model not in models:
+    spec0 = settings[0][0] if settings else None
+    if spec0 and spec0.draft_model:
+        if spec0.draft_model not in models:
             raise cx.err(
                 f"{key}.speculative.draft_model",
-                f"{spec.draft_model!r} is not defined under models:; defined: {', '.join(models)}",
+                f"{spec0.draft_model!r} is not defined under models:; defined: {', '.join(models)}",
             )
-        draft = models[spec.draft_model]
+        draft = models[spec0.draft_model]
     engine_args = d.get("engine_args") or {}
     if not isinstance(engine_args, dict):
         raise cx.err(
@@ -512,16 +561,28 @@ def _method(
     env = d.get("env") or {}
     if not isinstance(env, dict):
         raise cx.err(f"{key}.env", f"expected a mapping of environment variables; got {env!r}")
-    return Method(
+    base = Method(
         name=name,
         backend=backend,
         model=models[mname],
-        speculative=spec,
+        speculative=spec0,
         draft_model=draft,
         tp=cx.int_list(d["tp"], f"{key}.tp") if d.get("tp") is not None else (),
         engine_args=freeze(engine_args),
         env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
     )
+    if not settings or len(settings) == 1:
+        return [base]
+    return [
+        dataclasses.replace(
+            base,
+            name="-".join([name, *(f"{SWEEP_LABELS[k]}{v}" for k, v in varying)]),
+            speculative=spec,
+            sweep=name,
+            setting=varying,
+        )
+        for spec, varying in settings
+    ]
 
 
 def _str_list(cx: _Ctx, value: Any, key: str) -> tuple[str, ...]:
@@ -693,9 +754,12 @@ def parse(
     raw_methods = d["methods"]
     if not isinstance(raw_methods, dict) or not raw_methods:
         raise cx.err("methods", "expected a non-empty mapping of method name -> settings")
-    methods: dict[str, Method] = {}
+    methods: dict[str, Method] = {}  # YAML name -> its first setting (workloads and baseline name these)
+    expanded: list[Method] = []
     for n, r in raw_methods.items():
-        methods[cx.name(n, f"methods.{n}")] = _method(cx, n, r, models, backends)
+        ms = _method(cx, cx.name(n, f"methods.{n}"), r, models, backends)
+        methods[n] = ms[0]
+        expanded += ms
     raw_w = d["workloads"]
     if not isinstance(raw_w, dict) or not raw_w:
         raise cx.err(
@@ -706,10 +770,12 @@ def parse(
     baseline = d.get("baseline", DEFAULT_BASELINE)
     if "baseline" in d and baseline not in methods:
         raise cx.err("baseline", f"{baseline!r} is not defined under methods:; defined: {', '.join(methods)}")
+    if baseline in methods and methods[baseline].sweep:
+        raise cx.err("baseline", f"{baseline!r} is a sweep (several settings); the baseline is one method")
     m = Matrix(
         path=path,
         models=tuple(models.values()),
-        methods=tuple(methods.values()),
+        methods=tuple(expanded),
         tp=cx.int_list(d.get("tp", [1]), "tp"),
         workloads=workloads,
         baseline=str(baseline),

@@ -598,6 +598,11 @@ class CellRunner:
                 **metrics.oracle_check(cell.method, m.get("accept_length")),
                 "cell_fingerprint": cell.fingerprint(),
                 "provenance": st.provenance(),
+                **(
+                    {"sweep": cell.method.sweep, "setting": dict(cell.method.setting)}
+                    if cell.method.sweep
+                    else {}
+                ),
             },
             "worker": _state(self.item.config).worker,
         }

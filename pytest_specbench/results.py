@@ -210,6 +210,10 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             "open loop: p50 latency, x = latency ratio [bootstrap 95% CI]; ≈: not separated):"
         )
         out += [f"  {label}: {decide.ranking(rows)}" for label, rows in shapes]
+    tune = decide.tuning(st.doc)
+    if tune:
+        out.append("tuning (per shape and swept method: best setting, runner-up, separated or not):")
+        out += [f"  {ln}" for ln in tune]
     out += decide.warnings(st.doc)
     tps = decide.tp_scaling(st.doc)
     if tps:

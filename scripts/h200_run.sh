@@ -11,6 +11,9 @@
 #   tp         benches/h200-tp.yaml: -k tp2 serial (TPLIMIT s); with TP_COMPARE=1 also -k tp1
 #   tp48       benches/h200-tp.yaml: -k "tp4 or tp8" (a 4- or 8-GPU kind), then two TP2 groups under -n 2
 #              serial and -k tp1 -n 2 (wall times in logs/walltimes.txt; CMPK narrows their -k)
+#   paired     benches/h200-paired.yaml: ar, ngram d4/d8/d12, standalone (draft = target) s1/s3/s5, c1/c32
+#   interrupt  the seed-class 27B hybrid (benches/examples/seed-27b-hybrid.yaml at TP1): SIGTERM in the
+#              middle of its ctx30k cell, then --specbench-resume to completion
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to issue3/workloads.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT/logs"
@@ -19,9 +22,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD
 [ -d .model/qwen3-1.7b ] || python3 scripts/make_dummy_model.py .model/qwen3-1.7b --preset qwen3-1.7b \
     --eagle3-draft .model/eagle3 --dflash-draft .model/dflash > "$OUT/logs/make-model.log" 2>&1
-[ -d .model/qwen3-1.7b-kv4 ] || python3 scripts/make_dummy_model.py .model/qwen3-1.7b-kv4 --preset qwen3-1.7b-kv4 \
+[ -n "${NO_KV4:-}" ] || [ -d .model/qwen3-1.7b-kv4 ] || python3 scripts/make_dummy_model.py .model/qwen3-1.7b-kv4 --preset qwen3-1.7b-kv4 \
     >> "$OUT/logs/make-model.log" 2>&1
-[ -d .model/qwen3.5-hybrid-small ] || python3 scripts/make_dummy_model.py .model/qwen3.5-hybrid-small \
+[ -n "${NO_HYBRID_SMALL:-}" ] || [ -d .model/qwen3.5-hybrid-small ] || python3 scripts/make_dummy_model.py .model/qwen3.5-hybrid-small \
     --preset qwen3.5-hybrid-small >> "$OUT/logs/make-model.log" 2>&1
 nvidia-smi --query-gpu=index,name,memory.used,memory.total,driver_version --format=csv > "$OUT/logs/nvidia-smi.csv"
 (while true; do nvidia-smi --query-gpu=timestamp,index,memory.used --format=csv,noheader >> "$OUT/logs/gpumem.csv"; sleep 2; done) &
@@ -52,6 +55,31 @@ case "$PART" in
     fi ;;
   det)
     bench h200-det benches/h200-det.yaml ;;
+  paired)
+    bench h200-paired benches/h200-paired.yaml ;;
+  interrupt)
+    [ -d .model/q27 ] || python3 scripts/make_dummy_model.py .model/q27 --preset qwen3.5-27b-hybrid \
+        >> "$OUT/logs/make-model.log" 2>&1
+    sed -e 's#path: ./configs/qwen3.5-27b-hybrid#path: ../../.model/q27#' -e 's/^tp: \[1, 4, 8\]/tp: [1]/' \
+        benches/examples/seed-27b-hybrid.yaml > benches/examples/seed27-tp1.yaml
+    K='ar and c1 and (ctx3k or ctx30k)'
+    M=benches/examples/seed27-tp1.yaml
+    t0=$(date +%s.%N)
+    python3 -m pytest -p pytest_specbench.plugin benches/test_specbench.py --specbench-matrix $M -k "$K" \
+      --benchmark-json "$OUT/seed27-interrupted.json" --specbench-log-dir "$OUT/logs/seed27" -rsfE \
+      > "$OUT/logs/seed27-interrupted.pytest.log" 2>&1 &
+    PID=$!
+    # SIGTERM once the ctx3k cell is in the JSON and the ctx30k cell has run for 8 s
+    for i in $(seq 1 400); do
+      python3 -c "import json,sys; d=json.load(open('$OUT/seed27-interrupted.json')); sys.exit(0 if d['benchmarks'] else 1)" 2>/dev/null && break
+      sleep 1
+    done
+    sleep 8; echo "SIGTERM to pytest $PID at $(date +%T)" | tee -a "$OUT/logs/walltimes.txt"; kill -TERM $PID; wait $PID
+    echo "interrupted rc=$? wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" | tee -a "$OUT/logs/walltimes.txt"
+    sleep 3; echo "processes left: $(pgrep -fc 'sglang::' || true)" | tee -a "$OUT/logs/walltimes.txt"
+    nvidia-smi --query-gpu=index,memory.used --format=csv,noheader | sed 's/^/after interrupt: /' | tee -a "$OUT/logs/walltimes.txt"
+    tail -n 25 "$OUT/logs/seed27-interrupted.pytest.log"
+    bench seed27-resumed $M -k "$K" --specbench-resume "$OUT/seed27-interrupted.json" ;;
   tp48)
     bench h200-tp48 benches/h200-tp.yaml -k "tp4 or tp8"
     bench h200-tp2-n2 benches/h200-tp.yaml -k "tp2 and not ngram" -n 2 ;;

@@ -88,6 +88,9 @@ def engine_kwargs(group: EngineGroup) -> dict[str, Any]:
             v = getattr(s, src)
             if v is not None:
                 kw[dst] = v
+        if s.algorithm in ("standalone", "draft", "eagle", "eagle3") and s.num_steps and (s.topk or 1) == 1:
+            # a chain: sglang pins num_draft_tokens to num_steps + 1; say so in the recorded args
+            kw.setdefault("speculative_num_draft_tokens", s.num_steps + 1)
     kw.update(thaw(m.engine_args) if m.engine_args else {})
     if ctx.override:  # beyond the config's max_position_embeddings (see SGLANG_ALLOW_OVERWRITE_...)
         over = kw.get("json_model_override_args") or {}
