@@ -502,7 +502,8 @@ def _speculative(cx: _Ctx, key: str, raw: Any) -> list[tuple[Speculative, tuple[
         if why:
             label = ", ".join(f"{k}={v}" for k, v in setting.items())
             raise cx.err(key, f"the setting {label} is refused: {why}")
-        out.append((Speculative(**kw, **setting), tuple((k, setting[k]) for k in varying)))
+        spec = Speculative(**{**kw, **setting})
+        out.append((spec, tuple((k, setting[k]) for k in varying)))
     return out
 
 

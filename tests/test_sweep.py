@@ -18,7 +18,10 @@ models:
   t: {path: /x, load_format: dummy}
 methods:
   ar: {backend: sglang, model: t}
-  eagle3: {backend: sglang, model: t, speculative: {algorithm: eagle3, draft_model: t, num_steps: [1, 3], topk: 1}}
+  eagle3:
+    backend: sglang
+    model: t
+    speculative: {algorithm: eagle3, draft_model: t, num_steps: [1, 3], topk: 1}
   ngram: {backend: sglang, model: t, speculative: {algorithm: ngram, num_draft_tokens: [4, 8, 12]}}
 workloads:
   throughput: {concurrency: [1, 32], output_tokens: [256], prompt_tokens: 128}
