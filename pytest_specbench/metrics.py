@@ -230,15 +230,21 @@ def cell_metrics(
 ORACLE_TOLERANCE = 1e-6
 
 
-def oracle_check(method: Any, accept: float | None) -> dict[str, Any]:
-    """Draft = target ("oracle"): every draft token must be accepted, so the accept length must
-    be num_steps + 1 (standalone) or num_draft_tokens + 1 (draft). Empty for other methods."""
+def oracle_check(method: Any, accept: float | None, output_tokens: int | None = None) -> dict[str, Any]:
+    """Draft = target ("oracle"): every draft token must be accepted. With K + 1 tokens per verify
+    step (K = num_steps for standalone, num_draft_tokens for draft) and the first token from
+    prefill, a request of N output tokens takes ceil((N - 1) / (K + 1)) verify steps (the last one
+    capped), so the accept length must be N / that: K + 1 exactly when K + 1 divides N - 1 (256
+    tokens at K = 3: 4.0; at K = 5: 256 / 43 = 5.953). Empty for other methods."""
     spec = method.speculative
     draft = method.draft_model
     if spec is None or draft is None or draft.path != method.model.path:
         return {}
-    expected = spec.expected_oracle_accept
-    if expected is None:
+    per_step = spec.expected_oracle_accept
+    if per_step is None:
         return {}
+    expected: float = per_step
+    if output_tokens and output_tokens > 1:
+        expected = output_tokens / math.ceil((output_tokens - 1) / per_step)
     exact = accept is not None and abs(accept - expected) <= ORACLE_TOLERANCE
     return {"oracle_accept_expected": expected, "oracle_exact": exact}

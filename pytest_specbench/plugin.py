@@ -595,7 +595,7 @@ class CellRunner:
             "metrics": jsonable(m),
             "extra_info": {
                 **jsonable(run.extra),
-                **metrics.oracle_check(cell.method, m.get("accept_length")),
+                **metrics.oracle_check(cell.method, m.get("accept_length"), cell.output_tokens),
                 "cell_fingerprint": cell.fingerprint(),
                 "provenance": st.provenance(),
                 **(

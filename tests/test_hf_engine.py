@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 
 import pytest
@@ -129,6 +130,11 @@ def test_oracle_check_for_draft_equal_target() -> None:
     # the H200's standalone at c32 with 2 waves: 3.998048 is not exact
     assert oracle_check(sa, 3.9980478282088825)["oracle_exact"] is False
     assert oracle_check(sa, None)["oracle_exact"] is False
+    # the last verify step is capped: 256 tokens at 5 steps take 1 + 43 steps (H200: 5.953488)
+    sa5 = dataclasses.replace(sa, speculative=dataclasses.replace(sa.speculative, num_steps=5))
+    assert oracle_check(sa5, 256 / 43, 256) == {"oracle_accept_expected": 256 / 43, "oracle_exact": True}
+    assert oracle_check(sa5, 6.0, 256)["oracle_exact"] is False
+    assert oracle_check(sa, 4.0, 256)["oracle_accept_expected"] == 4.0
 
 
 def test_xdist_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
