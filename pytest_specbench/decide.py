@@ -233,13 +233,18 @@ def warnings(doc: dict[str, Any]) -> list[str]:
     """Cells whose numbers need care: rounds that vary more than CV_WARN, comparisons whose
     requests differ (unpaired), open-loop cells whose client queue grew (saturated)."""
     out = []
+    noisy = [
+        f"{b['param']} {b['extra_info']['rounds_cv']:.0%}"
+        for b in doc.get("benchmarks", [])
+        if (b["extra_info"].get("rounds_cv") or 0) > CV_WARN
+    ]
+    if noisy:
+        out.append(
+            f"warning: {len(noisy)} cells vary more than {CV_WARN:.0%} across their rounds (coefficient of "
+            f"variation; more rounds or waves narrow their intervals): {', '.join(noisy)}"
+        )
     for b in doc.get("benchmarks", []):
         e = b["extra_info"]
-        if e.get("rounds_cv") is not None and e["rounds_cv"] > CV_WARN:
-            out.append(
-                f"warning: {b['param']}: tok/s varies {e['rounds_cv']:.1%} across its rounds (CV > "
-                f"{CV_WARN:.0%}): more rounds or waves would narrow its interval"
-            )
         if e.get("speedup_pairing") == "unpaired":
             out.append(f"warning: {b['param']}: {e.get('speedup_verdict')}; no speedup reported")
         if e.get("saturated"):
@@ -287,6 +292,8 @@ def tuning(doc: dict[str, Any]) -> list[str]:
     for key, sweeps in sorted(by.items(), key=lambda kv: _natural(kv[0])):
         label = _shape_label(dict(key[1:]))
         for sweep, rows in sweeps.items():
+            if len(rows) < 2:  # one setting of the sweep in this shape: nothing to tune here
+                continue
             rows.sort(key=lambda r: -r["output_tokens_per_s"])
             line = f"{label}: {sweep}: best {_setting_summary(rows[0])}"
             if len(rows) > 1:

@@ -767,7 +767,9 @@ def parse(
             "workloads",
             f"expected a non-empty mapping of workload name -> settings (kinds: {', '.join(WORKLOAD_KINDS)})",
         )
-    workloads = tuple(_workload(cx, cx.name(n, f"workloads.{n}"), r, methods, base) for n, r in raw_w.items())
+    # a workload's methods: may name a YAML method (every setting of a sweep) or one setting
+    named = {**methods, **{m.name: m for m in expanded}}
+    workloads = tuple(_workload(cx, cx.name(n, f"workloads.{n}"), r, named, base) for n, r in raw_w.items())
     baseline = d.get("baseline", DEFAULT_BASELINE)
     if "baseline" in d and baseline not in methods:
         raise cx.err("baseline", f"{baseline!r} is not defined under methods:; defined: {', '.join(methods)}")

@@ -552,6 +552,7 @@ class CellRunner:
         limit = cell_timeout(self.item.config, cell)
         engine.deadline = time.monotonic() + limit
         timed_out = None
+        ticker = _ticker(self.item.config, st, cell)
         try:
             run = workloads.run(engine, cell, _energy_meter(st, cell))
         except CellTimeout as e:
@@ -566,6 +567,8 @@ class CellRunner:
             raise KeyboardInterrupt(st.interrupted["why"]) from None
         finally:
             engine.deadline = None
+            if ticker is not None:
+                ticker.stop()
         if timed_out is not None:  # failed outside the except: no chained traceback in the report
             why = (
                 f"engine of group {cell.group.id} torn down: cell {cell.id} made no progress within "
@@ -617,6 +620,36 @@ class CellRunner:
             )
         self.item.user_properties.append((RESULT_PROP, result))
         return result
+
+
+def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell) -> Any:
+    """Without -q (and not on an xdist worker, whose output nobody sees): a line when the cell
+    starts and one every 5 s with its round, requests done, elapsed time and the plan's ETA."""
+    from .progress import Ticker
+
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None or config.get_verbosity() < 0 or hasattr(config, "workerinput"):
+        return None
+    cp = st.get_plan().cells.get(cell.id)
+    eta = cp.eta_s if cp is not None else None
+    w = cell.workload
+    capman = config.pluginmanager.get_plugin("capturemanager")
+
+    def write(line: str) -> None:  # past pytest's output capture, which is on during a test
+        if capman is None:
+            tr.write_line(line)
+            return
+        with capman.global_and_fixture_disabled():
+            tr.ensure_newline()
+            tr.write_line(line)
+
+    write(
+        f"-> {cell.id} (group {cell.group.id}): {w.warmup} warm-up + {w.rounds} timed rounds"
+        + (f", plan ETA {eta:.0f} s" if eta else "")
+    )
+    ticker = Ticker(write)
+    ticker.start(cell.id, w.warmup + w.rounds, w.warmup, eta)
+    return ticker
 
 
 def _energy_meter(st: SpecbenchState, cell: Cell) -> Any:

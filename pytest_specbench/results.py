@@ -18,12 +18,15 @@ class Collector:
 
     def __init__(self, st: SpecbenchState):
         self.st = st
+        self._cells: dict[str, Any] | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props: list[tuple[str, Any]] = list(report.user_properties)
         for name, value in props:
             if name == FAILED_PROP:
                 self.st.failures.append(value)
+        if report.when == "call" and getattr(report, "node", None) is not None:
+            self._worker_line(report)  # under xdist: one line per finished cell, worker and group
         if report.when != "teardown":
             return
         for name, value in props:
@@ -34,6 +37,21 @@ class Collector:
                 self.st.engine_events.append(value)
         if report.user_properties:  # a run that dies halfway keeps what it measured
             write_json(self.st.config, self.st)
+
+    def _worker_line(self, report: pytest.TestReport) -> None:
+        tr = self.st.config.pluginmanager.get_plugin("terminalreporter")
+        cell = report.nodeid.rpartition("[")[2].rstrip("]")
+        if self._cells is None:
+            self._cells = {c.id: c for c in self.st.matrix.cells()} if self.st.matrix is not None else {}
+        cells = self._cells
+        if tr is None or cell not in cells or self.st.config.get_verbosity() < 0:
+            return
+        worker = getattr(report.node, "gateway", None)
+        tr.ensure_newline()
+        tr.write_line(
+            f"[{getattr(worker, 'id', '?')}] group {cells[cell].group.id}: {cell} {report.outcome} "
+            f"in {report.duration:.1f} s"
+        )
 
 
 def mark_interrupted(st: SpecbenchState) -> None:
@@ -252,10 +270,36 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
                 else ""
             )
         )
+    out.append(wall_vs_plan(st))
     target = config.getoption("benchmark_json", None)
     if target:
         out.append(f"wrote {getattr(target, 'name', target)} ({len(st.doc['benchmarks'])} cells)")
     return out
+
+
+def wall_vs_plan(st: SpecbenchState) -> str:
+    """The run's wall time next to the plan's ETA for the cells that ran (and engine starts)."""
+    import time
+
+    wall = time.monotonic() - st.t_start
+    ran = {r["cell_id"] for r in st.results if not (r.get("extra_info") or {}).get("resumed_from")}
+    ran |= {f["cell"] for f in st.failures}
+    plan = st.get_plan()
+    etas = [plan.cells[c].eta_s for c in ran if c in plan.cells]
+    known = [e for e in etas if e is not None]
+    from .plan import ENGINE_START_S
+
+    started = {e["group"]: e.get("backend", "") for e in st.engine_events if "ok" in e}
+    starts = sum(ENGINE_START_S.get(b, 60.0) for b in started.values())
+    if not known:
+        return (
+            f"run wall {wall:.0f} s; the plan has no ETA for these cells "
+            "(--specbench-plan-from a results JSON gives one)"
+        )
+    return (
+        f"run wall {wall:.0f} s; plan ETA {sum(known) + starts:.0f} s for {len(known)} of {len(ran)} cells "
+        f"and {len(started)} engine starts"
+    )
 
 
 def failure_headline(f: dict[str, Any]) -> str:

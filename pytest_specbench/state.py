@@ -54,6 +54,7 @@ class SpecbenchState:
     interrupted: dict[str, Any] | None = None  # SIGTERM / Ctrl-C during a cell: which, and why
     resume_refused: list[str] = field(default_factory=list)  # --specbench-resume: cells not copied, why
     _provenance: dict[str, Any] | None = None
+    t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
 
     def provenance(self) -> dict[str, Any]:
         """Where and from what a cell is measured: the commit (pytest-benchmark's commit info) and

@@ -42,6 +42,7 @@ from .engines.base import (
     safe_generate,
 )
 from .matrix import Cell
+from .progress import PROGRESS
 
 
 @dataclass
@@ -133,6 +134,7 @@ def _timed(
     times: list[float] = []
     tokens: list[int] = []
     for r, plan in enumerate(plans):
+        PROGRESS.start_round(r, len(plan.requests) if isinstance(plan, RoundPlan) else 0)
         if r == w.warmup and meter is not None:
             meter.start()
         engine.flush_cache()

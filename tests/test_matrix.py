@@ -135,7 +135,13 @@ def test_default_matrix_is_valid() -> None:
     from pathlib import Path
 
     m = load(Path(__file__).parents[1] / "benches" / "specbench.yaml", ("hf", "sglang"))
-    assert {x.name for x in m.methods} == {"ar", "ngram", "draft", "draft-oracle"}
+    assert {x.name for x in m.methods} == {"ar", "ngram-d2", "ngram-d4", "draft", "draft-oracle"}
+    # every workload kind, closed and open loop, sampled, an SLO
+    assert {w.kind for w in m.workloads} == {"throughput", "ttft", "long_context", "agentic", "categories"}
+    assert any(w.request_rate for w in m.workloads) and any(w.temperature for w in m.workloads)
+    assert any(w.slo for w in m.workloads)
+    full = load(Path(__file__).parents[1] / "benches" / "full.yaml", ("hf", "sglang"))
+    assert 100000 in {c.context_tokens for c in full.cells("long_context")}
 
 
 def test_slo_key_is_checked_and_enters_the_fingerprint() -> None:

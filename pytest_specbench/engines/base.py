@@ -227,10 +227,14 @@ async def closed_loop(engine: Engine, requests: Sequence[Request], concurrency: 
 
 async def safe_generate(engine: Engine, req: Request) -> RequestRecord:
     """A failed request becomes a record with ``error`` set, never a lost cell."""
+    from ..progress import PROGRESS
+
     try:
         return await engine.agenerate(req)
     except Exception as e:
         return RequestRecord(len(req.input_ids), 0, 0.0, tag=req.tag, error=f"{type(e).__name__}: {e}")
+    finally:
+        PROGRESS.request_done()
 
 
 def poisson_arrivals(rate: float, n: int, seed: int) -> list[float]:
