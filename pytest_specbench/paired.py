@@ -246,7 +246,9 @@ def compare_all(
         name = base_of(method)
         fields: dict[str, Any] = {}
         base = by.get((shape, name)) if name else None
-        if base is not None and r["metrics"].get("output_tokens_per_s"):
+        if name == method and r["metrics"].get("output_tokens_per_s"):  # the baseline itself
+            fields.update(speedup_vs_ar=1.0, speedup_verdict="baseline")
+        elif base is not None and r["metrics"].get("output_tokens_per_s"):
             fields.update(compare(r, base))
         if method in speculative:
             vs = {}

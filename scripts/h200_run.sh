@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The H200 runs, one device call each. Needs the wheelhouse in .whl (built by
 # shared/gpu-host/build-wheelhouse.sh) and writes everything under $OUT.
-#   PARTS="issue3 fidelity" (default issue3), each one of:
-#   issue3     benches/h200.yaml (dense + hybrid + crash and hang probes), -n $NPROC
+#   PARTS="dense fidelity" (default dense), each one of:
+#   dense      benches/h200.yaml (dense + hybrid + crash and hang probes), -n $NPROC
 #   det        benches/h200-det.yaml: standalone with deterministic inference, TP1 and TP2
 #   tp2sa      benches/h200-tp.yaml -k "standalone and tp2"
 #   crash      benches/h200.yaml -k crash: the kill probe alone
@@ -14,7 +14,7 @@
 #   paired     benches/h200-paired.yaml: ar, ngram d4/d8/d12, standalone (draft = target) s1/s3/s5, c1/c32
 #   interrupt  the seed-class 27B hybrid (benches/examples/seed-27b-hybrid.yaml at TP1): SIGTERM in the
 #              middle of its ctx30k cell, then --specbench-resume to completion
-#   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to issue3/workloads.
+#   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to dense/workloads.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT/logs"
 export PYTHONUNBUFFERED=1
@@ -40,9 +40,9 @@ bench() {  # NAME MATRIX ARGS...: one pytest session, its wall time in $OUT/logs
   echo "$name rc=$rc wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))") args: $*" | tee -a "$OUT/logs/walltimes.txt"
   tail -n 45 "$OUT/logs/$name.pytest.log"
 }
-for PART in ${PARTS:-issue3}; do
+for PART in ${PARTS:-dense}; do
 case "$PART" in
-  issue3)
+  dense)
     bench h200 benches/h200.yaml -n "$NPROC" --specbench-kill-engine ar-crash-tp1@1 \
       --specbench-hang-engine ar-hang-tp1@1 ${KEXPR:+-k "$KEXPR"} ;;
   workloads)
