@@ -12,6 +12,8 @@
 #   tp48       benches/h200-tp.yaml: -k "tp4 or tp8" (a 4- or 8-GPU kind), then two TP2 groups under -n 2
 #              serial and -k tp1 -n 2 (wall times in logs/walltimes.txt; CMPK narrows their -k)
 #   paired     benches/h200-paired.yaml: ar, ngram d4/d8/d12, standalone (draft = target) s1/s3/s5, c1/c32
+#   gpuci      scripts/gpu_ci.sh (the GPU workflow's job body) twice on benches/h200-paired.yaml
+#              (ar, ngram-d4, standalone-s3), the second run gated against the first
 #   interrupt  the seed-class 27B hybrid (benches/examples/seed-27b-hybrid.yaml at TP1): SIGTERM in the
 #              middle of its ctx30k cell, then --specbench-resume to completion
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to dense/workloads.
@@ -57,6 +59,15 @@ case "$PART" in
     bench h200-det benches/h200-det.yaml ;;
   paired)
     bench h200-paired benches/h200-paired.yaml ;;
+  gpuci)  # the GPU workflow's script, twice: the second run gated against the first
+    for i in 1 2; do
+      B=""; [ "$i" = 2 ] && B="$OUT/gpu-ci-1/out.json"
+      OUT=$OUT/gpu-ci-$i BASELINE=$B MATRIX=benches/h200-paired.yaml SELECT='ar or ngram-d4 or standalone-s3' \
+        PYTEST="python3 -m pytest -p pytest_specbench.plugin" timeout "${LIMIT:-290}" bash scripts/gpu_ci.sh
+      echo "gpu-ci run $i rc=$?" | tee -a "$OUT/logs/walltimes.txt"
+      cp "$OUT/gpu-ci-$i/out.json" "$OUT/gpu-ci-$i.json" 2>/dev/null
+    done
+    tar czf "$OUT/gpu-ci.tgz" -C "$OUT" gpu-ci-1 gpu-ci-2 && rm -rf "$OUT/gpu-ci-1" "$OUT/gpu-ci-2" ;;
   interrupt)
     [ -d .model/q27 ] || python3 scripts/make_dummy_model.py .model/q27 --preset qwen3.5-27b-hybrid \
         >> "$OUT/logs/make-model.log" 2>&1
