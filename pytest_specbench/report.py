@@ -242,10 +242,17 @@ def _redefined(old: dict[str, Any], new: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def failure_headline(f: dict[str, Any]) -> str:
+    """One line for a failed cell: the exception's first line, plus the engine log's own reason."""
+    err = (f.get("error") or "").splitlines()
+    if not err:
+        return f["reason"].splitlines()[-1] if f.get("reason") else ""
+    says = next((ln for ln in err if ln.startswith("engine log says: ")), None)
+    return f"{err[0]}; {says}" if says else err[0]
+
+
 def markdown(doc: dict[str, Any]) -> list[str]:
     """One results JSON as a Markdown table, then its failed cells (with the engine's reason)."""
-    from .results import failure_headline
-
     columns = _columns(doc, terminal=False)
     lines = [
         "| cell | " + " | ".join(h for h, _, _, _ in columns) + " | err |",
@@ -299,8 +306,6 @@ def regressions(
     ``pytest-benchmark compare --benchmark-compare-fail`` cannot gate: it fails only when a time
     goes up). A cell measured in OLD that failed in NEW is a regression too; one NEW did not run
     (another ``-k``, skipped) is only shown as absent in the comparison table."""
-    from .results import failure_headline
-
     if max_tok_s_drop is None and max_accept_drop is None:
         return []
     a, b = _rows(old), _rows(new)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from . import decide, report
+from .report import failure_headline
 from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SpecbenchState
 
 
@@ -300,12 +301,3 @@ def wall_vs_plan(st: SpecbenchState) -> str:
         f"run wall {wall:.0f} s; plan ETA {sum(known) + starts:.0f} s for {len(known)} of {len(ran)} cells "
         f"and {len(started)} engine starts"
     )
-
-
-def failure_headline(f: dict[str, Any]) -> str:
-    """One line for a failed cell: the exception's first line, plus the engine log's own reason."""
-    err = (f.get("error") or "").splitlines()
-    if not err:
-        return f["reason"].splitlines()[-1] if f.get("reason") else ""
-    says = next((ln for ln in err if ln.startswith("engine log says: ")), None)
-    return f"{err[0]}; {says}" if says else err[0]
