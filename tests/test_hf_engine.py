@@ -68,7 +68,8 @@ def test_acceptance_is_real(outputs) -> None:
 
     assert accept_length(outputs["ar"]) is None
     assert 1.0 < accept_length(outputs["draft"]) < K + 1  # a one-layer draft: right often, not always
-    assert accept_length(outputs["ngram"]) >= 1.0
+    # the tiny model repeats itself: prompt lookup finds some of it
+    assert 1.0 < accept_length(outputs["ngram"]) < K + 2
 
 
 def test_streamed_chunks_carry_verified_tokens(outputs) -> None:
