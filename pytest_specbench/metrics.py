@@ -161,7 +161,12 @@ def per_request(records: Sequence[RequestRecord]) -> dict[str, list[Any]]:
         "latency_s": [round(r.latency_s, 6) for r in ok],
         "ttft_s": [None if r.ttft_s is None else round(r.ttft_s, 6) for r in ok],
         "queue_s": [round(r.queue_s, 6) for r in ok],
+        "itl_ms_p50": [_round(percentile(itl_gaps(r.chunks), 50), 1e3) for r in ok],
     }
+
+
+def _round(v: float | None, scale: float = 1.0) -> float | None:
+    return None if v is None else round(v * scale, 4)
 
 
 def open_loop_metrics(records: Sequence[RequestRecord], wall_s: float, rate: float) -> dict[str, Any]:

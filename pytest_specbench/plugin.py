@@ -130,6 +130,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "lets a machine without GPUs plan a GPU matrix",
     )
     g.addoption(
+        "--specbench-plots",
+        metavar="DIR",
+        default=None,
+        help="at the end of the run, write the run's plots (PNG + CSV each) and an index.md there",
+    )
+    g.addoption(
         "--specbench-gpu-bandwidth",
         metavar="TB/S",
         type=_bandwidth,
@@ -705,6 +711,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
                     # the exception's own message (e.g. why an engine crashed), then the tail
                     "error": _crash_message(rep),
                     "reason": "\n".join(lines[-15:]),
+                    "params": jsonable(cell.params()),
                     **({"partial_metrics": item.stash[PARTIAL]} if PARTIAL in item.stash else {}),
                 },
             )
@@ -733,6 +740,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         results.mark_interrupted(st)
     if st.results or st.engine_events or st.interrupted:
         results.write_json(config, st)
+        plots = config.getoption("specbench_plots")
+        if plots and st.doc is not None:
+            report.write_plots(st.doc, Path(plots))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -336,6 +336,15 @@ def regressions(
     return out
 
 
+def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
+    """The run's pictures and index.md (the Markdown report above them) in ``out_dir``."""
+    from .plots import index_page, plot_run
+
+    pngs = plot_run(doc, out_dir)
+    index_page(doc, pngs, out_dir, markdown(doc))
+    return pngs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m pytest_specbench.report RUN.json`` (a Markdown table) or
     ``python -m pytest_specbench.report OLD.json NEW.json`` (cell by cell; with
@@ -366,6 +375,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="F",
         help="with two JSONs: exit 1 when a cell's acceptance length is below old x (1 - F)",
     )
+    ap.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="also write PNGs (with the data of each as CSV) and an index.md that embeds them; with two "
+        "JSONs, the new/old comparison per cell with the gate's thresholds",
+    )
     args = ap.parse_args(argv)
     if len(args.json) > 2:
         ap.error(f"give one results JSON or two (old new); got {len(args.json)}")
@@ -382,8 +397,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         docs.append(doc)
     if len(docs) == 1:
         print("\n".join(markdown(docs[0])))
+        if args.plots:
+            write_plots(docs[0], Path(args.plots))
         return 0
     print("\n".join(compare(docs[0], docs[1])))
+    if args.plots:
+        from .plots import plot_compare
+
+        for png in plot_compare(
+            docs[0], docs[1], Path(args.plots), args.max_tok_s_drop, args.max_accept_drop
+        ):
+            print(f"wrote {png}")
     bad = regressions(docs[0], docs[1], args.max_tok_s_drop, args.max_accept_drop)
     if gated:
         print(f"\n{len(bad)} regression(s) against {args.json[0]}" + (":" if bad else ""))
