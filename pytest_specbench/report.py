@@ -340,6 +340,13 @@ def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
     """The run's pictures and index.md (the Markdown report above them) in ``out_dir``."""
     from .plots import index_page, plot_run
 
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        import sys
+
+        print("plots need matplotlib: pip install -e '.[plots]' (no plots written)", file=sys.stderr)
+        return []
     pngs = plot_run(doc, out_dir)
     index_page(doc, pngs, out_dir, markdown(doc))
     return pngs
