@@ -542,6 +542,12 @@ def _method(
             f"{key}.model",
             f"{mname!r} is not defined under models:; defined: {', '.join(models) or '(none)'}",
         )
+    if "speculative" in d and d["speculative"] is None:
+        raise cx.err(
+            f"{key}.speculative",
+            "is empty; give {algorithm: ...} (ngram, draft, standalone, eagle, eagle3, dflash), "
+            "or remove the key for autoregressive decoding",
+        )
     settings = (
         _speculative(cx, f"{key}.speculative", d["speculative"]) if d.get("speculative") is not None else None
     )

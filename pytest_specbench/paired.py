@@ -250,6 +250,11 @@ def compare_all(
             fields.update(speedup_vs_ar=1.0, speedup_verdict="baseline")
         elif base is not None and r["metrics"].get("output_tokens_per_s"):
             fields.update(compare(r, base))
+            ra = (r.get("extra_info") or {}).get("resumed_from")
+            rb = (base.get("extra_info") or {}).get("resumed_from")
+            if ra != rb and "speedup_verdict" in fields:  # one of the two was copied from another run
+                fields["speedup_across_runs"] = True
+                fields["speedup_verdict"] += " (across runs: the baseline or the cell was resumed)"
         if method in speculative:
             vs = {}
             for (s, other), o in by.items():

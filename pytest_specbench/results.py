@@ -226,7 +226,8 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if shapes:
         out.append(
             "fastest method per cell shape (closed loop: tok/s, x = paired-rounds speedup vs AR [95% CI]; "
-            "open loop: p50 latency, x = latency ratio [bootstrap 95% CI]; ≈: not separated):"
+            "open loop: p50 latency, x = AR p50 / method p50, > 1 faster [bootstrap 95% CI]; ≈: this "
+            "neighbour pair is not separated, not transitive):"
         )
         out += [f"  {label}: {decide.ranking(rows)}" for label, rows in shapes]
     tune = decide.tuning(st.doc)
@@ -266,7 +267,8 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             f"INTERRUPTED ({spec['interrupted']['why']}) in cell {spec['interrupted'].get('cell') or '-'}: "
             f"{len(st.doc['benchmarks'])} cells measured are kept"
             + (
-                f"; pytest ... --specbench-resume {getattr(target, 'name', target)} runs the rest"
+                f"; the same command (same -k) with --specbench-resume "
+                f"{Path(str(getattr(target, 'name', target))).resolve()} runs the rest"
                 if target
                 else ""
             )

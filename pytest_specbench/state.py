@@ -79,7 +79,7 @@ class SpecbenchState:
                 "machine": {
                     "gpus": [g["name"] for g in self.gpus_at_start or []],
                     "driver": driver_info().get("driver") if self.gpus_at_start else None,
-                    "cpu": platform.processor() or platform.machine(),
+                    "cpu": _cpu_model() or platform.processor() or platform.machine(),
                     "cpu_count": os.cpu_count(),
                     "versions": versions,
                 },
@@ -229,6 +229,17 @@ def _alarm(seconds: float | None, what: str) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
         if outer_left:
             signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - t0), 0.001))
+
+
+def _cpu_model() -> str | None:
+    """The CPU's model name (Linux /proc/cpuinfo), e.g. "AMD EPYC 9654 96-Core Processor"."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def get_state(config: pytest.Config) -> SpecbenchState:

@@ -133,6 +133,10 @@ workloads:
             "methods.ar.speculative.algorithm: required key is missing",
         ),
         (
+            GOOD.replace("ar: {backend: fake, model: m}", "ar: {backend: fake, model: m, speculative: null}"),
+            "methods.ar.speculative: is empty; give {algorithm: ...}",
+        ),
+        (
             GOOD.replace("prompt_tokens: 8}", 'prompt_tokens: 8, options: {stream: "false"}}'),
             "workloads.throughput.options.stream: expected true or false; got 'false'",
         ),
@@ -167,6 +171,7 @@ workloads:
         "dup-scenario",
         "method-like-prefix",
         "empty-spec",
+        "null-spec",
         "stream-str",
         "option-key",
         "ignored-key",
