@@ -29,16 +29,21 @@ def fmt_interval(ci: Any) -> str:
     return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
 
 
+def fmt_speedup(c: dict[str, Any]) -> str:
+    """ "x1.18 [1.10, 1.27] faster" from a cell's (or a comparison's) speedup fields."""
+    return (
+        f"x{c['speedup_vs_ar']:.2f}{fmt_interval(c.get('speedup_vs_ar_ci95'))} "
+        f"{c.get('speedup_verdict') or ''}".strip()
+    )
+
+
 def method_summary(r: dict[str, Any]) -> str:
     """ "ngram 812.4 tok/s (x1.18 [1.10, 1.27] faster, accept 2.10)"; open loop: its p50 latency."""
     parts = []
     if _baseline_row(r):
         parts.append("baseline")
     elif r.get("speedup_vs_ar") is not None:
-        verdict = r.get("speedup_verdict") or ""
-        parts.append(
-            f"x{r['speedup_vs_ar']:.2f}{fmt_interval(r.get('speedup_vs_ar_ci95'))} {verdict}".strip()
-        )
+        parts.append(fmt_speedup(r))
     if r.get("accept_length"):
         parts.append(f"accept {r['accept_length']:.2f}")
     if r.get("slo_attainment") is not None:
@@ -265,10 +270,7 @@ def _setting_summary(row: dict[str, Any]) -> str:
     label = ",".join(f"{k}={v}" for k, v in row["setting"].items())
     parts = []
     if row.get("speedup_vs_ar") is not None:
-        parts.append(
-            f"x{row['speedup_vs_ar']:.2f}{fmt_interval(row.get('speedup_vs_ar_ci95'))} "
-            f"{row.get('speedup_verdict') or ''}".strip()
-        )
+        parts.append(fmt_speedup(row))
     if row.get("accept_length"):
         parts.append(f"accept {row['accept_length']:.2f}")
     if _rates(row):
@@ -295,17 +297,16 @@ def tuning(doc: dict[str, Any]) -> list[str]:
             if len(rows) < 2:  # one setting of the sweep in this shape: nothing to tune here
                 continue
             rows.sort(key=lambda r: -r["output_tokens_per_s"])
-            line = f"{label}: {sweep}: best {_setting_summary(rows[0])}"
-            if len(rows) > 1:
-                c = compare(rows[0]["_entry"], rows[1]["_entry"])
-                sep = "separated" if c.get("speedup_verdict") == "faster" else "not separated"
-                ratio = (
-                    f" x{c['speedup_vs_ar']:.2f}{fmt_interval(c.get('speedup_vs_ar_ci95'))}"
-                    if c.get("speedup_vs_ar")
-                    else ""
-                )
-                line += f"; runner-up {_setting_summary(rows[1])}; best/runner-up{ratio}: {sep}"
-                for r in rows[2:]:
-                    line += f"; then {_setting_summary(r)}"
-            out.append(line)
+            c = compare(rows[0]["_entry"], rows[1]["_entry"])
+            sep = "separated" if c.get("speedup_verdict") == "faster" else "not separated"
+            ratio = (
+                f" x{c['speedup_vs_ar']:.2f}{fmt_interval(c.get('speedup_vs_ar_ci95'))}"
+                if c.get("speedup_vs_ar")
+                else ""
+            )
+            line = (
+                f"{label}: {sweep}: best {_setting_summary(rows[0])}; runner-up {_setting_summary(rows[1])}; "
+                f"best/runner-up{ratio}: {sep}"
+            )
+            out.append(line + "".join(f"; then {_setting_summary(r)}" for r in rows[2:]))
     return out

@@ -204,13 +204,14 @@ def cell_metrics(
     m = summarize(records, wall_s)
     rates = [n / t for n, t in zip(round_output_tokens, round_times, strict=True) if t > 0]
     m["round_tokens_per_s"] = rates
-    m["rounds_cv"] = cv(rates)
     if request_rate:  # an open loop's tok/s follows its arrivals: the CV of its rounds' p50 latency
         by_round: dict[str, list[float]] = {}
         for r in records:
             if not r.error:
                 by_round.setdefault(r.tag.split("/", 1)[0], []).append(r.latency_s)
         m["rounds_cv"] = cv([p for p in (percentile(v, 50) for v in by_round.values()) if p is not None])
+    else:
+        m["rounds_cv"] = cv(rates)
     if request_digests:
         import hashlib
 

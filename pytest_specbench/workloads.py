@@ -128,7 +128,7 @@ def _timed(
 ) -> CellRun:
     """Warm-up rounds, then the timed ones; ``plans`` (one per round, warm-up first) are built
     before the first clock starts, so no round times prompt building and the energy window
-    holds only the timed rounds."""
+    holds only the timed rounds. RoundPlans' digests become the run's round_digests."""
     w = cell.workload
     records: list[RequestRecord] = []
     times: list[float] = []
@@ -147,6 +147,7 @@ def _timed(
             times.append(dt)
             tokens.append(sum(x.output_tokens for x in recs if not x.error))
     run = CellRun(records, times, round_output_tokens=tokens)
+    run.round_digests = [p.digest() for p in plans[w.warmup :] if isinstance(p, RoundPlan)]
     if meter is not None and w.rounds:
         run.extra.update(meter.stop())
     return run
@@ -162,7 +163,6 @@ def _exact_rounds(engine: Engine, cell: Cell, stream: bool, meter: Meter | None)
 
     plans = [build(r) for r in range(cell.workload.warmup + cell.workload.rounds)]
     run = _timed(engine, cell, plans, lambda p: _submit(engine, cell, p), meter)
-    run.round_digests = [p.digest() for p in plans[cell.workload.warmup :]]
     counted = [r.engine_prompt_tokens for r in run.records if not r.error]
     if counted and all(n is not None for n in counted):  # what the engine saw, not what was sent
         run.extra["prompt_tokens_exact"] = all(n == cell.context_tokens for n in counted)
@@ -214,7 +214,6 @@ def categories(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRu
 
     plans = [build(r) for r in range(w.warmup + w.rounds)]
     run = _timed(engine, cell, plans, lambda p: _submit(engine, cell, p), meter)
-    run.round_digests = [p.digest() for p in plans[w.warmup :]]
     run.extra.update(category=cat, questions=w.questions or "builtin", prompts=len(qs))
     return run
 

@@ -26,18 +26,7 @@ from pytest_specbench.engines import register_backend
 register_backend("fake", FakeEngine, max_tp=4, gpu=False)
 """
 
-BENCH = """
-def test_throughput(engine, cell, specbench):
-    specbench.run(engine, cell)
-
-
-def test_long_context(engine, cell, specbench):
-    specbench.run(engine, cell)
-
-
-def test_categories(engine, cell, specbench):
-    specbench.run(engine, cell)
-"""
+BENCH = (HERE.parent / "benches" / "test_specbench.py").read_text()  # one bench function per kind
 
 
 def _project(pytester: pytest.Pytester, matrix: str) -> pytest.Pytester:
