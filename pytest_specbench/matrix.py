@@ -94,6 +94,11 @@ class Method:
     env: tuple[tuple[str, str], ...] = ()
     sweep: str = ""  # a setting of a swept method: the method's name in the YAML
     setting: tuple[tuple[str, int], ...] = ()  # the swept knobs' values of this setting
+    # backend http: the endpoint, its API (sglang | openai) and the variable holding its key.
+    # Out of repr: Cell.fingerprint adds them when set, so other methods' fingerprints keep.
+    url: str | None = field(default=None, repr=False)
+    api: str | None = field(default=None, repr=False)
+    api_key_env: str | None = field(default=None, repr=False)
 
     @property
     def is_speculative(self) -> bool:
@@ -259,6 +264,7 @@ class Cell:
                 self.extra,
             )
             + ((("slo", self.workload.slo),) if self.workload.slo else ())
+            + ((("endpoint", self.method.url, self.method.api),) if self.method.url else ())
         )
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
@@ -411,7 +417,9 @@ class _Ctx:
 
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
-METHOD_KEYS = ("backend", "model", "speculative", "tp", "engine_args", "env")
+METHOD_KEYS = ("backend", "model", "speculative", "tp", "engine_args", "env", "url", "api", "api_key_env")
+ENDPOINT_BACKENDS = ("http",)  # backends that talk to an endpoint given by url:
+APIS = ("sglang", "openai")
 SPEC_KEYS = ("algorithm", "draft_model", "num_steps", "topk", "num_draft_tokens", "max_ngram", "block_size")
 WORKLOAD_KEYS = (
     "kind",
@@ -568,6 +576,7 @@ def _method(
     env = d.get("env") or {}
     if not isinstance(env, dict):
         raise cx.err(f"{key}.env", f"expected a mapping of environment variables; got {env!r}")
+    url, api, key_env = _endpoint(cx, key, backend, d)
     base = Method(
         name=name,
         backend=backend,
@@ -577,6 +586,9 @@ def _method(
         tp=cx.int_list(d["tp"], f"{key}.tp") if d.get("tp") is not None else (),
         engine_args=freeze(engine_args),
         env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
+        url=url,
+        api=api,
+        api_key_env=key_env,
     )
     if not settings or len(settings) == 1:
         return [base]
@@ -590,6 +602,40 @@ def _method(
         )
         for spec, varying in settings
     ]
+
+
+def _endpoint(
+    cx: _Ctx, key: str, backend: str, d: dict[str, Any]
+) -> tuple[str | None, str | None, str | None]:
+    """url / api / api_key_env of a method: required (url) and allowed only for http."""
+    if backend not in ENDPOINT_BACKENDS:
+        for k in ("url", "api", "api_key_env"):
+            if k in d:
+                raise cx.err(
+                    f"{key}.{k}",
+                    f"only for backend {' or '.join(ENDPOINT_BACKENDS)} (an endpoint the plugin does not "
+                    f"start); backend {backend!r} starts its own engine",
+                )
+        return None, None, None
+    if "url" not in d:
+        raise cx.err(f"{key}.url", f"backend {backend!r} needs url: (e.g. http://127.0.0.1:30000)")
+    url = cx.string(d["url"], f"{key}.url").rstrip("/")
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or parts.query:
+        raise cx.err(
+            f"{key}.url",
+            f"{url!r} is not an http(s) URL of a server; give scheme, host and port, e.g. "
+            "http://10.0.0.5:30000 (the API's paths are added by the plugin)",
+        )
+    api = cx.choice(d.get("api", "sglang"), f"{key}.api", APIS)
+    key_env = cx.string(d["api_key_env"], f"{key}.api_key_env") if d.get("api_key_env") is not None else None
+    return url, api, key_env
 
 
 def _str_list(cx: _Ctx, value: Any, key: str) -> tuple[str, ...]:

@@ -194,10 +194,16 @@ def cell_metrics(
     request_rate: float | None = None,
     energy_j: float | None = None,
     roofline_tokens_per_s: float | None = None,
+    server_spec: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One cell's result metrics from its timed rounds: ``summarize`` over Σ round times, the
     tok/s of each round and their coefficient of variation, SLO attainment and goodput, the
-    open-loop fields, energy per output token, the roofline fraction and the per-request columns."""
+    open-loop fields, energy per output token, the roofline fraction and the per-request columns.
+
+    ``server_spec`` (a server's /metrics counters over the timed rounds, ``httpclient.spec_delta``)
+    gives the accept length only when the requests carried none of their own (OpenAI API); it
+    is then marked ``accept_scope: server`` and, when the server counted more requests than the
+    cell sent, ``server_exclusive: False`` (someone else's requests are in it)."""
     from .paired import cv
 
     wall_s = sum(round_times)
@@ -229,6 +235,15 @@ def cell_metrics(
         tps = m.get("output_tokens_per_s")
         m["roofline_tokens_per_s"] = roofline_tokens_per_s
         m["roofline_fraction"] = tps / roofline_tokens_per_s if tps else None
+    if m["accept_length"] is not None:
+        m["accept_scope"] = "request"
+    elif server_spec and server_spec.get("accept_length") is not None:
+        m["accept_length"] = server_spec["accept_length"]
+        m["accept_scope"] = "server"
+        if server_spec.get("accept_rate_by_position"):
+            m["accept_rate_by_position"] = list(server_spec["accept_rate_by_position"])
+        seen = server_spec.get("requests")
+        m["server_exclusive"] = seen is None or seen <= len(records)
     m["per_request"] = per_request(records)
     return m
 

@@ -560,7 +560,7 @@ class CellRunner:
         timed_out = None
         ticker = _ticker(self.item.config, st, cell)
         try:
-            run = workloads.run(engine, cell, _energy_meter(st, cell))
+            run = workloads.run(engine, cell, workloads.meters(_energy_meter(st, cell), engine))
         except CellTimeout as e:
             timed_out = str(e)
         except (Interrupted, KeyboardInterrupt) as e:  # SIGTERM / Ctrl-C: stop the run, keep the rest
@@ -592,6 +592,7 @@ class CellRunner:
             request_rate=cell.request_rate,
             energy_j=run.extra.get("energy_j"),
             roofline_tokens_per_s=cp.roofline_tokens_per_s if cp is not None else None,
+            server_spec=run.extra.get("server_spec"),
         )
         result = {
             "nodeid": self.item.nodeid,

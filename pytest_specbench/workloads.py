@@ -119,6 +119,30 @@ class Meter(Protocol):
     def stop(self) -> dict[str, Any]: ...
 
 
+class _Meters:
+    """Several meters over the same window, their results merged."""
+
+    def __init__(self, meters: list[Meter]):
+        self.meters = meters
+
+    def start(self) -> None:
+        for m in self.meters:
+            m.start()
+
+    def stop(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for m in self.meters:
+            out.update(m.stop())
+        return out
+
+
+def meters(meter: Meter | None, engine: Any) -> Meter | None:
+    """``meter`` together with the engine's own (``cell_meter()``: a server's counters)."""
+    own = getattr(engine, "cell_meter", None)
+    ms = [m for m in (meter, own() if own is not None else None) if m is not None]
+    return None if not ms else ms[0] if len(ms) == 1 else _Meters(ms)
+
+
 def _timed(
     engine: Engine,
     cell: Cell,

@@ -9,6 +9,7 @@ with the ``pytest_specbench_make_engine`` hook.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ class Backend:
     algorithms: tuple[str, ...] | None = None  # speculative algorithms it implements; None: any
     gpu: bool = True  # runs on GPUs: the planner sizes its groups against GPU memory
     local_models: bool = False  # model paths must exist here (or be embedded:/hub ids) before a start
+    external: bool = False  # an endpoint the plugin does not start: no lifecycle, GPUs or memory plan
 
     def skip_reason(self, group: EngineGroup) -> str | None:
         """Why this backend cannot run ``group`` at this TP size (checked at collection)."""
@@ -41,6 +43,12 @@ class Backend:
             return (
                 f"methods.{method.name}: backend {self.name!r} implements speculative algorithms "
                 f"{', '.join(self.algorithms)}; {spec.algorithm!r} needs the sglang backend"
+            )
+        key_env = getattr(method, "api_key_env", None)
+        if key_env and not os.environ.get(key_env):
+            return (
+                f"methods.{method.name}.api_key_env: the environment variable {key_env!r} is not set "
+                "(or empty); export the API key in it, or remove api_key_env for a server without one"
             )
         if self.local_models:
             for role, model in (("model", method.model), ("draft_model", method.draft_model)):
@@ -88,8 +96,9 @@ def register_backend(
     algorithms: tuple[str, ...] | None = None,
     gpu: bool = True,
     local_models: bool = False,
+    external: bool = False,
 ) -> None:
-    BACKENDS[name] = Backend(name, factory, max_tp, algorithms, gpu, local_models)
+    BACKENDS[name] = Backend(name, factory, max_tp, algorithms, gpu, local_models, external)
 
 
 def get_backend(name: str) -> Backend:
@@ -108,3 +117,9 @@ register_backend(
     local_models=True,
 )
 register_backend("sglang", "pytest_specbench.engines.sglang:SGLangEngine", local_models=True)
+# one `python -m sglang.launch_server` per group, driven over HTTP (engines/server.py)
+register_backend("sglang-server", "pytest_specbench.engines.server:SGLangServerEngine", local_models=True)
+# an endpoint the plugin does not start (SGLang, vLLM or any OpenAI-compatible server)
+register_backend(
+    "http", "pytest_specbench.engines.server:HTTPEngine", gpu=False, local_models=True, external=True
+)

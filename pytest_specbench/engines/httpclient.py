@@ -1,0 +1,386 @@
+"""HTTP client parts of the server backends: SSE parsing, SGLang ``/generate`` and OpenAI
+``/v1/completions`` requests as :class:`RequestRecord`, Prometheus ``/metrics`` deltas.
+
+Streaming goes through aiohttp (what SGLang's and vLLM's own benchmark clients use), imported
+only when a server engine starts; its connection pool is unbounded, the cell's concurrency is
+the workload's semaphore (the default connector's 100 connections would silently cap a c256
+cell). The synchronous calls
+(health, metrics, server info, cache flush) use the standard library. The parsers are pure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .base import Request, RequestRecord
+
+# ------------------------------------------------------------------------------ SSE
+
+
+class SSEParser:
+    """Server-sent events, one line at a time: ``data:`` lines are joined until a blank line
+    ends the event; comment lines (``: keep-alive``) and other fields are skipped; ``[DONE]``
+    ends the stream. A stream that ends without a blank line still yields its last event."""
+
+    def __init__(self) -> None:
+        self.data: list[str] = []
+        self.done = False
+
+    def feed(self, line: str) -> list[str]:
+        line = line.rstrip("\r\n")
+        if not line:
+            return self._flush()
+        if line.startswith(":"):
+            return []
+        field, _, value = line.partition(":")
+        if field == "data":
+            self.data.append(value[1:] if value.startswith(" ") else value)
+        return []
+
+    def close(self) -> list[str]:
+        return self._flush()
+
+    def _flush(self) -> list[str]:
+        if not self.data:
+            return []
+        event, self.data = "\n".join(self.data), []
+        if event.strip() == "[DONE]":
+            self.done = True
+            return []
+        return [event]
+
+
+def sse_events(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """Every JSON event of an SSE stream, in order (pure; what the streaming client does)."""
+    p = SSEParser()
+    out: list[dict[str, Any]] = []
+    for ln in lines:
+        out += [json.loads(e) for e in p.feed(ln)]
+        if p.done:
+            return out
+    return out + [json.loads(e) for e in p.close()]
+
+
+class ServerError(RuntimeError):
+    """The server answered a request with an error (status, or an error event in the stream)."""
+
+
+def _check_event(ev: Any) -> dict[str, Any]:
+    if not isinstance(ev, dict):
+        raise ServerError(f"unexpected event {str(ev)[:200]!r}")
+    err = ev.get("error")
+    if err:
+        msg = err.get("message") if isinstance(err, dict) else err
+        raise ServerError(f"server error: {str(msg)[:500]}")
+    return ev
+
+
+# ------------------------------------------------------------------------------ chunk accounting
+
+
+@dataclass
+class StreamState:
+    """What a stream said so far: cumulative output tokens, the output ids, SGLang's meta_info."""
+
+    n: int = 0
+    ids: list[int] | None = None
+    meta: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
+    approximate: bool = False  # token counts per chunk guessed from text chunks (OpenAI, no usage)
+
+    def sglang(self, ev: dict[str, Any]) -> None:
+        """A ``/generate`` event: meta_info.completion_tokens is cumulative; output_ids are
+        cumulative by default and deltas under --incremental-streaming-output."""
+        meta = ev.get("meta_info") or {}
+        self.meta = meta
+        n = int(meta.get("completion_tokens", self.n))
+        ids = ev.get("output_ids")
+        if isinstance(ids, list):
+            if len(ids) == n:
+                self.ids = [int(i) for i in ids]
+            elif self.ids is not None and len(self.ids) + len(ids) == n:
+                self.ids += [int(i) for i in ids]
+            elif self.ids is None and self.n == 0 and len(ids) == n:
+                self.ids = [int(i) for i in ids]
+            else:
+                self.ids = None
+        self.n = max(self.n, n)
+
+    def openai(self, ev: dict[str, Any]) -> None:
+        """A ``/v1/completions`` chunk: cumulative usage.completion_tokens when the server sends
+        usage in every chunk (continuous_usage_stats), else the chunk's token_ids (vLLM's
+        return_token_ids), else one token per chunk with text (marked approximate); the final
+        usage-only chunk (choices: []) sets the total."""
+        usage = ev.get("usage")
+        choices = ev.get("choices") or []
+        if usage and usage.get("completion_tokens") is not None:
+            self.usage = usage
+            if choices or self.n == 0 or int(usage["completion_tokens"]) >= self.n:
+                self.n = max(self.n, int(usage["completion_tokens"]))
+            return
+        if not choices:
+            return
+        c = choices[0]
+        tids = c.get("token_ids")
+        if isinstance(tids, list):
+            self.ids = (self.ids or []) + [int(i) for i in tids]
+            self.n += len(tids)
+        elif c.get("text"):
+            self.n += 1
+            self.approximate = True
+
+
+def record_from(
+    request: Request, st: StreamState, t_chunks: list[tuple[float, int]], latency: float
+) -> RequestRecord:
+    meta = st.meta or {}
+    n = st.n
+    ids = tuple(st.ids) if st.ids is not None and len(st.ids) == n else ()
+    extra: list[tuple[str, Any]] = []
+    if st.approximate:
+        extra.append(("token_counts", "approximate: one token per text chunk (no usage per chunk)"))
+    prompt = meta.get("prompt_tokens", (st.usage or {}).get("prompt_tokens"))
+    return RequestRecord(
+        prompt_tokens=len(request.input_ids),
+        output_tokens=n,
+        latency_s=latency,
+        ttft_s=t_chunks[0][0] if t_chunks else None,
+        verify_steps=meta.get("spec_verify_ct"),
+        accept_histogram=tuple(meta.get("spec_accept_histogram") or ()),
+        cached_tokens=int(meta.get("cached_tokens") or 0),
+        chunks=tuple(t_chunks),
+        output_ids=ids,
+        tag=request.tag,
+        meta=tuple(extra),
+        engine_prompt_tokens=int(prompt) if prompt is not None else None,
+    )
+
+
+# ------------------------------------------------------------------------------ requests
+
+
+def sglang_payload(request: Request) -> dict[str, Any]:
+    return {
+        "input_ids": list(request.input_ids),
+        "sampling_params": {
+            "temperature": request.temperature,
+            "max_new_tokens": request.max_new_tokens,
+            "ignore_eos": True,
+        },
+        "stream": request.stream,
+    }
+
+
+def openai_payload(request: Request, model: str) -> dict[str, Any]:
+    """Token-id prompt (vLLM and SGLang take a list of ids as ``prompt``), exactly
+    max_new_tokens (ignore_eos), usage in every chunk where the server supports it."""
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": list(request.input_ids),
+        "max_tokens": request.max_new_tokens,
+        "temperature": request.temperature,
+        "ignore_eos": True,
+        "stream": request.stream,
+        "return_token_ids": True,
+    }
+    if request.stream:
+        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    return body
+
+
+class Client:
+    """One aiohttp session per engine, on the engine's event loop, pooled to the concurrency."""
+
+    def __init__(self, base_url: str, api: str, headers: Mapping[str, str], model: str = ""):
+        self.base = base_url.rstrip("/")
+        self.api = api
+        self.headers = dict(headers)
+        self.model = model
+        self.session: Any = None
+
+    async def ensure(self) -> Any:
+        """The session, created on first use on the running loop. Its pool is unbounded
+        (limit=0): the workload's own semaphore holds the cell's concurrency, where aiohttp's
+        default 100 connections would silently cap a c256 cell at 100 in flight."""
+        try:
+            import aiohttp
+        except ImportError:
+            raise ImportError(
+                "the http and sglang-server backends stream through aiohttp: pip install aiohttp "
+                '(or pip install -e ".[server]")'
+            ) from None
+
+        if self.session is None:
+            conn = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+            # no total timeout: the cell's own limit (base.guard) bounds every request
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
+            self.session = aiohttp.ClientSession(
+                connector=conn,
+                timeout=timeout,
+                headers=self.headers,
+                read_bufsize=2**20,
+            )
+        return self.session
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+    async def generate(self, request: Request) -> RequestRecord:
+        session = await self.ensure()
+        if self.api == "openai":
+            url, body, feed = f"{self.base}/v1/completions", openai_payload(request, self.model), "openai"
+        else:
+            url, body, feed = f"{self.base}/generate", sglang_payload(request), "sglang"
+        st = StreamState()
+        t_chunks: list[tuple[float, int]] = []
+        t0 = time.perf_counter()  # submission, as SGLang's and vLLM's benchmark clients count
+        async with session.post(url, json=body) as resp:
+            if resp.status != 200:
+                text = (await resp.text())[:500]
+                raise ServerError(f"POST {url}: HTTP {resp.status}: {text}")
+            if not request.stream:
+                ev = _check_event(await resp.json(content_type=None))
+                _feed_final(st, ev, feed)
+                return record_from(request, st, [], time.perf_counter() - t0)
+            async for ev in _events(resp.content):
+                now = time.perf_counter() - t0
+                before = st.n
+                getattr(st, feed)(_check_event(ev))
+                if st.n > before and (feed == "sglang" or (ev.get("choices") or [])):
+                    t_chunks.append((now, st.n))
+        if t_chunks and t_chunks[-1][1] != st.n:  # a final usage chunk corrected the count
+            t_chunks[-1] = (t_chunks[-1][0], st.n)
+        return record_from(request, st, t_chunks, time.perf_counter() - t0)
+
+
+def _feed_final(st: StreamState, ev: dict[str, Any], api: str) -> None:
+    if api == "sglang":
+        st.sglang(ev)
+        return
+    usage = ev.get("usage") or {}
+    st.usage = usage
+    st.n = int(usage.get("completion_tokens") or 0)
+    choices = ev.get("choices") or []
+    tids = choices[0].get("token_ids") if choices else None
+    if isinstance(tids, list):
+        st.ids = [int(i) for i in tids]
+
+
+async def _events(content: Any) -> AsyncIterator[Any]:
+    p = SSEParser()
+    async for raw in content:
+        for e in p.feed(raw.decode("utf-8", errors="replace")):
+            yield json.loads(e)
+        if p.done:
+            return
+    for e in p.close():
+        yield json.loads(e)
+
+
+# ------------------------------------------------------------------------------ synchronous calls
+
+
+def http_call(
+    url: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    method: str = "GET",
+    body: Any = None,
+    timeout: float = 10.0,
+) -> tuple[int, str]:
+    """(status, body text) of one request; status 0 with the reason when nothing answered."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError) as e:
+        return 0, str(getattr(e, "reason", e))
+
+
+# ------------------------------------------------------------------------------ Prometheus
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_prometheus(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Samples of a Prometheus text exposition: (name, sorted labels) -> value."""
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for ln in text.splitlines():
+        if not ln or ln.startswith("#"):
+            continue
+        m = _SAMPLE.match(ln)
+        if not m:
+            continue
+        try:
+            v = float(m.group(3))
+        except ValueError:
+            continue
+        labels = tuple(sorted(_LABEL.findall(m.group(2) or "")))
+        out[(m.group(1), labels)] = v
+    return out
+
+
+def counter_sums(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
+    """Counters summed over labels (model, engine, ...), except the per-position counter,
+    kept per ``position``: ``name`` or ``name[position]``."""
+    out: dict[str, float] = {}
+    for (name, labels), v in samples.items():
+        if not name.endswith("_total"):
+            continue
+        pos = dict(labels).get("position")
+        key = f"{name}[{pos}]" if pos is not None and "per_pos" in name else name
+        out[key] = out.get(key, 0.0) + v
+    return out
+
+
+SERVER_SPEC_COUNTERS = (
+    # vLLM (v1): drafts, draft tokens, accepted tokens, accepted per draft position
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:request_success_total",
+    # SGLang: verify passes and generated tokens (accept length = their ratio)
+    "sglang:spec_verify_calls_total",
+    "sglang:generation_tokens_total",
+    "sglang:num_requests_total",
+)
+
+
+def spec_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, Any]:
+    """What the server counted between two scrapes: the counters' deltas, the accept length
+    they give (vLLM: 1 + accepted / drafts; SGLang: generated tokens / verify passes) and the
+    acceptance rate by draft position (vLLM). Server-scoped: every request the server served
+    in the window is in it."""
+    keys = [k for k in after if k in SERVER_SPEC_COUNTERS or "spec_decode_num_accepted_tokens_per_pos" in k]
+    d = {k: after[k] - before.get(k, 0.0) for k in sorted(keys)}
+    out: dict[str, Any] = {"deltas": d, "scope": "server"}
+    drafts = d.get("vllm:spec_decode_num_drafts_total")
+    if drafts:
+        out["accept_length"] = 1 + d.get("vllm:spec_decode_num_accepted_tokens_total", 0.0) / drafts
+        per_pos = sorted(
+            (int(k.rsplit("[", 1)[1].rstrip("]")), v) for k, v in d.items() if "per_pos" in k and "[" in k
+        )
+        if per_pos:
+            out["accept_rate_by_position"] = [v / drafts for _, v in per_pos]
+        out["requests"] = d.get("vllm:request_success_total")
+    verify = d.get("sglang:spec_verify_calls_total")
+    if verify:
+        out["accept_length"] = d.get("sglang:generation_tokens_total", 0.0) / verify
+        out["requests"] = d.get("sglang:num_requests_total")
+    return out

@@ -1,0 +1,417 @@
+"""Backends http and sglang-server against FakeServer (tests/fake_http_server.py), a local
+HTTP server that streams SGLang- and OpenAI-format SSE on a fixed schedule."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import transformers  # noqa: F401  (the inner runs' tokenizer: numpy may be imported once per process)
+
+from pytest_specbench.engines.httpclient import counter_sums, parse_prometheus, spec_delta, sse_events
+from pytest_specbench.engines.server import cli_args, free_port
+from pytest_specbench.engines.sglang import engine_kwargs
+from pytest_specbench.matrix import MatrixError, parse
+
+HERE = Path(__file__).parent
+FAKE = HERE / "fake_http_server.py"
+BENCH = (HERE.parent / "benches" / "test_specbench.py").read_text()
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+from pytest_specbench.engines import register_backend
+from pytest_specbench.engines.server import SGLangServerEngine
+
+
+class FakeLaunchedServer(SGLangServerEngine):
+    launcher = ({str(FAKE)!r},)
+
+
+# a launched FakeServer needs no GPU: the plugin must not look for one
+register_backend("sglang-server", FakeLaunchedServer, local_models=True, gpu=False)
+"""
+
+
+def _project(pytester: pytest.Pytester, matrix: str) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "benches").mkdir(exist_ok=True)
+    (pytester.path / "benches" / "specbench.yaml").write_text(matrix)
+    (pytester.path / "benches" / "test_b.py").write_text(BENCH)
+    return pytester
+
+
+class FakeServerProcess:
+    """A FakeServer started outside pytest (what ``backend: http`` points at)."""
+
+    def __init__(self, tmp: Path, **env: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tmp / f"fake-{self.port}.log"
+        e = {**os.environ, **env}
+        with self.log.open("w") as f:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(FAKE), "--port", str(self.port)],
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env=e,
+            )
+        from pytest_specbench.engines.httpclient import http_call
+
+        hdr = {"Authorization": f"Bearer {env['FAKE_API_KEY']}"} if "FAKE_API_KEY" in env else {}
+        t_end = time.monotonic() + 30
+        while http_call(self.url + "/health", hdr, timeout=1)[0] != 200:
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < t_end, "FakeServer did not start"
+            time.sleep(0.1)
+        self.headers = hdr
+
+    def stats(self) -> dict:
+        from pytest_specbench.engines.httpclient import http_call
+
+        return json.loads(http_call(self.url + "/fake/stats", self.headers)[1])
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def fake_server(tmp_path: Path):
+    servers: list[FakeServerProcess] = []
+
+    def start(**env: str) -> FakeServerProcess:
+        s = FakeServerProcess(tmp_path, **env)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def _cells(doc: dict) -> dict[str, dict]:
+    return {b["name"].split("[", 1)[1].rstrip("]"): b for b in doc["benchmarks"]}
+
+
+# ----------------------------------------------------------------------------- pure parts
+
+
+def test_sse_events_skip_keepalives_comments_and_stop_at_done() -> None:
+    lines = [
+        ": keep-alive",
+        "",
+        'data: {"a": 1}',
+        "",
+        "event: message",
+        'data: {"b":',
+        "data: 2}",
+        "",
+        "",
+        'data: {"choices": [], "usage": {"completion_tokens": 3}}',
+        "",
+        "data: [DONE]",
+        "",
+        'data: {"after": "done"}',
+    ]
+    assert sse_events(lines) == [{"a": 1}, {"b": 2}, {"choices": [], "usage": {"completion_tokens": 3}}]
+    assert sse_events(['data: {"last": true}']) == [{"last": True}]  # no closing blank line
+
+
+def test_launch_flags_are_the_in_process_engine_args() -> None:
+    m = parse(
+        {
+            "models": {"t": {"path": "embedded:tiny"}},
+            "methods": {
+                "s": {
+                    "backend": "sglang-server",
+                    "model": "t",
+                    "speculative": {"algorithm": "standalone", "draft_model": "t", "num_steps": 3},
+                    "engine_args": {
+                        "mem_fraction_static": 0.8,
+                        "enable_torch_compile": False,
+                        "cuda_graph_bs": [1, 2],
+                    },
+                }
+            },
+            "workloads": {"throughput": {"concurrency": [1]}},
+        }
+    )
+    kw = engine_kwargs(m.groups()[0])
+    args = cli_args(kw)
+    joined = " ".join(args)
+    assert "--tp-size 1" in joined
+    assert "--speculative-algorithm STANDALONE" in joined
+    assert "--speculative-num-steps 3 " in joined + " "
+    assert "--speculative-num-draft-tokens 4" in joined  # a chain: num_steps + 1
+    assert "--mem-fraction-static 0.8" in joined
+    assert "--cuda-graph-bs 1 2" in joined
+    assert "torch-compile" not in joined  # False: the server's default
+    assert args[args.index("--model-path") + 1] == kw["model_path"]
+
+
+def test_prometheus_deltas_give_accept_length_for_vllm_and_sglang() -> None:
+    before = counter_sums(
+        parse_prometheus(
+            '# TYPE x counter\nvllm:spec_decode_num_drafts_total{model_name="m"} 10\n'
+            'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 20\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="0"} 8\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="1"} 7\n'
+            'vllm:request_success_total{model_name="m",finished_reason="length"} 4\n'
+            'vllm:request_success_total{model_name="m",finished_reason="stop"} 1\n'
+        )
+    )
+    after = counter_sums(
+        parse_prometheus(
+            'vllm:spec_decode_num_drafts_total{model_name="m"} 110\n'
+            'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 170\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="0"} 98\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="1"} 67\n'
+            'vllm:request_success_total{model_name="m",finished_reason="length"} 12\n'
+            'vllm:request_success_total{model_name="m",finished_reason="stop"} 1\n'
+            "vllm:spec_decode_gauge 3\n"
+        )
+    )
+    d = spec_delta(before, after)
+    assert d["accept_length"] == pytest.approx(1 + 150 / 100)
+    assert d["accept_rate_by_position"] == pytest.approx([0.9, 0.6])
+    assert d["requests"] == 8  # summed over label sets
+    assert d["scope"] == "server"
+    s = spec_delta(
+        {"sglang:spec_verify_calls_total": 5, "sglang:generation_tokens_total": 40},
+        {"sglang:spec_verify_calls_total": 25, "sglang:generation_tokens_total": 120},
+    )
+    assert s["accept_length"] == 4.0
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [
+        ({"backend": "http", "model": "t"}, "methods.h.url: backend 'http' needs url:"),
+        ({"backend": "http", "model": "t", "url": "localhost:30000"}, "is not an http(s) URL"),
+        ({"backend": "http", "model": "t", "url": "http://:30000"}, "is not an http(s) URL"),
+        ({"backend": "http", "model": "t", "url": "http://h:99999"}, "is not an http(s) URL"),
+        ({"backend": "http", "model": "t", "url": "http://h:1", "api": "grpc"}, "'grpc' is not allowed"),
+        (
+            {"backend": "sglang-server", "model": "t", "url": "http://h:1"},
+            "methods.h.url: only for backend http",
+        ),
+    ],
+)
+def test_bad_endpoints_are_matrix_errors(method: dict, message: str) -> None:
+    with pytest.raises(MatrixError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse(
+            {
+                "models": {"t": {"path": "embedded:tiny"}},
+                "methods": {"h": method},
+                "workloads": {"throughput": {"concurrency": [1]}},
+            }
+        )
+
+
+# ----------------------------------------------------------------------------- backend http
+
+HTTP_MATRIX = """
+models: {{t: {{path: "embedded:tiny"}}}}
+methods:
+  srv: {{backend: http, model: t, url: "{url}", api: {api}{extra}}}
+workloads:
+  throughput:
+    concurrency: {conc}
+    output_tokens: [{out}]
+    prompt_tokens: 16
+    rounds: 2
+    warmup: 1
+    options: {{stream: true}}
+"""
+
+
+@pytest.mark.parametrize("api", ["sglang", "openai"])
+def test_http_streams_on_the_servers_schedule_at_c1_and_c256(
+    pytester: pytest.Pytester, fake_server, api: str
+) -> None:
+    """Every token's ITL gap on the script (p50 within 1 ms), exact token counts and acceptance
+    (per request from meta_info for SGLang's API, from /metrics deltas for the OpenAI one), 256
+    requests really in flight at c256 (aiohttp's default pool would hold 100), and TTFT p50 on
+    the script plus the client's own cost: about 1 ms at c1; at c256 one Python process issues
+    256 requests while the server shares the same cores (about 25 ms measured on 2 cores)."""
+    ttft_ms, itl_ms, accept, out = 80.0, 20.0, 3, 10
+    srv = fake_server(FAKE_TTFT_MS=str(ttft_ms), FAKE_ITL_MS=str(itl_ms), FAKE_ACCEPT=str(accept))
+    _project(pytester, HTTP_MATRIX.format(url=srv.url, api=api, extra="", conc="[1, 256]", out=out))
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json", "-p", "no:randomly")
+    res.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "out.json").read_text())
+    cells = _cells(doc)
+    steps = math.ceil(out / accept)
+    for cid, b in cells.items():
+        m = b["extra_info"]
+        conc = 256 if "c256" in cid else 1
+        assert m["requests"] == 2 * conc
+        assert m["output_tokens"] == 2 * conc * out
+        # never below the script; at c1 the client's own cost is about 1 ms (at c256 it depends
+        # on how busy the cores are: +25 ms measured on 2 idle cores)
+        assert m["ttft_ms_p50"] > ttft_ms - 0.5, (cid, m["ttft_ms_p50"])
+        if conc == 1:
+            assert m["ttft_ms_p50"] < ttft_ms + 2.0, (cid, m["ttft_ms_p50"])
+        # each chunk of k tokens follows the previous one by k x ITL: spread over its tokens,
+        # every gap is the script's ITL
+        assert abs(m["itl_ms_p50"] - itl_ms) < 1.0, (cid, m["itl_ms_p50"])
+        assert m["accept_length"] == pytest.approx(out / steps)
+        if api == "sglang":
+            assert m["accept_scope"] == "request"
+            assert m["verify_steps"] == 2 * conc * steps
+            # per request: three steps of 3 tokens and one of 1 (SGLang's buckets: accepted drafts)
+            assert m["accept_histogram"] == [2 * conc, 0, 3 * 2 * conc]
+        else:
+            assert m["accept_scope"] == "server"
+            assert m["server_exclusive"] is True
+            assert b["extra_info"]["server_spec"]["scope"] == "server"
+        assert all(n == 16 for n in m["per_request"]["prompt_tokens"])
+    assert srv.stats()["peak_in_flight"] == 256
+    ev = [e for e in doc["specbench"]["engine_groups"] if e.get("ok")]
+    assert len(ev) == 1 and ev[0]["info"]["url"] == srv.url and ev[0]["info"]["api"] == api
+
+
+def test_openai_without_prefix_cache_reset_says_so_per_cell(pytester: pytest.Pytester, fake_server) -> None:
+    srv = fake_server(FAKE_TTFT_MS="5", FAKE_ITL_MS="1", FAKE_NO_RESET="1")
+    _project(pytester, HTTP_MATRIX.format(url=srv.url, api="openai", extra="", conc="[2]", out=4))
+    pytester.runpytest("benches", "--benchmark-json", "out.json").assert_outcomes(passed=1)
+    (b,) = json.loads((pytester.path / "out.json").read_text())["benchmarks"]
+    assert b["extra_info"]["prefix_cache"].startswith(
+        "prefix cache not flushed (POST /reset_prefix_cache: HTTP 404"
+    )
+
+
+def test_api_key_comes_from_its_variable_and_is_never_written(
+    pytester: pytest.Pytester, fake_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-fake-0123456789abcdef"
+    seen = tmp_path / "seen.txt"
+    srv = fake_server(FAKE_TTFT_MS="5", FAKE_ITL_MS="1", FAKE_API_KEY=secret, FAKE_SEEN_FILE=str(seen))
+    extra = ", api_key_env: SPECBENCH_TEST_KEY"
+    _project(pytester, HTTP_MATRIX.format(url=srv.url, api="sglang", extra=extra, conc="[2]", out=4))
+    monkeypatch.delenv("SPECBENCH_TEST_KEY", raising=False)
+    res = pytester.runpytest("benches")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(
+        ["*methods.srv.api_key_env: the environment variable 'SPECBENCH_TEST_KEY' is not set*"]
+    )
+    assert not seen.exists() or "/generate" not in seen.read_text()  # refused before any request
+    monkeypatch.setenv("SPECBENCH_TEST_KEY", secret)
+    monkeypatch.delenv("SPECBENCH_LOG_DIR", raising=False)  # this run's logs under logs/
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json", "-v", "--specbench-log-dir", "logs")
+    res.assert_outcomes(passed=1)
+    assert f"/generate Bearer {secret}" in seen.read_text()  # the server got it
+    written = (pytester.path / "out.json").read_text() + res.stdout.str() + res.stderr.str()
+    for p in (pytester.path / "logs").rglob("*") if (pytester.path / "logs").exists() else []:
+        if p.is_file():
+            written += p.read_text(errors="replace")
+    assert secret not in written
+    assert "SPECBENCH_TEST_KEY" in (pytester.path / "out.json").read_text()  # the variable's name is
+
+
+def test_an_endpoint_that_does_not_answer_fails_its_group_only(
+    pytester: pytest.Pytester, fake_server
+) -> None:
+    srv = fake_server(FAKE_TTFT_MS="5", FAKE_ITL_MS="1")
+    dead = f"http://127.0.0.1:{free_port()}"
+    _project(
+        pytester,
+        f"""
+models: {{t: {{path: "embedded:tiny"}}}}
+methods:
+  up: {{backend: http, model: t, url: "{srv.url}"}}
+  down: {{backend: http, model: t, url: "{dead}"}}
+baseline: up
+workloads:
+  throughput: {{concurrency: [1, 2], output_tokens: [4], prompt_tokens: 8, rounds: 1, warmup: 0}}
+""",
+    )
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json")
+    res.assert_outcomes(passed=2, errors=2)
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert sorted(_cells(doc)) == ["up-tp1-c1-out4", "up-tp1-c2-out4"]
+    fails = doc["specbench"]["failed_cells"]
+    assert {f["group"] for f in fails} == {"down-tp1"}
+    assert f"GET {dead}/health: no answer" in fails[0]["error"]
+
+
+# ----------------------------------------------------------------------------- backend sglang-server
+
+SERVER_MATRIX = """
+models: {t: {path: "embedded:tiny"}}
+methods:
+  ar: {backend: sglang-server, model: t}
+  sd: {backend: sglang-server, model: t, speculative: {algorithm: standalone, draft_model: t, num_steps: 3}}
+  dies:
+    backend: sglang-server
+    model: t
+    env: {FAKE_DIE_AFTER: "3", FAKE_CHILD: "1"}
+baseline: ar
+workloads:
+  throughput:
+    concurrency: [1, 2]
+    output_tokens: [8]
+    prompt_tokens: 8
+    rounds: 2
+    warmup: 0
+    options: {stream: true}
+"""
+
+
+def test_sglang_server_per_group_a_dead_server_fails_its_group_only_and_leaves_nothing(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_TTFT_MS", "5")
+    monkeypatch.setenv("FAKE_ITL_MS", "1")
+    _project(pytester, SERVER_MATRIX)
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json", "--specbench-log-dir", "logs")
+    res.assert_outcomes(passed=4, failed=2)
+    res.stdout.fnmatch_lines(["*dies-tp1*engine crashed (server process * exited with code 3)*"])
+    doc = json.loads((pytester.path / "out.json").read_text())
+    cells = _cells(doc)
+    assert sorted(cells) == [
+        "ar-tp1-c1-out8",
+        "ar-tp1-c2-out8",
+        "sd-tp1-c1-out8",
+        "sd-tp1-c2-out8",
+    ]
+    # draft = target on the fake: accept exactly num_steps + 1 per verify step, from meta_info
+    for cid in ("sd-tp1-c1-out8", "sd-tp1-c2-out8"):
+        assert cells[cid]["extra_info"]["accept_length"] == 4.0
+        assert cells[cid]["extra_info"]["server_spec"]["accept_length"] == 4.0  # /metrics agrees
+    fails = doc["specbench"]["failed_cells"]
+    assert {f["group"] for f in fails} == {"dies-tp1"}
+    assert any(
+        "server process" in (f["error"] or "") and "exited with code 3" in (f["error"] or "") for f in fails
+    )
+    starts = [e for e in doc["specbench"]["engine_groups"] if e.get("ok")]
+    assert [e["group"] for e in starts] == ["ar-tp1", "sd-tp1", "dies-tp1"]  # one server per group
+    ar = starts[0]["info"]
+    assert ar["argv"][ar["argv"].index("--tp-size") + 1] == "1"
+    assert "--enable-metrics" in ar["argv"]
+    sd = starts[1]["info"]["argv"]
+    assert sd[sd.index("--speculative-algorithm") + 1] == "STANDALONE"
+    # nothing of any server's session survives the run (the dying one's child included)
+    pids = [e["info"]["pid"] for e in starts]
+    left = [
+        p.pid
+        for p in psutil.process_iter()
+        if p.pid != os.getpid() and _sid(p.pid) in pids and p.status() != psutil.STATUS_ZOMBIE
+    ]
+    assert left == []
+    stops = doc["specbench"]["engine_stops"]
+    assert len(stops) == 3
+
+
+def _sid(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
