@@ -1,326 +1,60 @@
-"""Feasibility planner: memory, KV cache, TP and context checks before any engine starts.
+"""Feasibility planner: memory, KV cache, TP and context checks before any engine starts, and
+the plan's times.
 
-From a model's config.json (no weights needed) this sizes, per GPU at a TP size:
-- weights: the safetensors index's ``total_size`` when present, else counted from the
-  config (embeddings, attention, MLP or MoE experts, LM head), split the way SGLang splits
-  them (column/row parallel by TP; KV projections replicated when KV heads < TP);
-- KV bytes per token = 2 (K and V) x full-attention layers x KV heads per GPU x head_dim x
-  dtype bytes. Hybrid models (``layer_types``, ``full_attention_interval``,
-  ``hybrid_override_pattern``) count only their full-attention layers, plus a fixed
-  per-request state for the linear-attention (Gated DeltaNet) layers;
-- TP as SGLang applies it: attention heads must divide by TP; KV heads must divide by TP
-  or TP by KV heads, and when KV heads < TP every GPU holds one replicated KV head.
-Architectures it cannot size (MLA: ``kv_lora_rank``) are reported as such, never sized.
-
-SGLang 0.5.17 sizes the same way (read in its source): KV cell = KV heads per GPU x (head_dim +
+From a model's config.json (no weights needed; shapes.py sizes it) the plan gives per engine
+group the weights and KV cache per GPU at its TP size, and per cell whether it fits. SGLang
+0.5.17 sizes the same way (read in its source): KV cell = KV heads per GPU x (head_dim +
 v_head_dim) x full-attention layers x bytes (model_executor/pool_configurator.py; EAGLE/STANDALONE
 scale it by the draft's layers, i.e. target + draft); KV budget = free memory after loading the
 weights (target + draft) - memory before loading x (1 - mem_fraction_static)
 (mem_cache/kv_cache_configurator.py). The plan ignores the CUDA context and NCCL buffers (about a
 GiB per GPU), so its capacity is slightly optimistic; for hybrid models SGLang first splits
 that budget between a pool of linear-attention state slots and the KV cache
-(``sglang_state_pool``), and the plan does the same.
+(sglang_memory.py), and the plan does the same.
 
 A cell needs concurrency x (context + output) KV tokens: it fits, queues (fewer requests
 in flight than asked), or is skipped with a reason that names the numbers. Context beyond
 the config's max_position_embeddings gets an engine override unless the model's
-``context_length`` in the YAML caps it. No pytest and no heavy imports here.
+``context_length`` in the YAML caps it. Times (engine starts, cells) come from the time model
+in eta.py, or from a previous results JSON where it has them (``apply_previous``). No pytest
+and no heavy imports here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from .matrix import Cell, EngineGroup, Model
-
-GiB = 1024**3
-DTYPE_BYTES = {
-    "float32": 4,
-    "float": 4,
-    "float16": 2,
-    "half": 2,
-    "bfloat16": 2,
-    "float8_e4m3fn": 1,
-    "fp8": 1,
-    "int8": 1,
-}
-DEFAULT_MEM_FRACTION = 0.85  # backends other than sglang that set no mem_fraction_static
-# HBM bandwidth (bytes/s) by GPU name fragment, for the roofline (vendor datasheets)
-HBM_BANDWIDTH = (
-    ("H200", 4.8e12),
-    ("H100 NVL", 3.9e12),
-    ("H100", 3.35e12),
-    ("H20", 4.0e12),
-    ("B200", 8.0e12),
-    ("A100-SXM4-80GB", 2.039e12),
-    ("A100", 1.555e12),
-    ("L40S", 0.864e12),
-    ("A10G", 0.6e12),
+from . import eta
+from .eta import (  # noqa: F401  (the planner's public names)
+    ENGINE_START_S,
+    HBM_BANDWIDTH,
+    PEAK_FLOPS,
+    GroupCosts,
+    bandwidth_for,
 )
-PEAK_FLOPS = 989e12  # dense bf16, H100/H200 class: prefill bound for the ETA
-ENGINE_START_S = {"sglang": 60.0, "hf": 2.0}  # ETA of a start without previous results (H200: 30-90 s)
+from .matrix import Cell, EngineGroup
+from .plan_text import format_plan  # noqa: F401  (the planner's public names)
+from .sglang_memory import (
+    NGRAM_DEFAULT_DRAFT_TOKENS,  # noqa: F401
+    SGLANG_SPEC_MAX_RUNNING,
+    SGLANG_STATE_SLOTS_PER_REQUEST,
+    sglang_mem_fraction,
+    sglang_state_pool,
+)
+from .shapes import (  # noqa: F401  (the planner's public names)
+    DTYPE_BYTES,
+    KNOWN_LAYER_TYPES,
+    GiB,
+    Shape,
+    Unsupported,
+    model_shape,
+    read_config,
+    shape_from_config,
+)
 
-
-KNOWN_LAYER_TYPES = {"full_attention", "attention", "sliding_attention", "linear_attention"}
-
-
-class Unsupported(ValueError):
-    """A model the planner cannot size; the message says why."""
-
-
-# ------------------------------------------------------------------------------ shapes
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What the planner needs from a config.json."""
-
-    arch: str
-    layers: int
-    full_attn_layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    hidden: int
-    intermediate: int
-    vocab: int
-    tied: bool
-    dtype_bytes: int
-    max_position: int | None
-    linear_layers: int = 0
-    linear_state_bytes: int = 0  # per request, all linear layers, whole model (split by TP)
-    experts: int = 0
-    moe_intermediate: int = 0
-    shared_intermediate: int = 0
-    q_gate: bool = False  # attn_output_gate: q_proj twice as wide
-    index_weight_bytes: int | None = None  # safetensors index total_size
-    linear_shape: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # k heads, v heads, k dim, v dim, conv
-    mtp_layers: int = 0  # mtp_num_hidden_layers / num_nextn_predict_layers: the model's own MTP draft
-
-    def mtp_draft(self) -> Shape:
-        """The draft SGLang builds when a model with MTP layers is its own draft (Qwen3.5 ->
-        Qwen3_5ForCausalLMMTP): those layers, full attention, no linear-attention state.
-        Embeddings and LM head are counted though the MTP module shares them (conservative)."""
-        return dataclasses.replace(
-            self,
-            layers=self.mtp_layers,
-            full_attn_layers=self.mtp_layers,
-            linear_layers=0,
-            linear_state_bytes=0,
-            index_weight_bytes=None,
-            mtp_layers=0,
-        )
-
-    def kv_heads_per_gpu(self, tp: int) -> int:
-        return max(1, self.kv_heads // tp)
-
-    def kv_bytes_per_token(self, tp: int = 1) -> int:
-        """Per GPU: 2 (K and V) x full-attention layers x KV heads on that GPU x head_dim x bytes."""
-        return 2 * self.full_attn_layers * self.kv_heads_per_gpu(tp) * self.head_dim * self.dtype_bytes
-
-    def state_bytes_per_request(self, tp: int = 1) -> int:
-        return math.ceil(self.linear_state_bytes / tp)
-
-    def tp_error(self, tp: int) -> str | None:
-        """SGLang 0.5.17's QKVParallelLinear (layers/linear.py): heads = divide(heads, tp); with
-        tp >= KV heads each GPU holds 1 KV head and divide(tp, KV heads), else divide(KV heads, tp);
-        ModelConfig.get_num_kv_heads = max(1, KV heads // tp)."""
-        if self.heads % tp:
-            return f"{self.heads} attention heads do not divide by TP={tp}"
-        if self.kv_heads % tp and tp % self.kv_heads:
-            return f"{self.kv_heads} KV heads: neither KV heads divide by TP={tp} nor TP by KV heads"
-        return None
-
-    def kv_note(self, tp: int) -> str | None:
-        if self.kv_heads < tp:
-            return (
-                f"KV heads ({self.kv_heads}) < TP ({tp}): SGLang replicates them, each GPU holds 1 "
-                f"KV head, so the KV cache per GPU is {tp // self.kv_heads}x what an even split gives"
-            )
-        return None
-
-    def param_counts(self) -> dict[str, int]:
-        """Parameters by how they split under TP (norms and biases ignored: < 0.1%)."""
-        h, d = self.hidden, self.head_dim
-        q = self.heads * d * (2 if self.q_gate else 1)
-        attn_q_o = self.full_attn_layers * (h * q + self.heads * d * h)
-        attn_kv = self.full_attn_layers * 2 * h * self.kv_heads * d
-        if self.experts:
-            mlp = self.layers * (
-                self.experts * 3 * h * self.moe_intermediate
-                + 3 * h * self.shared_intermediate
-                + h * self.experts
-            )
-        else:
-            mlp = self.layers * 3 * h * self.intermediate
-        linear = self.linear_layers * self._linear_params()
-        emb = self.vocab * h
-        return {"split": attn_q_o + mlp + linear + emb + (0 if self.tied else emb), "kv_proj": attn_kv}
-
-    def _linear_params(self) -> int:
-        kh, vh, kd, vd, conv = self.linear_shape
-        key, val = kh * kd, vh * vd
-        # in_proj_qkvz + in_proj_ba + conv1d + out_proj (Gated DeltaNet)
-        return (
-            self.hidden * (2 * key + 2 * val)
-            + self.hidden * 2 * vh
-            + (2 * key + val) * conv
-            + val * self.hidden
-        )
-
-    def weight_bytes(self) -> int:
-        if self.index_weight_bytes:
-            return self.index_weight_bytes
-        c = self.param_counts()
-        return (c["split"] + c["kv_proj"]) * self.dtype_bytes
-
-    def weight_bytes_per_gpu(self, tp: int) -> int:
-        """Split parameters / TP; KV projections by the KV heads each GPU holds."""
-        c = self.param_counts()
-        counted = (c["split"] + c["kv_proj"]) * self.dtype_bytes
-        scale = self.weight_bytes() / counted if counted else 1.0  # index total vs counted
-        kv = c["kv_proj"] * self.kv_heads_per_gpu(tp) / self.kv_heads
-        return int((c["split"] / tp + kv) * self.dtype_bytes * scale)
-
-
-def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    tc = cfg.get("text_config")
-    return {**cfg, **tc} if isinstance(tc, dict) else cfg
-
-
-def shape_from_config(cfg: dict[str, Any], index_total: int | None = None) -> Shape:
-    """Size a model from its config dict; :class:`Unsupported` when it cannot be sized right."""
-    c = _text_config(cfg)
-    arch = (c.get("architectures") or [c.get("model_type", "?")])[0]
-    if c.get("kv_lora_rank") or c.get("q_lora_rank"):
-        raise Unsupported(
-            f"{arch}: multi-head latent attention (MLA, kv_lora_rank={c.get('kv_lora_rank')}) "
-            "caches a compressed latent, not K and V per head; the planner does not size it"
-        )
-    try:
-        layers = int(c["num_hidden_layers"])
-        heads = int(c["num_attention_heads"])
-        hidden = int(c["hidden_size"])
-        vocab = int(c["vocab_size"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise Unsupported(f"{arch}: config lacks {e}; cannot size it") from None
-    kv = int(c.get("num_key_value_heads") or heads)
-    head_dim = int(c.get("head_dim") or hidden // heads)
-    dtype = str(c.get("torch_dtype") or c.get("dtype") or "bfloat16").removeprefix("torch.")
-    if dtype not in DTYPE_BYTES:
-        raise Unsupported(f"{arch}: dtype {dtype!r} unknown; known: {', '.join(DTYPE_BYTES)}")
-    full, linear = layers, 0
-    if isinstance(c.get("layer_types"), list):
-        types = c["layer_types"]
-        full = sum(1 for t in types if t in ("full_attention", "attention", "sliding_attention"))
-        linear = sum(1 for t in types if t in ("linear_attention",))
-        other = len(types) - full - linear
-        if other:
-            raise Unsupported(
-                f"{arch}: layer_types holds {other} layers of kinds the planner does not size "
-                f"({sorted(set(types) - KNOWN_LAYER_TYPES)})"
-            )
-    elif c.get("full_attention_interval"):
-        k = int(c["full_attention_interval"])
-        full = sum(1 for i in range(layers) if (i + 1) % k == 0)
-        linear = layers - full
-    elif isinstance(c.get("hybrid_override_pattern"), str):
-        pat = c["hybrid_override_pattern"]
-        full = pat.count("*")
-        if pat.count("M"):
-            raise Unsupported(
-                f"{arch}: Mamba-2 layers ({pat.count('M')}) have a state the planner does not size"
-            )
-    kh = int(c.get("linear_num_key_heads") or 0)
-    vh = int(c.get("linear_num_value_heads") or 0)
-    kd = int(c.get("linear_key_head_dim") or 0)
-    vd = int(c.get("linear_value_head_dim") or 0)
-    conv = int(c.get("linear_conv_kernel_dim") or 0)
-    if linear and not (kh and vh and kd and vd):
-        raise Unsupported(
-            f"{arch}: {linear} linear-attention layers without linear_num_*_heads / "
-            "linear_*_head_dim; cannot size their state"
-        )
-    # Gated DeltaNet state per request and layer: recurrent state (v heads x k dim x v dim, in
-    # mamba_ssm_dtype, float32 by default) + conv state ((2 k + v) channels x (kernel - 1))
-    ssm_bytes = DTYPE_BYTES.get(str(c.get("mamba_ssm_dtype") or "float32"), 4)
-    per_layer = vh * kd * vd * ssm_bytes + (2 * kh * kd + vh * vd) * max(conv - 1, 0) * DTYPE_BYTES[dtype]
-    shape = Shape(
-        arch=arch,
-        layers=layers,
-        full_attn_layers=full,
-        heads=heads,
-        kv_heads=kv,
-        head_dim=head_dim,
-        hidden=hidden,
-        intermediate=int(c.get("intermediate_size") or 0),
-        vocab=vocab,
-        tied=bool(c.get("tie_word_embeddings", False)),
-        dtype_bytes=DTYPE_BYTES[dtype],
-        max_position=int(c["max_position_embeddings"]) if c.get("max_position_embeddings") else None,
-        linear_layers=linear,
-        linear_state_bytes=linear * per_layer,
-        experts=int(c.get("num_experts") or c.get("n_routed_experts") or 0),
-        moe_intermediate=int(c.get("moe_intermediate_size") or 0),
-        shared_intermediate=int(c.get("shared_expert_intermediate_size") or 0),
-        q_gate=bool(c.get("attn_output_gate", False)),
-        index_weight_bytes=index_total,
-        linear_shape=(kh, vh, kd, vd, conv),
-        mtp_layers=int(c.get("mtp_num_hidden_layers") or c.get("num_nextn_predict_layers") or 0),
-    )
-    return shape
-
-
-def read_config(model: Model) -> tuple[dict[str, Any], int | None, str]:
-    """(config dict, safetensors index total_size or None, where it came from)."""
-    from . import tinymodel
-
-    if tinymodel.is_embedded(model.path):
-        cfg = tinymodel.embedded_config(model.path)
-        return cfg, None, model.path
-    p = Path(model.path)
-    if p.is_dir():
-        cfg = json.loads((p / "config.json").read_text())
-        idx = p / "model.safetensors.index.json"
-        total = None
-        if idx.is_file():
-            total = (json.loads(idx.read_text()).get("metadata") or {}).get("total_size")
-        return cfg, int(total) if total else None, str(p / "config.json")
-    # a hub id: its config.json from the local hub cache (collection never downloads or
-    # imports transformers)
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(model.path, "config.json")
-    except Exception:
-        cached = None
-    if not isinstance(cached, str):
-        raise Unsupported(f"{model.path}: no config.json (not a directory, not in the hub cache)")
-    return json.loads(Path(cached).read_text()), None, cached
-
-
-_SHAPES: dict[str, Shape | str] = {}
-
-
-def model_shape(model: Model) -> Shape:
-    """Cached per model path; raises :class:`Unsupported` (with the reason) when unsizable."""
-    if model.path not in _SHAPES:
-        try:
-            cfg, total, _ = read_config(model)
-            _SHAPES[model.path] = shape_from_config(cfg, total)
-        except Unsupported as e:
-            _SHAPES[model.path] = str(e)
-        except Exception as e:  # no config readable: say so, do not guess
-            _SHAPES[model.path] = f"cannot read the config of {model.path}: {type(e).__name__}: {e}"
-    v = _SHAPES[model.path]
-    if isinstance(v, str):
-        raise Unsupported(v)
-    return v
+DEFAULT_MEM_FRACTION = 0.85  # backends other than sglang that set no mem_fraction_static
 
 
 # ------------------------------------------------------------------------------ context
@@ -372,14 +106,6 @@ class GPUBudget:
     bandwidth_source: str = ""
 
 
-def bandwidth_for(name: str) -> float | None:
-    """HBM bandwidth of a GPU by its name (HBM_BANDWIDTH), None for a GPU not in the table."""
-    for frag, bw in HBM_BANDWIDTH:
-        if frag.lower() in name.lower():
-            return bw
-    return None
-
-
 def parse_memory(value: str) -> int:
     """'80GiB', '141GB', '80g', '81920MiB' -> bytes."""
     s = value.strip().lower().replace(" ", "")
@@ -417,6 +143,11 @@ class GroupPlan:
     context_override: bool = False
     roofline_bytes_per_step: int | None = None  # the target's weights read per decode step (per GPU)
     roofline_kv_bytes_per_token: int | None = None  # the target's KV bytes per token (per GPU)
+    start_s: float = 0.0  # planned engine start, when it is not the first start of its process
+    first_start_extra_s: float = 0.0  # what the first start of a process adds (import, cold caches)
+    start_from: str = "model"  # model | measured | fallback (a start the model cannot size)
+    accept_length: float | None = None  # tokens per verify step the cells' ETAs assume
+    costs: GroupCosts | None = field(default=None, repr=False)  # the time model's inputs
 
 
 @dataclass
@@ -428,19 +159,11 @@ class CellPlan:
     note: str | None = None
     kv_tokens_needed: int | None = None
     roofline_tokens_per_s: float | None = None
-    eta_s: float | None = None
-
-
-def sglang_mem_fraction(gpu_bytes: int, tp: int) -> float:
-    """SGLang 0.5.17's default mem_fraction_static (server_args.py), without its CUDA-graph
-    reserve: (GPU memory - reserved) / GPU memory, reserved = 512 MiB + 1.5 MiB per token of
-    the chunked-prefill size (2k/4k/8k/16k by GPU size) + TP/8 GiB, at least 10 GiB above 60 GiB."""
-    mib = gpu_bytes / 1024**2
-    chunk = 2048 if mib < 35 * 1024 else 4096 if mib < 60 * 1024 else 8192 if mib < 160 * 1024 else 16384
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp / 8 * 1024
-    if mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((mib - reserved) / mib, 3)
+    eta_s: float | None = None  # warm-up and timed rounds (None: no estimate)
+    eta_from: str | None = None  # model | measured
+    round_s: float | None = None
+    ttft_s: float | None = None  # planned TTFT p50 of a round
+    in_flight: int | None = None  # requests the engine runs at once (concurrency, or a cap)
 
 
 def _mem_fraction(group: EngineGroup, gpu: GPUBudget) -> tuple[float, str]:
@@ -455,6 +178,20 @@ def _mem_fraction(group: EngineGroup, gpu: GPUBudget) -> tuple[float, str]:
 def plan_group(
     group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str] = frozenset({"sglang"})
 ) -> GroupPlan:
+    gp = _size_group(group, gpu, gpu_backends)
+    if gp.costs is None or (gp.backend not in gpu_backends and gp.backend != "hf"):
+        gp.start_s = ENGINE_START_S.get(gp.backend, 60.0)
+        gp.start_from = "fallback"
+        return gp
+    st = eta.engine_start(gp.costs)
+    gp.start_s, gp.first_start_extra_s = st.start_s, st.first_extra_s
+    if gp.costs.spec is not None:
+        gp.accept_length = gp.costs.accept_length
+        gp.notes.append(f"ETA at {gp.costs.accept_length:g} token(s) per verify step ({gp.costs.accept_why})")
+    return gp
+
+
+def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str]) -> GroupPlan:
     m = group.method
     gp = GroupPlan(group.id, m.name, m.backend, group.tp, m.model.name)
     ctx = engine_context(group)
@@ -488,6 +225,7 @@ def plan_group(
         note = s.kv_note(group.tp)
         if note:
             gp.notes.append(f"{name}: {note}")
+    gp.costs = eta.group_costs(group, t, d)
     gp.kv_bytes_per_token = t.kv_bytes_per_token(group.tp) + (d.kv_bytes_per_token(group.tp) if d else 0)
     gp.state_bytes_per_request = t.state_bytes_per_request(group.tp) + (
         d.state_bytes_per_request(group.tp) if d else 0
@@ -549,46 +287,6 @@ def plan_group(
     return gp
 
 
-# SGLang 0.5.17 (mem_cache/kv_cache_configurator.py): state slots per running request, and the
-# max running requests its speculative hooks set when none is given
-SGLANG_STATE_SLOTS_PER_REQUEST = 3
-SGLANG_SPEC_MAX_RUNNING = 48
-NGRAM_DEFAULT_DRAFT_TOKENS = 12
-
-
-def sglang_state_pool(
-    group: EngineGroup, free: int, per_req: int, running: int | None
-) -> tuple[int, int, str]:
-    """Bytes per GPU SGLang 0.5.17 gives a hybrid model's linear-attention (GDN/Mamba) state pool
-    out of the memory left after the weights; the KV cache gets the rest. Without speculation
-    the pool is free x r / (1 + r), r = mamba_full_memory_ratio (0.9): the KV cache gets
-    1 / 1.9 of it. With speculation the same budget also holds D draft-token states per running
-    request (``running``: the group's max running requests), so fewer slots are made and the
-    unused part goes back to the KV cache. Returns (bytes, slots, note)."""
-    args = dict(group.method.engine_args)
-    r = float(args.get("mamba_full_memory_ratio", 0.9))
-    spec = group.method.speculative
-    slots = args.get("max_mamba_cache_size")
-    budget = free * r / (1 + r)
-    if spec is None:
-        k = int(slots) if slots else int((budget - per_req) // per_req)
-        note = f"state pool: {k + 1} slots of {per_req / 2**20:.1f} MiB (SGLang's split)"
-        return (k + 1) * per_req, k, note
-    d = spec.num_draft_tokens or (
-        NGRAM_DEFAULT_DRAFT_TOKENS if spec.algorithm == "ngram" else (spec.num_steps or 3) + 1
-    )
-    ratio = SGLANG_STATE_SLOTS_PER_REQUEST
-    k = int(slots) if slots else int((budget - per_req * (1 + d)) // (per_req * (1 + d / ratio)))
-    running = running or SGLANG_SPEC_MAX_RUNNING
-    inter = per_req * (min(running, k // ratio) + 1) * d
-    return (
-        (k + 1) * per_req + inter,
-        k,
-        f"state pool: {k + 1} slots of {per_req / 2**20:.1f} MiB + {d} draft-token states for "
-        f"{min(running, k // ratio)} running requests (SGLang's split)",
-    )
-
-
 def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
     cp = CellPlan(cell.id, cell.group.id, True)
     reason = gp.error or context_reason(cell)
@@ -597,6 +295,7 @@ def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
         return cp
     per_req = cell.tokens_per_request
     cp.kv_tokens_needed = cell.concurrency * per_req
+    in_flight = cell.concurrency
     if gp.kv_tokens_capacity is not None and gp.kv_bytes_per_token:
         budget = gp.kv_tokens_capacity * gp.kv_bytes_per_token
         # a hybrid's per-request state has its own pool when SGLang sizes it (max_running below)
@@ -611,16 +310,19 @@ def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
             return cp
         fit = int(budget // per_req_bytes)
         if fit < cell.concurrency:
+            in_flight = fit
             cp.note = (
                 f"queues: needs {cp.kv_tokens_needed} KV tokens for {cell.concurrency} requests, holds "
                 f"{gp.kv_tokens_capacity}: about {fit} of {cell.concurrency} in flight at once"
             )
     if gp.max_running is not None and cell.concurrency > gp.max_running:
+        in_flight = min(in_flight, gp.max_running)
         cap = (
             f"queues: SGLang runs at most {gp.max_running} of {cell.concurrency} requests at once "
             f"({gp.max_running_why})"
         )
         cp.note = f"{cp.note}; {cap}" if cp.note else cap
+    cp.in_flight = in_flight
     if (
         gpu is not None
         and gpu.bandwidth
@@ -628,7 +330,14 @@ def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
         and gp.roofline_kv_bytes_per_token is not None
     ):
         cp.roofline_tokens_per_s = roofline_tokens_per_s(gp, cell, gpu)
-        cp.eta_s = _eta(cell, gp, cp.roofline_tokens_per_s)
+    est = None
+    if gp.costs is not None and gp.backend == "hf":
+        est = eta.cpu_round(cell, gp.costs)
+    elif gp.costs is not None and gp.budget_bytes_per_gpu and gpu is not None and gpu.bandwidth:
+        est = eta.gpu_round(cell, gp.costs, gpu.bandwidth, eta.peak_flops_for(gpu.name), in_flight)
+    if est is not None:
+        cp.round_s, cp.ttft_s = est.round_s, est.ttft_s
+        cp.eta_s, cp.eta_from = eta.cell_eta_s(cell, est.round_s), "model"
     return cp
 
 
@@ -641,17 +350,6 @@ def roofline_tokens_per_s(gp: GroupPlan, cell: Cell, gpu: GPUBudget) -> float:
     kv = cell.concurrency * (cell.context_tokens + cell.output_tokens / 2) * gp.roofline_kv_bytes_per_token
     step = (gp.roofline_bytes_per_step + kv) / gpu.bandwidth
     return cell.concurrency / step
-
-
-def _eta(cell: Cell, gp: GroupPlan, bound: float | None) -> float | None:
-    if not bound:
-        return None
-    w = cell.workload
-    n = w.requests_per_round(cell.concurrency) * (w.rounds + w.warmup)
-    turns = 5 if w.kind == "agentic" else 1
-    decode = n * turns * cell.output_tokens / bound
-    prefill = 2 * (gp.weight_bytes_per_gpu or 0) / 2 * n * turns * cell.context_tokens / PEAK_FLOPS
-    return decode + prefill
 
 
 # ------------------------------------------------------------------------------ the plan
@@ -667,17 +365,58 @@ class Plan:
         cp = self.cells.get(cell.id)
         return None if cp is None or cp.feasible else cp.reason
 
-    def as_dict(self, selected: list[str] | None = None) -> dict[str, Any]:
-        import dataclasses
+    def _cells(self, selected: list[str] | None) -> list[CellPlan]:
+        want = None if selected is None else set(selected)
+        return [c for c in self.cells.values() if want is None or c.cell in want]
 
-        cells = [c for c in self.cells.values() if selected is None or c.cell in selected]
-        used = {c.group for c in cells if c.feasible}
+    def group_eta_s(self, group: str, selected: list[str] | None = None, first_start: bool = False) -> float:
+        """The group's planned engine start plus its (selected, runnable) cells' ETAs; with
+        ``first_start`` the start is its process's first (sglang's import, cold kernel caches).
+        Cells without an estimate count 0."""
+        gp = self.groups[group]
+        cells = sum(c.eta_s or 0.0 for c in self._cells(selected) if c.group == group and c.feasible)
+        return gp.start_s + (gp.first_start_extra_s if first_start else 0.0) + cells
+
+    def starts_s(self, groups: list[str]) -> float:
+        """Engine starts of these groups in one process, in this order: each start, plus the
+        first-start extra of the first group of each backend."""
+        seen: set[str] = set()
+        total = 0.0
+        for g in groups:
+            gp = self.groups[g]
+            total += gp.start_s
+            if gp.backend not in seen:
+                seen.add(gp.backend)
+                total += gp.first_start_extra_s
+        return total
+
+    def started_groups(self, selected: list[str] | None = None) -> list[str]:
+        """Groups with a runnable selected cell, in the order of their first cell."""
+        out: list[str] = []
+        for c in self._cells(selected):
+            if c.feasible and c.group not in out:
+                out.append(c.group)
+        return out
+
+    def eta_s(self, selected: list[str] | None = None) -> float:
+        """Serial, one process: every runnable cell and every engine start."""
+        cells = sum(c.eta_s or 0.0 for c in self._cells(selected) if c.feasible)
+        return cells + self.starts_s(self.started_groups(selected))
+
+    def as_dict(self, selected: list[str] | None = None) -> dict[str, Any]:
+        cells = self._cells(selected)
+        used = self.started_groups(selected)
+        groups = []
+        for g in self.groups.values():
+            d = {k: v for k, v in dataclasses.asdict(g).items() if k != "costs"}
+            groups.append(d | {"starts": g.group in used, "eta_s": self.group_eta_s(g.group, selected)})
         return {
             "gpu": None if self.gpu is None else dataclasses.asdict(self.gpu),
             "engine_starts": len(used),
-            "eta_s": sum(c.eta_s or 0 for c in cells if c.feasible)
-            + sum(ENGINE_START_S.get(g.backend, 60.0) for g in self.groups.values() if g.group in used),
-            "groups": [dataclasses.asdict(g) | {"starts": g.group in used} for g in self.groups.values()],
+            "eta_s": self.eta_s(selected),
+            "cells_eta_s": sum(c.eta_s or 0.0 for c in cells if c.feasible),
+            "starts_eta_s": self.starts_s(used),
+            "groups": groups,
             "cells": [dataclasses.asdict(c) for c in cells],
         }
 
@@ -695,12 +434,15 @@ def make_plan(
             groups[c.group.id] = plan_group(c.group, gpu, gpu_backends)
         out[c.id] = plan_cell(c, groups[c.group.id], gpu)
     if previous:
-        apply_previous(out, previous)
+        apply_previous(out, previous, groups)
     return Plan(gpu, groups, out)
 
 
-def apply_previous(cells: dict[str, CellPlan], doc: dict[str, Any]) -> None:
-    """ETA from a previous results JSON: each cell's measured rounds, scaled to all rounds."""
+def apply_previous(
+    cells: dict[str, CellPlan], doc: dict[str, Any], groups: dict[str, GroupPlan] | None = None
+) -> None:
+    """Measured times from a previous results JSON: each cell's timed rounds, scaled to all its
+    rounds (warm-up included), and each engine start (its process's import taken out)."""
     for b in doc.get("benchmarks", []):
         cp = cells.get(b.get("param"))
         if cp is None:
@@ -709,62 +451,14 @@ def apply_previous(cells: dict[str, CellPlan], doc: dict[str, Any]) -> None:
         warm = (b.get("options") or {}).get("warmup", 0) or 0
         if data:
             cp.eta_s = sum(data) * (len(data) + warm) / len(data)
-
-
-def format_plan(plan: Plan, selected: list[str] | None = None) -> list[str]:
-    d = plan.as_dict(selected)
-    g = d["gpu"]
-    lines = [
-        f"GPU: {g['name']}, {g['memory_bytes'] / GiB:.1f} GiB, "
-        + (
-            f"{g['bandwidth'] / 1e12:.2f} TB/s ({g.get('bandwidth_source') or 'given'})"
-            if g.get("bandwidth")
-            else "bandwidth unknown (--specbench-gpu-bandwidth TB/s gives a roofline and decode ETAs)"
-        )
-        if g
-        else "GPU: unknown (no NVML, no --specbench-gpu-memory)"
-    ]
-    for gp in d["groups"]:
-        head = f"group {gp['group']} ({gp['backend']}, TP={gp['tp']}, model {gp['model']})"
-        if gp["error"]:
-            lines.append(f"{head}: CANNOT RUN: {gp['error']}")
-        else:
-            parts = []
-            if gp["weight_bytes_per_gpu"] is not None:
-                parts.append(f"weights {gp['weight_bytes_per_gpu'] / GiB:.2f} GiB/GPU")
-            if gp["kv_bytes_per_token"] is not None:
-                parts.append(f"KV {gp['kv_bytes_per_token'] / 1024:.1f} KiB/token/GPU")
-            if gp["kv_tokens_capacity"] is not None:
-                parts.append(f"KV capacity {gp['kv_tokens_capacity']:,} tokens")
-            if gp["context_length"]:
-                parts.append(f"context {gp['context_length']}")
-            lines.append(
-                f"{head}: {', '.join(parts) or '-'}{'' if gp['starts'] else ' (no start: nothing runs)'}"
-            )
-        lines += [f"    note: {n}" for n in gp["notes"]]
-    for c in d["cells"]:
-        if not c["feasible"]:
-            lines.append(f"  SKIP {c['cell']}: {c['reason']}")
-        else:
-            eta = (
-                ("eta <1 s" if c["eta_s"] < 0.5 else f"eta {c['eta_s']:.0f} s")
-                if c["eta_s"] is not None
-                else "eta ?"
-            )
-            bound = (
-                f", roofline {c['roofline_tokens_per_s']:,.0f} tok/s" if c["roofline_tokens_per_s"] else ""
-            )
-            lines.append(f"  run  {c['cell']}: {eta}{bound}{'; ' + c['note'] if c['note'] else ''}")
-    n_run = sum(1 for c in d["cells"] if c["feasible"])
-    unknown = sum(1 for c in d["cells"] if c["feasible"] and c["eta_s"] is None)
-    eta = f"ETA {d['eta_s'] / 60:.1f} min"
-    if unknown:
-        eta += (
-            f" plus {unknown} cells without an estimate (no GPU roofline for them; "
-            "--specbench-plan-from a previous results JSON gives measured times)"
-        )
-    lines.append(
-        f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; "
-        f"engine starts: {d['engine_starts']}; {eta}"
-    )
-    return lines
+            cp.round_s, cp.eta_from = sum(data) / len(data), "measured"
+    for ev in ((doc.get("specbench") or {}).get("engine_groups") or []) if groups else []:
+        gp = groups.get(ev.get("group")) if groups else None
+        if gp is None or not ev.get("ok") or not isinstance(ev.get("start_s"), (int, float)):
+            continue
+        imported = float((ev.get("info") or {}).get("import_s") or 0.0)
+        start = float(ev["start_s"]) - imported
+        if imported > 1.0:  # the first start of its process: its cold caches are in first_start_extra_s
+            start -= eta.COLD_KERNELS_S + eta.FIRST_WARMUP_S - eta.WARMUP_REQUEST_S
+            gp.first_start_extra_s = imported + eta.COLD_KERNELS_S + eta.FIRST_WARMUP_S - eta.WARMUP_REQUEST_S
+        gp.start_s, gp.start_from = max(start, eta.ENGINE_BASE_S if gp.backend != "hf" else 0.0), "measured"

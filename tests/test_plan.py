@@ -214,6 +214,14 @@ def test_plan_option_prints_and_starts_nothing(
     assert g["ar70-tp4"]["weight_bytes_per_gpu"] == 70_552_387_584 * 2 // 4
     assert g["ar8-tp1"]["kv_tokens_capacity"] == (int(80 * GiB * 0.85) - 16_380_854_272) // 147456
     assert {c["cell"]: c["feasible"] for c in d["cells"]}["long_context-ar70-tp1-c1-ctx30k-out64"] is False
+    # the ETA: cells plus the two starts, the first of the process with its extra
+    assert d["eta_s"] == pytest.approx(d["cells_eta_s"] + d["starts_eta_s"])
+    assert d["starts_eta_s"] == pytest.approx(
+        g["ar70-tp4"]["start_s"] + g["ar8-tp1"]["start_s"] + g["ar70-tp4"]["first_start_extra_s"]
+    )
+    # no GPU bandwidth given with --specbench-gpu-memory: no cell estimate, the starts still planned
+    assert all(c["eta_s"] is None for c in d["cells"])
+    assert "+60 s as a process's first" in out and "plus 4 cells without an estimate" in out
     # a real run: the TP1 70B group's cells are skipped and its engine never starts
     res = pytester.runpytest("benches", "--specbench-gpu-memory", "80GiB", "-rs")
     res.assert_outcomes(passed=4, skipped=2)

@@ -1,0 +1,80 @@
+"""The plan as text (``--specbench-plan``): per group its sizes, notes and planned start, per
+cell run or SKIP with its ETA, and the totals. Reads only ``Plan.as_dict``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .shapes import GiB
+
+
+def _secs(s: float) -> str:
+    return "<1 s" if s < 0.5 else f"{s:.0f} s"
+
+
+def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
+    d = plan.as_dict(selected)
+    g = d["gpu"]
+    lines = [
+        f"GPU: {g['name']}, {g['memory_bytes'] / GiB:.1f} GiB, "
+        + (
+            f"{g['bandwidth'] / 1e12:.2f} TB/s ({g.get('bandwidth_source') or 'given'})"
+            if g.get("bandwidth")
+            else "bandwidth unknown (--specbench-gpu-bandwidth TB/s gives a roofline and decode ETAs)"
+        )
+        if g
+        else "GPU: unknown (no NVML, no --specbench-gpu-memory)"
+    ]
+    for gp in d["groups"]:
+        head = f"group {gp['group']} ({gp['backend']}, TP={gp['tp']}, model {gp['model']})"
+        if gp["error"]:
+            lines.append(f"{head}: CANNOT RUN: {gp['error']}")
+        else:
+            parts = []
+            if gp["weight_bytes_per_gpu"] is not None:
+                parts.append(f"weights {gp['weight_bytes_per_gpu'] / GiB:.2f} GiB/GPU")
+            if gp["kv_bytes_per_token"] is not None:
+                parts.append(f"KV {gp['kv_bytes_per_token'] / 1024:.1f} KiB/token/GPU")
+            if gp["kv_tokens_capacity"] is not None:
+                parts.append(f"KV capacity {gp['kv_tokens_capacity']:,} tokens")
+            if gp["context_length"]:
+                parts.append(f"context {gp['context_length']}")
+            if gp["starts"]:
+                start = f"start {_secs(gp['start_s'])}"
+                if gp["first_start_extra_s"]:
+                    start += f" (+{_secs(gp['first_start_extra_s'])} as a process's first)"
+                if gp["start_from"] != "model":
+                    start += f" ({gp['start_from']})"
+                parts.append(start)
+            lines.append(
+                f"{head}: {', '.join(parts) or '-'}{'' if gp['starts'] else ' (no start: nothing runs)'}"
+            )
+        lines += [f"    note: {n}" for n in gp["notes"]]
+    for c in d["cells"]:
+        if not c["feasible"]:
+            lines.append(f"  SKIP {c['cell']}: {c['reason']}")
+            continue
+        eta = "eta ?" if c["eta_s"] is None else f"eta {_secs(c['eta_s'])}"
+        if c["eta_s"] is not None and c["round_s"]:
+            eta += f" ({c['round_s']:.1f} s a round"
+            if c["ttft_s"] is not None and c["eta_from"] == "model":
+                eta += f", TTFT {c['ttft_s']:.2f} s"
+            eta += ", measured)" if c["eta_from"] == "measured" else ")"
+        bound = f", roofline {c['roofline_tokens_per_s']:,.0f} tok/s" if c["roofline_tokens_per_s"] else ""
+        lines.append(f"  run  {c['cell']}: {eta}{bound}{'; ' + c['note'] if c['note'] else ''}")
+    n_run = sum(1 for c in d["cells"] if c["feasible"])
+    unknown = sum(1 for c in d["cells"] if c["feasible"] and c["eta_s"] is None)
+    eta = (
+        f"ETA {d['eta_s'] / 60:.1f} min (cells {d['cells_eta_s']:.0f} s, "
+        f"engine starts {d['starts_eta_s']:.0f} s, one process)"
+    )
+    if unknown:
+        eta += (
+            f" plus {unknown} cells without an estimate (no GPU bandwidth or no sized model for them; "
+            "--specbench-plan-from a previous results JSON gives measured times)"
+        )
+    lines.append(
+        f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; "
+        f"engine starts: {d['engine_starts']}; {eta}"
+    )
+    return lines
