@@ -34,7 +34,7 @@ from .eta import (  # noqa: F401  (the planner's public names)
     GroupCosts,
     bandwidth_for,
 )
-from .matrix import Cell, EngineGroup
+from .matrix import ENDPOINT_BACKENDS, Cell, EngineGroup
 from .plan_text import format_plan  # noqa: F401  (the planner's public names)
 from .sglang_memory import (
     NGRAM_DEFAULT_DRAFT_TOKENS,  # noqa: F401
@@ -166,11 +166,14 @@ class CellPlan:
     in_flight: int | None = None  # requests the engine runs at once (concurrency, or a cap)
 
 
+SGLANG_BACKENDS = ("sglang", "sglang-server")  # SGLang's memory split and running-request caps
+
+
 def _mem_fraction(group: EngineGroup, gpu: GPUBudget) -> tuple[float, str]:
     v = dict(group.method.engine_args).get("mem_fraction_static")
     if isinstance(v, (int, float)):
         return float(v), "set in engine_args"
-    if group.method.backend == "sglang":
+    if group.method.backend in SGLANG_BACKENDS:
         return sglang_mem_fraction(gpu.memory_bytes, group.tp), "SGLang's default for this GPU size"
     return DEFAULT_MEM_FRACTION, "assumed"
 
@@ -194,6 +197,13 @@ def plan_group(
 def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str]) -> GroupPlan:
     m = group.method
     gp = GroupPlan(group.id, m.name, m.backend, group.tp, m.model.name)
+    if m.backend in ENDPOINT_BACKENDS:  # nothing to start, size or time: someone else's server
+        gp.notes.append(
+            f"external endpoint {m.url} ({m.api} API): no start, no GPU memory plan and no ETA "
+            "(--specbench-plan-from a results JSON gives one); the engine event records what an "
+            "SGLang server sized (/get_server_info)"
+        )
+        return gp
     ctx = engine_context(group)
     gp.context_length, gp.native_context_length, gp.context_override = ctx.length, ctx.native, ctx.override
     if ctx.override:
@@ -257,14 +267,14 @@ def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozens
             f"mem_fraction_static {gp.mem_fraction_static})"
         )
         return gp
-    if m.backend == "sglang":
+    if m.backend in SGLANG_BACKENDS:
         args = dict(m.engine_args)
         if args.get("max_running_requests"):
             gp.max_running, gp.max_running_why = int(args["max_running_requests"]), "max_running_requests"
         elif m.speculative is not None:
             gp.max_running = SGLANG_SPEC_MAX_RUNNING
             gp.max_running_why = "SGLang's default with speculative decoding; set max_running_requests"
-    if gp.state_bytes_per_request and m.backend == "sglang":
+    if gp.state_bytes_per_request and m.backend in SGLANG_BACKENDS:
         state, slots, how = sglang_state_pool(group, free, gp.state_bytes_per_request, gp.max_running)
         if slots <= 0:  # SGLang 0.5.17 raises "Not enough GPU memory for hybrid ... state cache"
             gp.error = (

@@ -290,10 +290,9 @@ def wall_vs_plan(st: SpecbenchState) -> str:
     plan = st.get_plan()
     etas = [plan.cells[c].eta_s for c in ran if c in plan.cells]
     known = [e for e in etas if e is not None]
-    from .plan import ENGINE_START_S
-
-    started = {e["group"]: e.get("backend", "") for e in st.engine_events if "ok" in e}
-    starts = sum(ENGINE_START_S.get(b, 60.0) for b in started.values())
+    started = list(dict.fromkeys(e["group"] for e in st.engine_events if "ok" in e))
+    # the plan's own start model: each start, plus a process's first (import, cold caches)
+    starts = plan.starts_s([g for g in started if g in plan.groups])
     if not known:
         return (
             f"run wall {wall:.0f} s; the plan has no ETA for these cells "

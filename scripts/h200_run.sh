@@ -16,6 +16,13 @@
 #              (ar, ngram-d4, standalone-s3), the second run gated against the first
 #   interrupt  the seed-class 27B hybrid (benches/examples/seed-27b-hybrid.yaml at TP1): SIGTERM in the
 #              middle of its ctx30k cell, then --specbench-resume to completion
+#   server     benches/h200-server.yaml (ar, ngram, standalone in process and as sglang-server, c1/c32),
+#              scripts/backend_ratio.py on it; then an NGRAM server started here, outside pytest:
+#              benches/h200-http.yaml (backend http, api sglang and openai) and SGLang's own
+#              python -m sglang.benchmark.serving (random-ids, 128 in / 256 out, c1 and c32) against it
+#   eta        the seed-class 27B hybrid at TP1, -k "$ETAK" (default "mtp and c1"): the first plan
+#              (--specbench-plan, no earlier results) and then the same command run, both saved
+#   srvresume  benches/h200-server.yaml resumed from $RESUME (the cells a first run did not reach)
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to dense/workloads.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT/logs"
@@ -68,6 +75,41 @@ case "$PART" in
       cp "$OUT/gpu-ci-$i/out.json" "$OUT/gpu-ci-$i.json" 2>/dev/null
     done
     tar czf "$OUT/gpu-ci.tgz" -C "$OUT" gpu-ci-1 gpu-ci-2 && rm -rf "$OUT/gpu-ci-1" "$OUT/gpu-ci-2" ;;
+  server)
+    bench h200-server benches/h200-server.yaml
+    python3 scripts/backend_ratio.py "$OUT/h200-server.json" ar=ar-server ngram=ngram-server \
+      standalone=standalone-server > "$OUT/server-vs-inprocess.md" 2>&1; cat "$OUT/server-vs-inprocess.md"
+    ps -eo pid,args | grep -c "[s]glang" > "$OUT/logs/sglang-procs-after-server-run.txt"
+    python3 -m sglang.launch_server --model-path .model/qwen3-1.7b --load-format dummy --attention-backend triton \
+      --sampling-backend pytorch --grammar-backend none --random-seed 0 --disable-prefill-cuda-graph \
+      --cuda-graph-max-bs-decode 32 --enable-metrics --speculative-algorithm NGRAM \
+      --speculative-num-draft-tokens 8 --host 127.0.0.1 --port 30111 > "$OUT/logs/external-server.log" 2>&1 &
+    SRV=$!
+    for _ in $(seq 300); do python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:30111/health', timeout=2)" 2>/dev/null && break; sleep 1; done
+    echo "external server up after $SECONDS s of the script" | tee -a "$OUT/logs/walltimes.txt"
+    bench h200-http benches/h200-http.yaml
+    for c in 1 32; do
+      timeout 200 python3 -m sglang.benchmark.serving --backend sglang --host 127.0.0.1 --port 30111 \
+        --dataset-name random-ids --random-input-len 128 --random-output-len 256 --random-range-ratio 1 \
+        --num-prompts $((c * 5)) --max-concurrency $c --tokenizer .model/qwen3-1.7b \
+        --output-file "$OUT/bench-serving-c$c.jsonl" > "$OUT/logs/bench-serving-c$c.log" 2>&1
+      echo "bench_serving c$c rc=$?" | tee -a "$OUT/logs/walltimes.txt"; tail -n 40 "$OUT/logs/bench-serving-c$c.log"
+    done
+    kill -TERM -- $SRV; sleep 10; kill -KILL -- $SRV 2>/dev/null
+    pkill -KILL -f sglang.launch_server 2>/dev/null ;;
+  eta)
+    [ -d .model/q27 ] || python3 scripts/make_dummy_model.py .model/q27 --preset qwen3.5-27b-hybrid \
+        >> "$OUT/logs/make-model.log" 2>&1
+    sed -e 's#path: ./configs/qwen3.5-27b-hybrid#path: ../../.model/q27#' -e 's/^tp: \[1, 4, 8\]/tp: [1]/' \
+        benches/examples/seed-27b-hybrid.yaml > benches/examples/seed27-tp1.yaml
+    K=${ETAK:-mtp and c1}
+    python3 -m pytest -p pytest_specbench.plugin benches/test_specbench.py \
+      --specbench-matrix benches/examples/seed27-tp1.yaml -k "$K" --specbench-plan \
+      --specbench-plan-json "$OUT/seed27-eta-plan.json" > "$OUT/seed27-eta-plan.txt" 2>&1
+    tail -n 20 "$OUT/seed27-eta-plan.txt"
+    bench seed27-eta benches/examples/seed27-tp1.yaml -k "$K" ;;
+  srvresume)
+    bench h200-server-resumed benches/h200-server.yaml --specbench-resume "$RESUME" ;;
   interrupt)
     [ -d .model/q27 ] || python3 scripts/make_dummy_model.py .model/q27 --preset qwen3.5-27b-hybrid \
         >> "$OUT/logs/make-model.log" 2>&1

@@ -13,7 +13,7 @@ launch it. The script, from the environment:
 - FAKE_DIE_AFTER=N: the process exits (code 3) in the middle of the N-th /generate stream;
 - FAKE_CHILD=1: spawns a child (sleep 600) into its session at start;
 - FAKE_API_KEY: every request must carry "Authorization: Bearer <it>" (else 401);
-- FAKE_NO_RESET=1: /reset_prefix_cache answers 404 (a server without it);
+- FAKE_NO_RESET=1 / FAKE_NO_FLUSH=1: /reset_prefix_cache / /flush_cache answer 404;
 - FAKE_START_S: seconds before /health answers;
 - FAKE_SEEN_FILE: every request's Authorization header and path appended (key-leak checks).
 /fake/stats answers the peak number of requests in flight and the request count.
@@ -131,6 +131,8 @@ class FakeServer:
         if path == "/v1/models":
             return await _send(w, 200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
         if path == "/flush_cache":
+            if os.environ.get("FAKE_NO_FLUSH"):
+                return await _send(w, 404, "Not Found")
             return await _send(w, 200, "Cache flushed.")
         if path == "/reset_prefix_cache":
             return (

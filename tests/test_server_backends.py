@@ -13,7 +13,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-import transformers  # noqa: F401  (the inner runs' tokenizer: numpy may be imported once per process)
+import torch  # noqa: F401  (the inner runs' tokenizer imports them; pytester's module snapshot would
+import transformers  # noqa: F401  drop them between runs, and numpy and torch load once per process)
 
 from pytest_specbench.engines.httpclient import counter_sums, parse_prometheus, spec_delta, sse_events
 from pytest_specbench.engines.server import cli_args, free_port
@@ -279,13 +280,20 @@ def test_http_streams_on_the_servers_schedule_at_c1_and_c256(
 
 
 def test_openai_without_prefix_cache_reset_says_so_per_cell(pytester: pytest.Pytester, fake_server) -> None:
-    srv = fake_server(FAKE_TTFT_MS="5", FAKE_ITL_MS="1", FAKE_NO_RESET="1")
+    """vLLM's /reset_prefix_cache, else SGLang's /flush_cache, else a note in every cell."""
+    srv = fake_server(FAKE_TTFT_MS="5", FAKE_ITL_MS="1", FAKE_NO_RESET="1", FAKE_NO_FLUSH="1")
     _project(pytester, HTTP_MATRIX.format(url=srv.url, api="openai", extra="", conc="[2]", out=4))
     pytester.runpytest("benches", "--benchmark-json", "out.json").assert_outcomes(passed=1)
     (b,) = json.loads((pytester.path / "out.json").read_text())["benchmarks"]
-    assert b["extra_info"]["prefix_cache"].startswith(
-        "prefix cache not flushed (POST /reset_prefix_cache: HTTP 404"
+    assert b["extra_info"]["prefix_cache"] == (
+        "prefix cache not flushed (POST /reset_prefix_cache: HTTP 404: Not Found; "
+        "POST /flush_cache: HTTP 404: Not Found)"
     )
+    srv = fake_server(FAKE_TTFT_MS="5", FAKE_ITL_MS="1", FAKE_NO_RESET="1")  # SGLang behind its OpenAI API
+    _project(pytester, HTTP_MATRIX.format(url=srv.url, api="openai", extra="", conc="[2]", out=4))
+    pytester.runpytest("benches", "--benchmark-json", "out.json").assert_outcomes(passed=1)
+    (b,) = json.loads((pytester.path / "out.json").read_text())["benchmarks"]
+    assert "prefix_cache" not in b["extra_info"]
 
 
 def test_api_key_comes_from_its_variable_and_is_never_written(

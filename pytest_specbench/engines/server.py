@@ -61,6 +61,7 @@ class HTTPEngine:
         self.crashed: str | None = None
         self._tok: Any = None
         self.flush_note: str | None = None
+        self.flush_path: str | None = None  # the flush endpoint that answered
         self.loop = _new_loop()
         self.client = Client(self.url, self.api, api_key(m))
         t0 = time.perf_counter()
@@ -204,31 +205,27 @@ class HTTPEngine:
         return None
 
     def flush_cache(self) -> None:
-        """SGLang: /flush_cache (retried while requests drain). OpenAI API: vLLM's
-        /reset_prefix_cache where the server exposes it, else a note that it was not flushed."""
+        """SGLang's API: /flush_cache (retried while requests drain). OpenAI API: vLLM's
+        /reset_prefix_cache, else SGLang's /flush_cache (an SGLang server behind its OpenAI API),
+        else a note in every cell that the prefix cache was not flushed."""
         if self.crashed:
             raise self._crash_error()
-        if self.api == "openai":
-            if self.flush_note is None:
-                status, body = http_call(self.url + "/reset_prefix_cache", self.client.headers, method="POST")
-                if status != 200:
-                    self.flush_note = (
-                        f"prefix cache not flushed (POST /reset_prefix_cache: {_said(status, body)})"
-                    )
-                else:
-                    self.flush_note = ""
-            elif not self.flush_note:
-                http_call(self.url + "/reset_prefix_cache", self.client.headers, method="POST")
-            return
+        paths = [self.flush_path] if self.flush_path else ["/reset_prefix_cache", "/flush_cache"]
+        if self.api == "sglang":
+            paths = ["/flush_cache"]
+        said = []
         t_end = time.monotonic() + FLUSH_RETRY_S
-        while True:
-            status, body = http_call(self.url + "/flush_cache", self.client.headers, method="POST")
-            if status == 200:
-                return
-            if time.monotonic() > t_end:
-                self.flush_note = f"prefix cache not flushed (POST /flush_cache: {_said(status, body)})"
-                return
-            time.sleep(0.2)
+        for path in paths:
+            while True:
+                status, body = http_call(self.url + path, self.client.headers, method="POST")
+                if status == 200:
+                    self.flush_path, self.flush_note = path, None
+                    return
+                if status in (404, 405) or time.monotonic() > t_end:
+                    said.append(f"POST {path}: {_said(status, body)}")
+                    break
+                time.sleep(0.2)  # SGLang refuses to flush while requests are still running
+        self.flush_note = f"prefix cache not flushed ({'; '.join(said)})"
 
     def cell_meter(self) -> Any:
         """The server's Prometheus counters over the cell's timed rounds (where /metrics
