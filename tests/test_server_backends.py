@@ -255,11 +255,12 @@ def test_http_streams_on_the_servers_schedule_at_c1_and_c256(
         conc = 256 if "c256" in cid else 1
         assert m["requests"] == 2 * conc
         assert m["output_tokens"] == 2 * conc * out
-        # never below the script; at c1 the client's own cost is about 1 ms (at c256 it depends
-        # on how busy the cores are: +25 ms measured on 2 idle cores)
+        # never below the script; above it by the client's own cost: about 1 ms at c1 on 2 idle
+        # cores (up to 4.4 ms seen while other processes loaded them), and at c256 what one
+        # process issuing 256 requests costs (+25 ms on 2 idle cores): not asserted
         assert m["ttft_ms_p50"] > ttft_ms - 0.5, (cid, m["ttft_ms_p50"])
         if conc == 1:
-            assert m["ttft_ms_p50"] < ttft_ms + 2.0, (cid, m["ttft_ms_p50"])
+            assert m["ttft_ms_p50"] < ttft_ms + 6.0, (cid, m["ttft_ms_p50"])
         # each chunk of k tokens follows the previous one by k x ITL: spread over its tokens,
         # every gap is the script's ITL
         assert abs(m["itl_ms_p50"] - itl_ms) < 1.0, (cid, m["itl_ms_p50"])

@@ -148,6 +148,28 @@ async def guard(coro: Awaitable[T], deadline: float | None) -> T:
         _untrap(asyncio.get_running_loop(), saved)
 
 
+def run_watched(engine: Any, loop: asyncio.AbstractEventLoop, coro: Awaitable[T]) -> T:
+    """``coro`` on ``loop`` under the engine's cell limit (:func:`guard`), with the engine's
+    ``_watchdog()`` running beside it; a crash it marks (``engine.crashed``) raises the engine's
+    ``_crash_error()`` instead of the cancellation it caused."""
+    if engine.crashed:
+        raise engine._crash_error()
+
+    async def guarded() -> T:
+        dog = asyncio.ensure_future(engine._watchdog())
+        try:
+            return await guard(coro, engine.deadline)
+        finally:
+            dog.cancel()
+
+    try:
+        return loop.run_until_complete(guarded())
+    except asyncio.CancelledError:
+        if engine.crashed:
+            raise engine._crash_error() from None
+        raise
+
+
 async def timed_stream(
     submit: Callable[[], Any],
     prompt_tokens: int,

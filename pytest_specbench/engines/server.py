@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from .. import tinymodel
 from ..matrix import EngineGroup
-from .base import CellTimeout, EngineStartError, Request, RequestRecord, guard
+from .base import CellTimeout, EngineStartError, Request, RequestRecord, run_watched
 from .httpclient import Client, counter_sums, http_call, parse_prometheus, spec_delta
 from .sglang import DEFAULTS, EngineCrashed, args_hash, engine_kwargs, failure_report
 
@@ -152,22 +152,7 @@ class HTTPEngine:
         return None
 
     def run(self, coro: Awaitable[T]) -> T:
-        if self.crashed:
-            raise self._crash_error()
-
-        async def guarded() -> T:
-            dog = asyncio.ensure_future(self._watchdog())
-            try:
-                return await guard(coro, self.deadline)
-            finally:
-                dog.cancel()
-
-        try:
-            return self.loop.run_until_complete(guarded())
-        except asyncio.CancelledError:
-            if self.crashed:
-                raise self._crash_error() from None
-            raise
+        return run_watched(self, self.loop, coro)
 
     async def _watchdog(self) -> None:
         while True:

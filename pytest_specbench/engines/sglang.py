@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from .. import plan, tinymodel
 from ..matrix import EngineGroup, thaw
-from .base import CellTimeout, EngineStartError, Request, RequestRecord, guard, output_of, timed_stream
+from .base import CellTimeout, EngineStartError, Request, RequestRecord, output_of, run_watched, timed_stream
 
 T = TypeVar("T")
 ALGORITHMS = {
@@ -333,23 +333,7 @@ class SGLangEngine:
         return self._tok
 
     def run(self, coro: Awaitable[T]) -> T:
-        if self.crashed:
-            raise self._crash_error()
-        loop = self.engine.loop
-
-        async def guarded() -> T:
-            dog = asyncio.ensure_future(self._watchdog())
-            try:
-                return await guard(coro, self.deadline)
-            finally:
-                dog.cancel()
-
-        try:
-            return loop.run_until_complete(guarded())
-        except asyncio.CancelledError:
-            if self.crashed:
-                raise self._crash_error() from None
-            raise
+        return run_watched(self, self.engine.loop, coro)
 
     async def agenerate(self, request: Request) -> RequestRecord:
         sp = _sampling(request)
