@@ -1,9 +1,9 @@
-"""GPU inventory (NVML), busy-GPU detection, per-worker slices and CUDA_VISIBLE_DEVICES.
+"""GPU inventory (NVML), busy-GPU detection and CUDA_VISIBLE_DEVICES.
 
-NVML queries never initialise CUDA, so they are safe in the pytest process; pinning
-CUDA_VISIBLE_DEVICES must happen before anything imports sglang (``import sglang``
-initialises CUDA in the importing process). pynvml (nvidia-ml-py) is imported lazily;
-without it, or without a driver, the inventory is empty.
+NVML queries never initialise CUDA, so they are safe in the pytest process. The run's GPUs are
+chosen once (:func:`choose`: busy ones are left out) and lent to engine starts by leases.py;
+each start sets CUDA_VISIBLE_DEVICES to its lease (:func:`pin`). pynvml (nvidia-ml-py) is
+imported lazily; without it, or without a driver, the inventory is empty.
 """
 
 from __future__ import annotations
@@ -33,6 +33,19 @@ class GPU:
         if free < MIN_FREE_FRACTION * self.memory_total_mib:
             return f"GPU {self.index} has {free} MiB free of {self.memory_total_mib} MiB"
         return None
+
+    @property
+    def busy_note(self) -> str | None:
+        """Why it is left out, the way a skip reason says it: "GPU 0 busy, 56 GB used by another
+        process" (GB = 10^9 bytes)."""
+        if self.busy_reason is None:
+            return None
+        used = f"{self.memory_used_mib * 2**20 / 1e9:.0f} GB used"
+        if self.processes == 1:
+            return f"GPU {self.index} busy, {used} by another process"
+        if self.processes:
+            return f"GPU {self.index} busy, {used} by {self.processes} other processes"
+        return f"GPU {self.index} busy, {used} of {self.memory_total_mib * 2**20 / 1e9:.0f} GB"
 
 
 def _nvml() -> Any | None:
@@ -177,16 +190,28 @@ def choose(gpus: list[GPU], explicit: tuple[int, ...] | None) -> tuple[tuple[int
     return tuple(use), notes
 
 
+def left_out(gpus: list[GPU], chosen: tuple[int, ...], explicit: tuple[int, ...] | None) -> list[str]:
+    """Each GPU of the inventory not in ``chosen``, and why ("GPU 0 busy, 56 GB used by another
+    process", "GPU 3 not in --specbench-gpus")."""
+    rest = [g for g in gpus if g.index not in chosen]
+    if explicit is not None:
+        ids = ", ".join(str(g.index) for g in rest)
+        return [f"GPU{'s' if len(rest) > 1 else ''} {ids} not in --specbench-gpus"] if rest else []
+    return [g.busy_note or f"GPU {g.index} left out" for g in rest]
+
+
 def worker_slice(gpus: tuple[int, ...], worker: int, workers: int) -> tuple[int, ...]:
-    """Disjoint, contiguous slice of ``gpus`` for xdist worker ``worker`` of ``workers``."""
+    """Disjoint, contiguous slice of ``gpus`` for worker ``worker`` of ``workers`` (the plugin
+    leases GPUs per engine start instead; kept for callers that split GPUs statically)."""
     n = len(gpus)
     lo, hi = worker * n // workers, (worker + 1) * n // workers
     return gpus[lo:hi]
 
 
 def pin(indices: tuple[int, ...]) -> None:
-    """CUDA_VISIBLE_DEVICES = NVML indices; CUDA numbers devices fastest-first unless
-    CUDA_DEVICE_ORDER=PCI_BUS_ID (NVML's order), so that is set too unless the user chose."""
+    """CUDA_VISIBLE_DEVICES = NVML indices (set per engine start, to its lease); CUDA numbers
+    devices fastest-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID (NVML's order), so that is set
+    too unless the user chose."""
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, indices))
 

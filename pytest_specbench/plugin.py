@@ -5,7 +5,8 @@ function ``test_<kind>(engine, cell, specbench)`` into one item per cell (readab
 TP/backend skips and timeouts as marks); ``pytest_collection_modifyitems`` stable-sorts
 items by engine group so the session-scoped ``engine`` fixture starts once per group;
 results travel in ``user_properties`` (so xdist workers ship them to the controller) and
-the controller writes one pytest-benchmark JSON at ``--benchmark-json``.
+the controller writes one pytest-benchmark JSON at ``--benchmark-json``. GPU leases, the
+xdist scheduler and the packed schedule live in xdist_sched.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from . import hookspec, report, results
+from . import hookspec, report, results, xdist_sched
 from .engines import BACKENDS, get_backend
 from .engines.base import CellTimeout, Interrupted
 from .matrix import Cell, EngineGroup, MatrixError, load
@@ -64,9 +65,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="IDS",
         type=_gpu_list,
         default=None,
-        help="comma-separated GPU indices to use (sglang backend). Default: every GPU with "
-        "no compute process and >= 90%% memory free. Under -n K each worker owns a "
-        "disjoint slice.",
+        help="comma-separated GPU indices the run may use (GPU backends). Default: every GPU with "
+        "no compute process and >= 90%% memory free. Every engine start leases its TP's worth of "
+        "them from one pool shared by all -n workers.",
     )
     g.addoption(
         "--specbench-log-dir",
@@ -259,13 +260,14 @@ def pytest_configure(config: pytest.Config) -> None:
                 raise pytest.UsageError(f"{path}: {why}")
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
     inv = None
+    if config.getoption("specbench_plan") and not hasattr(config, "workerinput"):
+        xdist_sched.run_plan_in_controller(config, st)
     if st.matrix is not None and any(get_backend(m.backend).gpu for m in st.matrix.methods):
         from . import gpus
 
         inv = gpus.inventory()  # one NVML read, before any engine holds memory
         st.gpus_at_start = gpus.describe(inv)
-        if any(m.backend == "sglang" for m in st.matrix.methods):
-            _pin_gpus(config, st, inv)
+        xdist_sched.setup_pool(config, st, inv)
     _gpu_budget(config, st, inv)
     resume = config.getoption("specbench_resume", None)
     if resume and st.matrix is not None:
@@ -275,64 +277,12 @@ def pytest_configure(config: pytest.Config) -> None:
             Path(resume), st.matrix, st.provenance(), config.getoption("specbench_resume_any_machine")
         )
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(_XdistHooks(st), "specbench-xdist")
+        config.pluginmanager.register(xdist_sched.XdistHooks(st), "specbench-xdist")
 
 
-class _XdistHooks:
-    """Registered on the xdist controller only (xdist's hooks are unknown without it)."""
-
-    def __init__(self, st: SpecbenchState):
-        self.st = st
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """Send every engine group to one worker, so each group starts one engine.
-
-        xdist's own "loadgroup" mode cannot be relied on: it renames node ids through a
-        private attribute that pytest 9.2 no longer reads. The controller knows every cell
-        id from the matrix, so the scope of a node id is its cell's engine group.
-        """
-        if config.getoption("dist") in ("no", "each") or self.st.matrix is None:
-            return None
-        from xdist.scheduler import LoadScopeScheduling
-
-        groups = {c.id: c.group.id for c in self.st.matrix.cells()}
-
-        class EngineGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
-            def _split_scope(self, nodeid: str) -> str:
-                i = nodeid.rfind("[")
-                if i >= 0 and nodeid.endswith("]"):
-                    gid = groups.get(nodeid[i + 1 : -1])
-                    if gid is not None:
-                        return gid
-                return nodeid
-
-        return EngineGroupScheduling(config, log)
-
-
-def _pin_gpus(config: pytest.Config, st: SpecbenchState, inv: list[Any]) -> None:
-    """Choose free GPUs of the NVML inventory, take this worker's slice, pin CUDA_VISIBLE_DEVICES.
-
-    Runs before any engine imports sglang. The xdist controller pins nothing (it runs no engine).
-    """
-    from . import gpus
-
-    try:
-        chosen, notes = gpus.choose(inv, config.getoption("specbench_gpus"))
-    except ValueError as e:
-        raise pytest.UsageError(str(e)) from None
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:
-        chosen = gpus.worker_slice(
-            chosen, int(workerinput["workerid"].removeprefix("gw")), int(workerinput["workercount"])
-        )
-    elif getattr(config.option, "numprocesses", None):
-        return
-    st.gpus = chosen
-    st.gpu_notes = notes
-    st.gpu_baseline = {g.index: g.memory_used_mib for g in inv if g.index in chosen}
-    if inv or config.getoption("specbench_gpus") is not None:
-        gpus.pin(chosen)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if STATE in config.stash:
+        xdist_sched.finish_pool(config, config.stash[STATE])
 
 
 def _gpu_budget(config: pytest.Config, st: SpecbenchState, inventory: list[Any] | None) -> None:
@@ -387,23 +337,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"--specbench-matrix PATH or create {DEFAULT_MATRIX}"
         )
     cells = st.matrix.cells(_kind(metafunc))
-    worker = st.worker
     use_timeout = metafunc.config.pluginmanager.hasplugin("timeout") and not metafunc.config.getoption(
         "timeout", None
     )
     params = []
     for c in cells:
         marks: list[Any] = []
-        reason = get_backend(c.method.backend).skip_reason(c.group)
-        if not reason and c.method.backend == "sglang" and st.gpus is not None and c.tp > len(st.gpus):
-            reason = (
-                f"needs {c.tp} GPUs (TP={c.tp}); {worker} owns {len(st.gpus)} "
-                f"({', '.join(map(str, st.gpus)) or 'none free'})"
-            )
-        if not reason:
-            reason = st.get_plan().skip_reason(c)
-        if c.id in st.resumed:  # measured by the run being resumed: no engine start for it
-            reason = f"measured in {st.config.getoption('specbench_resume')} (resumed)"
+        reason = xdist_sched.skip_reason(metafunc.config, st, c)
         if reason:
             marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
         if use_timeout:  # an outer net: the cell's own limit is enforced in the engine's event
@@ -460,12 +400,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from . import plan
 
     p = st.get_plan()
-    selected = [c.id for c in (_item_cell(i) for i in session.items) if c is not None]
+    cells = [c for c in (_item_cell(i) for i in session.items) if c is not None]
+    selected = [c.id for c in cells]
+    sched, sched_lines = xdist_sched.plan_schedule(config, st, cells)
     if json_path:
-        Path(json_path).write_text(report.dumps({"matrix": st.matrix.path, **p.as_dict(selected)}))
+        doc = {"matrix": st.matrix.path, **p.as_dict(selected)}
+        if sched is not None:
+            doc["schedule"] = sched.as_dict()
+        Path(json_path).write_text(report.dumps(doc))
     if want_print:
         tr = config.pluginmanager.get_plugin("terminalreporter")
-        lines = [f"specbench plan for {st.matrix.path}", *plan.format_plan(p, selected)]
+        lines = [f"specbench plan for {st.matrix.path}", *plan.format_plan(p, selected), *sched_lines]
         if json_path:
             lines.append(f"wrote {json_path}")
         for line in lines:
@@ -516,6 +461,14 @@ def _item_cell(item: pytest.Item) -> Cell | None:
 
 
 # ------------------------------------------------------------------------------ fixtures
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The group whose engine starts next (a stopping engine queues it as it returns its GPUs)."""
+    cell = _item_cell(item)
+    if cell is not None and STATE in item.config.stash:
+        _state(item.config).next_group = cell.group if item.get_closest_marker("skip") is None else None
 
 
 def pytest_specbench_make_engine(config: pytest.Config, group: EngineGroup) -> Any:
@@ -660,13 +613,13 @@ def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell) -> Any:
 
 
 def _energy_meter(st: SpecbenchState, cell: Cell) -> Any:
-    """NVML energy over the cell's timed rounds on the GPUs its engine uses (the first TP of
-    this process's pinned GPUs); None for CPU backends or without pinned GPUs."""
+    """NVML energy over the cell's timed rounds on the GPUs its engine leased; None for CPU
+    backends or without a lease (GPUs unknown)."""
     from . import gpus
 
-    if not st.gpus or not get_backend(cell.method.backend).gpu:
+    if st.lease is None or not get_backend(cell.method.backend).gpu:
         return None
-    return gpus.EnergyMeter(tuple(st.gpus[: cell.tp]))
+    return gpus.EnergyMeter(tuple(st.lease.gpus))
 
 
 @pytest.fixture

@@ -39,9 +39,15 @@ class SpecbenchState:
     engine_events: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     doc: dict[str, Any] | None = None
-    gpus: tuple[int, ...] | None = None  # physical GPU indices this process may use (sglang)
+    gpus: tuple[int, ...] | None = None  # the run's GPU pool (None: unknown, no NVML)
     gpu_notes: list[str] = field(default_factory=list)
-    gpu_baseline: dict[int, int] = field(default_factory=dict)
+    gpu_unavailable: list[str] = field(default_factory=list)  # GPUs left out of the pool, and why
+    gpu_baseline: dict[int, int] = field(default_factory=dict)  # MiB used per GPU at the start
+    leases: Any = None  # leases.LeasePool of the run (None: GPUs unknown)
+    lease: Any = None  # leases.Lease of the live engine
+    lease_dir_owned: bool = False  # this process created the lease directory (removes it)
+    next_group: EngineGroup | None = None  # the group of the item being set up (its engine starts next)
+    plan_workers: int | None = None  # --specbench-plan under -n K: K
     cells_run: dict[str, int] = field(default_factory=dict)  # per group, for --specbench-kill-engine
     torn_down: dict[str, str] = field(default_factory=dict)  # group -> why its engine was abandoned
     machine_info: dict[str, Any] | None = None
@@ -128,35 +134,53 @@ class SpecbenchState:
                     "notes",
                 )
             }
-        if self.gpus:  # the previous engine's memory must be back before the next one sizes its pools
-            from .gpus import wait_released
-
-            ev["gpu_used_mib_before"] = {
-                str(k): v for k, v in wait_released(self.gpus, self.gpu_baseline, timeout_s=90).items()
-            }
+        lease = None
+        if self.leases is not None and BACKENDS[group.method.backend].gpu:
+            try:  # waits while the GPUs are taken by other engines of the run
+                lease = self.leases.acquire(group.id, group.tp, self.worker)
+            except BaseException as e:
+                ev.update(ok=False, start_s=0.0, error=f"{type(e).__name__}: {e}")
+                self.pending.append(ev)
+                raise
+            ev["lease"] = lease.event()
+        leased = lease.gpus if lease is not None else ()
         t0 = time.perf_counter()
-        ev["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
-        # the method's env for this engine only: the environment is restored when it stops (an
-        # engine may also write variables of its own into os.environ, as sglang does)
-        self.saved_environ = dict(os.environ)
-        os.environ.update(dict(group.method.env))
         try:
+            if leased:  # the previous holder's memory must be back before this engine sizes its pools
+                from .gpus import wait_released
+
+                ev["gpu_used_mib_before"] = {
+                    str(k): v for k, v in wait_released(leased, self.gpu_baseline, timeout_s=90).items()
+                }
+            t0 = time.perf_counter()
+            # the method's env for this engine only: the environment is restored when it stops (an
+            # engine may also write variables of its own into os.environ, as sglang does)
+            self.saved_environ = dict(os.environ)
+            os.environ.update(dict(group.method.env))
+            if lease is not None:  # this start's GPUs (a launched server inherits them)
+                from .gpus import pin
+
+                pin(leased)
+            ev["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
             with _alarm(self.config.getoption("specbench_start_timeout"), f"{group.id}: engine start"):
                 eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
         except BaseException as e:
             ev.update(ok=False, start_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
-            self.pending.append(ev)
             self._restore_environ()
+            if lease is not None:
+                ev["lease"].update(self.leases.release(lease))
+            self.pending.append(ev)
             raise
         ev.update(ok=True, start_s=time.perf_counter() - t0, info=jsonable(getattr(eng, "info", {})))
-        if self.gpus:  # what the engine holds once started (weights, KV, graphs, CUDA context)
+        if leased:  # what the engine holds once started (weights, KV, graphs, CUDA context)
             from .gpus import inventory
 
             ev["gpu_used_mib_after_start"] = {
-                str(g.index): g.memory_used_mib for g in inventory() if g.index in self.gpus
+                str(g.index): g.memory_used_mib for g in inventory() if g.index in leased
             }
         self.pending.append(ev)
         self.live = (group, eng)
+        self.lease = lease
         return eng
 
     def _restore_environ(self) -> None:
@@ -176,8 +200,10 @@ class SpecbenchState:
                 abandon(why)
 
     def stop_engine(self, group: EngineGroup, eng: Any) -> None:
+        lease = None
         if self.live is not None and self.live[1] is eng:
             self.live = None
+            lease, self.lease = self.lease, None
         t0 = time.perf_counter()
         ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "event": "stop"}
         try:
@@ -185,12 +211,19 @@ class SpecbenchState:
         finally:
             self._restore_environ()
             ev["stop_s"] = time.perf_counter() - t0
-            if self.gpus:  # GPU memory must be back after shutdown (NVML)
+            if lease is not None:  # GPU memory must be back after shutdown (NVML), then they go back
                 from .gpus import wait_released
 
                 ev["gpu_used_mib_after"] = {
-                    str(k): v for k, v in wait_released(self.gpus, self.gpu_baseline).items()
+                    str(k): v for k, v in wait_released(lease.gpus, self.gpu_baseline).items()
                 }
+                nxt = self.next_group  # queued in the same step, keeping its place in the order
+                then = (
+                    (nxt.id, nxt.tp)
+                    if nxt is not None and nxt != group and BACKENDS[nxt.method.backend].gpu
+                    else None
+                )
+                ev["lease"] = self.leases.release(lease, then)
             self.pending.append(ev)
 
 

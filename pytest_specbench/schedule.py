@@ -1,0 +1,179 @@
+"""Packing engine groups onto GPUs: which group runs on which GPUs, from when to when.
+
+Pure (no pytest, no I/O). The plan's printout and the xdist scheduler's ordering both come from
+here, and the GPU leases (leases.py) grant GPUs with the same rule (:func:`grant`), so the printed
+schedule is the one a run follows when the planned durations hold.
+
+The model of a run with K workers:
+- the groups are handed out in one order: :func:`longest_first` under xdist (planned duration,
+  larger TP first among equals, then the id), the collection order in a single process;
+- a free worker takes the next group; its engine start waits for ``gpus`` GPUs from the pool
+  shared by every worker (0 for a backend that needs none);
+- waiting starts are served by their rank in that order, first fit: each one that fits in what
+  is free gets the lowest free GPUs, so a small group may pass a large one that does not fit yet;
+- a group holds its GPUs for its planned duration (engine start + its cells, plus the extra of
+  a process's first start of its backend when it is its worker's first), then returns them and
+  its worker takes the next group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Job:
+    group: str
+    gpus: int  # GPUs its engine needs (the TP size; 0 for a backend without GPUs)
+    duration_s: float  # planned: engine start + its cells
+    tp: int = 0  # for the order among equal durations (defaults to gpus)
+    backend: str = ""
+    first_extra_s: float = 0.0  # added when it is its worker's first start of its backend
+
+    @property
+    def size(self) -> int:
+        return self.tp or self.gpus
+
+
+@dataclass(frozen=True)
+class Slot:
+    group: str
+    gpus_needed: int
+    gpus: tuple[int, ...]
+    worker: int  # 0..K-1 in the model (not an xdist id: any free worker takes the next group)
+    ready_s: float  # its worker took it and asked for GPUs
+    start_s: float  # it got them
+    end_s: float
+
+    @property
+    def waited_s(self) -> float:
+        return self.start_s - self.ready_s
+
+
+@dataclass
+class Schedule:
+    workers: int
+    pool: tuple[int, ...]
+    slots: list[Slot]
+    unplaceable: list[Job]  # needs more GPUs than the pool has: never starts
+    makespan_s: float
+    serial_s: float  # the same groups one after another (one worker)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workers": self.workers,
+            "pool": list(self.pool),
+            "makespan_s": self.makespan_s,
+            "serial_s": self.serial_s,
+            "slots": [asdict(s) | {"gpus": list(s.gpus)} for s in self.slots],
+            "unplaceable": [asdict(j) for j in self.unplaceable],
+        }
+
+
+def longest_first(jobs: Sequence[Job]) -> list[Job]:
+    """The order groups are handed to workers: longest planned duration first, the larger TP
+    first among equals (so the widest groups are not left for the end), then by id."""
+    return sorted(jobs, key=lambda j: (-j.duration_s, -j.size, j.group))
+
+
+def grant(free: Sequence[int], waiting: Sequence[tuple[K, int]]) -> dict[K, tuple[int, ...]]:
+    """Who gets GPUs now: ``waiting`` in rank order as (key, GPUs needed); first fit, each one
+    that fits in what is left gets the lowest free GPUs."""
+    left = sorted(free)
+    out: dict[K, tuple[int, ...]] = {}
+    for key, n in waiting:
+        if n <= len(left):
+            out[key], left = tuple(left[:n]), left[n:]
+    return out
+
+
+def pack(jobs: Sequence[Job], pool: Sequence[int], workers: int) -> Schedule:
+    """Simulate the run: ``jobs`` in the order they are handed out, ``workers`` workers, the GPUs
+    of ``pool``. Jobs needing more GPUs than the pool has are left out (``unplaceable``)."""
+    workers = max(1, workers)
+    started: set[tuple[int, str]] = set()  # (worker, backend) that has started an engine
+    pool_t = tuple(sorted(pool))
+    queue = [j for j in jobs if j.gpus <= len(pool_t)]
+    unplaceable = [j for j in jobs if j.gpus > len(pool_t)]
+    t = 0.0
+    free = list(pool_t)
+    idle = list(range(workers))
+    waiting: list[tuple[int, Job, int, float]] = []  # (rank, job, worker, ready)
+    running: list[tuple[float, Slot]] = []
+    slots: list[Slot] = []
+    rank = {id(j): i for i, j in enumerate(queue)}
+    nxt = 0
+    while nxt < len(queue) or waiting or running:
+        while idle and nxt < len(queue):
+            waiting.append((rank[id(queue[nxt])], queue[nxt], idle.pop(0), t))
+            nxt += 1
+        waiting.sort(key=lambda w: w[0])
+        got = grant(free, [(w[0], w[1].gpus) for w in waiting])
+        for w in [w for w in waiting if w[0] in got]:
+            gpus = got[w[0]]
+            free = [g for g in free if g not in gpus]
+            job, worker = w[1], w[2]
+            extra = 0.0 if (worker, job.backend) in started else job.first_extra_s
+            started.add((worker, job.backend))
+            s = Slot(job.group, job.gpus, gpus, worker, w[3], t, t + job.duration_s + extra)
+            slots.append(s)
+            running.append((s.end_s, s))
+            waiting.remove(w)
+        if not running:  # nothing can start and nothing will end: cannot happen (unplaceable)
+            break
+        running.sort(key=lambda r: (r[0], r[1].worker))
+        t = running[0][0]
+        while running and running[0][0] <= t:
+            _, s = running.pop(0)
+            free = sorted(free + list(s.gpus))
+            idle.append(s.worker)
+        idle.sort()
+    return Schedule(
+        workers=workers,
+        pool=pool_t,
+        slots=slots,
+        unplaceable=unplaceable,
+        makespan_s=max((s.end_s for s in slots), default=0.0),
+        serial_s=sum(j.duration_s for j in queue)
+        + sum(
+            next(j.first_extra_s for j in queue if j.backend == b)
+            for b in dict.fromkeys(j.backend for j in queue)
+        ),
+    )
+
+
+def clock(seconds: float) -> str:
+    """0:00 / 12:34 / 1:02:03."""
+    s = int(round(seconds))
+    h, m, sec = s // 3600, s // 60 % 60, s % 60
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def format_schedule(
+    sched: Schedule, notes: Sequence[str] = (), left_out: Sequence[tuple[str, str]] = ()
+) -> list[str]:
+    """The packed schedule as lines: one per group (GPUs, from, to, waiting), the groups left out
+    (``left_out``: group and why, said by the caller), then the makespan against the serial time."""
+    pool = ",".join(map(str, sched.pool)) or "none"
+    head = f"schedule with {sched.workers} worker{'s' if sched.workers != 1 else ''}, GPU pool {pool}"
+    lines = [head + (f" ({'; '.join(notes)})" if notes else "") + ":"]
+    width = max([len(s.group) for s in sched.slots] + [len(g) for g, _ in left_out], default=5)
+    for s in sorted(sched.slots, key=lambda s: (s.start_s, s.gpus, s.group)):
+        gpus = ",".join(map(str, s.gpus)) if s.gpus else "-"
+        wait = f"  (waits {clock(s.waited_s)} for GPUs)" if s.waited_s > 0.5 else ""
+        lines.append(
+            f"  {s.group:<{width}}  GPUs {gpus:<15} {clock(s.start_s):>8} -> {clock(s.end_s):>8}{wait}"
+        )
+    lines += [f"  {g:<{width}}  not scheduled: {why}" for g, why in left_out]
+    for j in sched.unplaceable:
+        lines.append(f"  {j.group:<{width}}  not scheduled: needs {j.gpus} GPUs, {len(sched.pool)} free")
+    ratio = f", {sched.serial_s / sched.makespan_s:.1f}x" if sched.makespan_s > 0 else ""
+    lines.append(
+        f"makespan {sched.makespan_s / 60:.1f} min with {sched.workers} worker"
+        f"{'s' if sched.workers != 1 else ''}; serial {sched.serial_s / 60:.1f} min{ratio}"
+    )
+    return lines
