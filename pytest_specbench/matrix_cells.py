@@ -123,11 +123,10 @@ class Method:
     env: tuple[tuple[str, str], ...] = ()
     sweep: str = ""  # a setting of a swept method: the method's name in the YAML
     setting: tuple[tuple[str, int], ...] = ()  # the swept knobs' values of this setting
-    # backend http: the endpoint, its API (sglang | openai) and the variable holding its key.
-    # Out of repr: Cell.fingerprint adds them when set, so other methods' fingerprints keep.
-    url: str | None = field(default=None, repr=False)
-    api: str | None = field(default=None, repr=False)
-    api_key_env: str | None = field(default=None, repr=False)
+    # backend http: the endpoint, its API (sglang | openai) and the variable holding its key
+    url: str | None = None
+    api: str | None = None
+    api_key_env: str | None = None
 
     @property
     def is_speculative(self) -> bool:
@@ -153,12 +152,9 @@ class Workload:
     scenarios: tuple[str, ...] = ()  # agentic: scenario files (fixtures/agentic/NAME.yaml or paths)
     categories: tuple[str, ...] = ()  # categories: prompt categories of the question file
     questions: str | None = None  # categories: question.jsonl (Spec-Bench / MT-Bench format)
-    # sampling temperatures (an axis; () = greedy only). Left out of repr, so a greedy cell's
-    # fingerprint is the same with or without the key: its cell's extra carries a temperature > 0.
-    temperature: tuple[float, ...] = field(default=(), repr=False)
-    # service-level objectives per request (ttft_ms, tpot_ms, e2e_s): attainment and goodput.
-    # Out of repr like temperature; Cell.fingerprint adds it when set.
-    slo: tuple[tuple[str, float], ...] = field(default=(), repr=False)
+    temperature: tuple[float, ...] = ()  # sampling temperatures (an axis; () = greedy only)
+    # service-level objectives per request (ttft_ms, tpot_ms, e2e_s): attainment and goodput
+    slo: tuple[tuple[str, float], ...] = ()
 
     @property
     def streamed(self) -> bool:
@@ -277,23 +273,24 @@ class Cell:
         return p
 
     def fingerprint(self) -> str:
-        """Everything that defines how the cell is measured (method with its model, draft and
-        engine args, workload with rounds, requests and timeouts, the cell's axes): a resumed
-        run copies an earlier result only when this is unchanged."""
-        key = repr(
-            (
-                self.method,
-                self.workload,
-                self.tp,
-                self.concurrency,
-                self.context_tokens,
-                self.output_tokens,
-                self.extra,
-            )
-            + ((("slo", self.workload.slo),) if self.workload.slo else ())
-            + ((("endpoint", self.method.url, self.method.api),) if self.method.url else ())
+        """What defines how the cell is measured, hashed: the fields of FINGERPRINT_FIELDS (method
+        with its model, draft and engine args, workload with rounds, requests and timeouts), the
+        cell's TP size and axes, and the workload's SLOs and the method's endpoint when set. A
+        resumed run copies an earlier result only when this is unchanged."""
+        key: tuple[Any, ...] = (
+            self.method,
+            self.workload,
+            self.tp,
+            self.concurrency,
+            self.context_tokens,
+            self.output_tokens,
+            self.extra,
         )
-        return hashlib.sha256(key.encode()).hexdigest()[:16]
+        if self.workload.slo:
+            key += (("slo", self.workload.slo),)
+        if self.method.url:
+            key += (("endpoint", self.method.url, self.method.api),)
+        return hashlib.sha256(fingerprint_text(key).encode()).hexdigest()[:16]
 
     @property
     def tokens_per_request(self) -> int:
@@ -302,6 +299,78 @@ class Cell:
 
     def __repr__(self) -> str:
         return f"Cell({self.id})"
+
+
+# What defines a measurement, per object, in the order the fields are hashed. A field left out
+# does not enter any fingerprint: adding a field to a class changes no fingerprint until it is
+# listed here, and tests/test_fingerprints.py fails until it is listed here or in NOT_FINGERPRINTED.
+# The text hashed is what repr() of these frozen classes printed before their fields were listed,
+# so results written by earlier versions of the plugin still resume.
+FINGERPRINT_FIELDS: dict[type, tuple[str, ...]] = {
+    Model: ("name", "path", "tokenizer", "load_format", "context_length"),
+    Speculative: (
+        "algorithm",
+        "draft_model",
+        "num_steps",
+        "topk",
+        "num_draft_tokens",
+        "max_ngram",
+        "block_size",
+    ),
+    Method: (
+        "name",
+        "backend",
+        "model",
+        "speculative",
+        "draft_model",
+        "tp",
+        "engine_args",
+        "env",
+        "sweep",
+        "setting",
+    ),
+    Workload: (
+        "name",
+        "kind",
+        "concurrency",
+        "output_tokens",
+        "context_tokens",
+        "prompt_tokens",
+        "requests",
+        "waves",
+        "rounds",
+        "warmup",
+        "timeout_s",
+        "methods",
+        "options",
+        "request_rate",
+        "scenarios",
+        "categories",
+        "questions",
+    ),
+}
+# The fields outside FINGERPRINT_FIELDS, and why.
+NOT_FINGERPRINTED: dict[tuple[type, str], str] = {
+    (Method, "url"): "Cell.fingerprint adds ('endpoint', url, api) when a url is set",
+    (Method, "api"): "Cell.fingerprint adds ('endpoint', url, api) when a url is set",
+    (Method, "api_key_env"): "names the variable holding the API key; no measurement depends on it",
+    (Workload, "temperature"): "a temperature > 0 is the cell's axis (Cell.extra); greedy adds nothing",
+    (Workload, "slo"): "Cell.fingerprint adds ('slo', ...) when set; a workload without SLOs keeps its own",
+}
+
+
+def fingerprint_text(value: Any) -> str:
+    """The text a fingerprint hashes: an object of FINGERPRINT_FIELDS as ``Name(field=value, ...)``
+    over its listed fields, a tuple element by element, anything else (the str, int, float, bool
+    and None of the YAML file, or a date YAML read) as repr()."""
+    fields = FINGERPRINT_FIELDS.get(type(value))
+    if fields is not None:
+        inner = ", ".join(f"{f}={fingerprint_text(getattr(value, f))}" for f in fields)
+        return f"{type(value).__name__}({inner})"
+    if isinstance(value, tuple):
+        items = [fingerprint_text(v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return repr(value)
 
 
 def _axis_label(key: str, value: Any) -> str:

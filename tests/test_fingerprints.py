@@ -1,0 +1,164 @@
+"""Cell fingerprints: what defines a measurement, field by field, and the fingerprints of the
+committed results, which ``--specbench-resume`` compares, unchanged."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_specbench.matrix import Cell, EngineGroup, Method, Model, Speculative, Workload, parse
+from pytest_specbench.matrix_cells import FINGERPRINT_FIELDS, NOT_FINGERPRINTED, fingerprint_text
+
+ROOT = Path(__file__).parents[1]
+RESULTS = ROOT / "docs" / "results"
+
+
+def _committed() -> list[Path]:
+    """The committed results JSONs whose cells carry a fingerprint."""
+    out = []
+    for p in sorted(RESULTS.rglob("*.json")):
+        doc = json.loads(p.read_text())
+        if isinstance(doc, dict) and any(
+            (b.get("extra_info") or {}).get("cell_fingerprint") for b in doc.get("benchmarks", ())
+        ):
+            out.append(p)
+    return out
+
+
+def _relative(matrix: str) -> Path:
+    """The matrix path inside the repository (a run may record it absolute: /x/benches/m.yaml)."""
+    p = Path(matrix)
+    return Path(*p.parts[p.parts.index("benches") :]) if p.is_absolute() else p
+
+
+def _run_root(json_path: Path, matrix: str) -> Path:
+    """The checkout the run was made in. A model path relative to the matrix file is resolved
+    when the file is read, so a cell's fingerprint holds that checkout's absolute path. It is
+    read from the matrix path when recorded absolute, else from the path of a model an engine
+    recorded (in this JSON or another of its folder), else it is this checkout."""
+    if Path(matrix).is_absolute():
+        return Path(matrix[: -len(str(_relative(matrix)))])
+    models = yaml.safe_load((ROOT / matrix).read_text())["models"].values()
+    paths = [m if isinstance(m, str) else m["path"] for m in models]
+    tails = [os.path.normpath(Path(matrix).parent / p) for p in paths if p.startswith("../")]
+    for doc in [json_path, *sorted(json_path.parent.glob("*.json"))]:
+        text = doc.read_text()
+        for tail in tails:
+            at = text.find(f'/{tail}"')
+            if at > 0:
+                return Path(text[text.rfind('"', 0, at) + 1 : at])
+    return ROOT
+
+
+COMMITTED = _committed()
+
+
+def test_the_committed_results_include_the_h200_and_cpu_runs() -> None:
+    matrices = {str(_relative(json.loads(p.read_text())["specbench"]["matrix"])) for p in COMMITTED}
+    assert {"benches/h200-paired.yaml", "benches/h200-server.yaml", "benches/specbench.yaml"} <= matrices
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(RESULTS)) for p in COMMITTED])
+def test_committed_results_keep_their_fingerprints(path: Path) -> None:
+    """Every cell of a committed results JSON has the fingerprint its matrix gives it today, so
+    ``--specbench-resume`` of that JSON copies it (matrices no longer in the repository skip)."""
+    doc = json.loads(path.read_text())
+    matrix = doc["specbench"]["matrix"]
+    rel = _relative(matrix)
+    if not (ROOT / rel).exists():
+        pytest.skip(f"{rel} is not in the repository")
+    root = _run_root(path, matrix)
+    m = parse(yaml.safe_load((ROOT / rel).read_text()), str(rel), None, root / rel.parent)
+    cells = {c.id: c for c in m.cells()}
+    recorded = {b["param"]: b["extra_info"]["cell_fingerprint"] for b in doc["benchmarks"]}
+    assert recorded and set(recorded) <= set(cells)
+    assert {i: cells[i].fingerprint() for i in recorded} == recorded
+
+
+def _fields(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+@pytest.mark.parametrize("cls", [Model, Speculative, Method, Workload])
+def test_every_field_is_in_the_fingerprint_or_says_why_not(cls: type) -> None:
+    """A field added to a matrix class fails here until it is listed in FINGERPRINT_FIELDS (it
+    changes how a cell is measured) or NOT_FINGERPRINTED (with the reason)."""
+    listed = set(FINGERPRINT_FIELDS[cls])
+    left_out = {f for c, f in NOT_FINGERPRINTED if c is cls}
+    assert not listed & left_out
+    assert listed | left_out == _fields(cls)
+
+
+def test_cell_and_group_fields_are_accounted_for() -> None:
+    """Cell.fingerprint hashes the cell's workload, its group's method and TP size, concurrency,
+    context, output and axes; id_prefix and context_needed follow from the workloads."""
+    assert _fields(Cell) == {
+        "workload",
+        "group",
+        "concurrency",
+        "output_tokens",
+        "context_tokens",
+        "extra",
+        "id_prefix",
+    }
+    assert _fields(EngineGroup) == {"method", "tp", "context_needed"}
+
+
+DOC: dict[str, Any] = {
+    "models": {"t": "embedded:tiny"},
+    "methods": {"ar": {"backend": "hf", "model": "t"}},
+    "workloads": {"throughput": {"concurrency": [2], "output_tokens": [16]}},
+}
+
+
+def _cell(doc: dict[str, Any] = DOC) -> Cell:
+    (cell,) = parse(doc, "m.yaml").cells()
+    return cell
+
+
+def test_the_text_hashed_spells_out_the_listed_fields() -> None:
+    c = _cell()
+    text = fingerprint_text(
+        (c.method, c.workload, c.tp, c.concurrency, c.context_tokens, c.output_tokens, c.extra)
+    )
+    assert text == (
+        "(Method(name='ar', backend='hf', model=Model(name='t', path='embedded:tiny', tokenizer=None, "
+        "load_format='auto', context_length=None), speculative=None, draft_model=None, tp=(), "
+        "engine_args=(), env=(), sweep='', setting=()), Workload(name='throughput', kind='throughput', "
+        "concurrency=(2,), output_tokens=(16,), context_tokens=(), prompt_tokens=128, requests=None, "
+        "waves=None, rounds=5, warmup=1, timeout_s=900.0, methods=(), options=(), request_rate=(), "
+        "scenarios=(), categories=(), questions=None), 1, 2, 128, 16, ())"
+    )
+    assert c.fingerprint() == hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def test_what_changes_a_fingerprint_and_what_does_not() -> None:
+    base = _cell().fingerprint()
+    w = DOC["workloads"]["throughput"]
+    with_rounds = {**DOC, "workloads": {"throughput": {**w, "rounds": 6}}}
+    assert _cell(with_rounds).fingerprint() != base
+    args = {**DOC, "methods": {"ar": {"backend": "hf", "model": "t", "engine_args": {"x": 1}}}}
+    assert _cell(args).fingerprint() != base
+    greedy = {**DOC, "workloads": {"throughput": {**w, "temperature": [0]}}}
+    assert _cell(greedy).fingerprint() == base
+    # a field outside the list (here the API key's variable) changes no fingerprint
+    c = _cell()
+    keyed = dataclasses.replace(
+        c, group=dataclasses.replace(c.group, method=dataclasses.replace(c.method, api_key_env="KEY"))
+    )
+    assert keyed.fingerprint() == base
+    # the endpoint of an http method does
+    ep = dataclasses.replace(
+        c,
+        group=dataclasses.replace(
+            c.group, method=dataclasses.replace(c.method, url="http://h:1", api="sglang")
+        ),
+    )
+    assert ep.fingerprint() != base
