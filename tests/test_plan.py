@@ -268,7 +268,7 @@ def _dummy_model_script():
 
 
 # What SGLang 0.5.17 sized at start on an H200 (143771 MiB), scheduler_info.max_total_num_tokens in
-# docs/results/s3-call1-issue3/h200.json and s3-call2-tp/h200-tp2.json, with the
+# docs/results/h200-x2-two-waves/h200.json and h200-tp2-and-two-workers/h200-tp2.json, with the
 # mem_fraction_static it resolved
 ENGINE_KV_TOKENS = {
     "ar": (0.909, 1, 1_153_222),
