@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The H200 runs, one device call each. Needs the wheelhouse in .whl (built by
-# shared/gpu-host/build-wheelhouse.sh) and writes everything under $OUT.
+# The H200 runs of docs/results/, one PART per run. Installs SGLang and its dependencies from
+# the wheels in .whl (no network needed) and writes everything under $OUT.
 #   PARTS="dense fidelity" (default dense), each one of:
 #   dense      benches/h200.yaml (dense + hybrid + crash and hang probes), -n $NPROC
 #   det        benches/h200-det.yaml: standalone with deterministic inference, TP1 and TP2

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Write a model directory for SGLang runs with load_format="dummy" (random weights).
 
-Adapted from shared/gpu-host/make-dummy-model.py (what ran on the H200); the tokenizer is
-the project's own recipe (pytest_specbench.tinymodel).
+The tokenizer is the project's own recipe (pytest_specbench.tinymodel).
 
 No weights are written: SGLang's dummy loader fills every parameter from
 torch.Generator.manual_seed(1234) with uniform(-1e-3, 1e-3), so two models with the
