@@ -12,7 +12,6 @@ xdist scheduler and the packed schedule live in xdist_sched.py.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,9 @@ import pytest
 
 from . import hookspec, report, results, xdist_sched
 from .engines import BACKENDS, get_backend
-from .engines.base import CellTimeout, Interrupted
 from .matrix import Cell, EngineGroup, MatrixError, load
+from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
+from .runner import CellRunner, cell_timeout
 from .state import (
     DEFAULT_MATRIX,
     ENGINE_PROP,
@@ -35,138 +35,11 @@ from .state import (
 )
 from .state import get_state as _state
 
-# ------------------------------------------------------------------------------ options
+# ------------------------------------------------------------------------------ options (options.py)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
-
-
-def _existing_file(value: str) -> str:
-    if not Path(value).is_file():
-        import argparse
-
-        raise argparse.ArgumentTypeError(f"matrix file {value!r} does not exist")
-    return value
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("specbench", "speculative-decoding benchmarks (pytest-specbench)")
-    g.addoption(
-        "--specbench-matrix",
-        metavar="PATH",
-        type=_existing_file,
-        default=None,
-        help="benchmark matrix YAML. Default: ini specbench_matrix, else "
-        f"{DEFAULT_MATRIX!r} under the rootdir when it exists.",
-    )
-    g.addoption(
-        "--specbench-gpus",
-        metavar="IDS",
-        type=_gpu_list,
-        default=None,
-        help="comma-separated GPU indices the run may use (GPU backends). Default: every GPU with "
-        "no compute process and >= 90%% memory free. Every engine start leases its TP's worth of "
-        "them from one pool shared by all -n workers.",
-    )
-    g.addoption(
-        "--specbench-log-dir",
-        metavar="DIR",
-        default="specbench-logs",
-        help="engine logs, one file per group. Default: %(default)r",
-    )
-    g.addoption(
-        "--specbench-kill-engine",
-        metavar="GROUP@N",
-        type=_kill_spec,
-        default=None,
-        help="testing aid: SIGKILL the engine of GROUP (e.g. ar-tp1) before its N-th cell "
-        "(0-based) to check that a crash fails only that group. Default: off",
-    )
-    g.addoption(
-        "--specbench-hang-engine",
-        metavar="GROUP@N",
-        type=_kill_spec,
-        default=None,
-        help="testing aid: SIGSTOP the scheduler of GROUP before its N-th cell, so the cell "
-        "hangs until pytest-timeout fails it and the engine is torn down. Default: off",
-    )
-    g.addoption(
-        "--specbench-timeout",
-        metavar="S",
-        type=float,
-        default=None,
-        help="every cell's time limit in seconds, overriding the workloads' timeout_s (enforced in "
-        "the engine's event loop; a cell over it fails and its engine is torn down). pytest-timeout's "
-        "--timeout would also cover engine starts. Default: each workload's timeout_s",
-    )
-    g.addoption(
-        "--specbench-start-timeout",
-        metavar="S",
-        type=float,
-        default=900.0,
-        help="an engine start taking longer fails its group's cells (the run goes on). "
-        "Cells have their own limit (the workload's timeout_s or --specbench-timeout), "
-        "engine start excluded. Default: %(default)s",
-    )
-    g.addoption(
-        "--specbench-plan",
-        action="store_true",
-        default=False,
-        help="print the feasibility plan (groups, cells, per-GPU weights and KV capacity, skip "
-        "reasons, ETA) and exit without starting any engine",
-    )
-    g.addoption(
-        "--specbench-plan-json",
-        metavar="PATH",
-        default=None,
-        help="write the plan as JSON to PATH (with or without --specbench-plan)",
-    )
-    g.addoption(
-        "--specbench-gpu-memory",
-        metavar="SIZE",
-        type=_memory,
-        default=None,
-        help="plan for GPUs of SIZE memory (e.g. 80GiB) instead of what NVML reports; "
-        "lets a machine without GPUs plan a GPU matrix",
-    )
-    g.addoption(
-        "--specbench-plots",
-        metavar="DIR",
-        default=None,
-        help="at the end of the run, write the run's plots (PNG + CSV each) and an index.md there",
-    )
-    g.addoption(
-        "--specbench-gpu-bandwidth",
-        metavar="TB/S",
-        type=_bandwidth,
-        default=None,
-        help="HBM bandwidth per GPU in TB/s for the roofline and decode ETAs. Default: NVML's memory "
-        "bus width x max memory clock, else a datasheet table by GPU name, else unknown",
-    )
-    g.addoption(
-        "--specbench-plan-from",
-        metavar="PATH",
-        default=None,
-        help="a previous results JSON: the plan's ETA uses its measured cell times",
-    )
-    g.addoption(
-        "--specbench-resume",
-        metavar="PATH",
-        default=None,
-        help="a results JSON of an earlier run that stopped halfway: its measured cells (same id and "
-        "definition: method, model, engine args, workload) are skipped and copied into this run's JSON; "
-        "failed, missing and changed cells run",
-    )
-    g.addoption(
-        "--specbench-resume-any-machine",
-        action="store_true",
-        default=False,
-        help="with --specbench-resume: also copy cells measured on another machine (GPU names, driver, "
-        "CPU, torch/transformers/sglang versions); they are marked resumed_from_other_machine. "
-        "Default: such cells run again",
-    )
-    parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
 
 
 def _sigterm_stops_the_run() -> None:
@@ -185,52 +58,6 @@ def _sigterm_stops_the_run() -> None:
         raise KeyboardInterrupt("interrupted by SIGTERM")
 
     signal.signal(signal.SIGTERM, on_sigterm)
-
-
-def _gpu_list(value: str) -> tuple[int, ...]:
-    import argparse
-
-    from .gpus import parse_gpu_list
-
-    try:
-        return parse_gpu_list(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _memory(value: str) -> int:
-    import argparse
-
-    from .plan import parse_memory
-
-    try:
-        return parse_memory(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _bandwidth(value: str) -> float:
-    import argparse
-
-    try:
-        v = float(value.removesuffix("TB/s").removesuffix("TB/S"))
-    except ValueError:
-        v = -1.0
-    if not 0 < v < 100:
-        raise argparse.ArgumentTypeError(f"expected TB/s per GPU, e.g. 4.8 for an H200; got {value!r}")
-    return v * 1e12
-
-
-def _kill_spec(value: str) -> tuple[str, int]:
-    import argparse
-
-    group, _, n = value.rpartition("@")
-    if not group or not n.isdigit():
-        raise argparse.ArgumentTypeError(f"expected GROUP@N like ar-tp1@1; got {value!r}")
-    return group, int(n)
-
-
-# ------------------------------------------------------------------------------ configure
 
 
 @pytest.hookimpl(trylast=True)
@@ -426,12 +253,6 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     return True if session.config.getoption("specbench_plan") else None
 
 
-def cell_timeout(config: pytest.Config, cell: Cell) -> float:
-    """A cell's time limit: --specbench-timeout, else its workload's timeout_s."""
-    override = config.getoption("specbench_timeout", None)
-    return float(override) if override else cell.workload.timeout_s
-
-
 def _crash_message(rep: pytest.TestReport) -> str | None:
     crash = getattr(rep.longrepr, "reprcrash", None)
     msg = getattr(crash, "message", None)
@@ -488,138 +309,6 @@ def engine(request: pytest.FixtureRequest) -> Any:
     eng = st.start_engine(group)
     yield eng
     st.stop_engine(group, eng)
-
-
-class CellRunner:
-    """Runs a cell's workload on its engine and records the result for the JSON."""
-
-    def __init__(self, item: pytest.Item):
-        self.item = item
-
-    def run(self, engine: Any, cell: Cell) -> dict[str, Any]:
-        from . import metrics, workloads
-
-        st = _state(self.item.config)
-        n = st.cells_run.get(cell.group.id, 0)
-        st.cells_run[cell.group.id] = n + 1
-        if cell.group.id in st.torn_down:
-            pytest.fail(f"cell {cell.id}: {st.torn_down[cell.group.id]}", pytrace=False)
-        if self.item.config.getoption("specbench_kill_engine") == (cell.group.id, n):
-            engine.kill_for_test()
-        if self.item.config.getoption("specbench_hang_engine") == (cell.group.id, n):
-            engine.hang_for_test()
-        limit = cell_timeout(self.item.config, cell)
-        engine.deadline = time.monotonic() + limit
-        timed_out = None
-        ticker = _ticker(self.item.config, st, cell)
-        try:
-            run = workloads.run(engine, cell, workloads.meters(_energy_meter(st, cell), engine))
-        except CellTimeout as e:
-            timed_out = str(e)
-        except (Interrupted, KeyboardInterrupt) as e:  # SIGTERM / Ctrl-C: stop the run, keep the rest
-            st.interrupted = {
-                "cell": cell.id,
-                "group": cell.group.id,
-                "nodeid": self.item.nodeid,
-                "why": str(e) if isinstance(e, Interrupted) else "interrupted by SIGINT (Ctrl-C)",
-            }
-            raise KeyboardInterrupt(st.interrupted["why"]) from None
-        finally:
-            engine.deadline = None
-            if ticker is not None:
-                ticker.stop()
-        if timed_out is not None:  # failed outside the except: no chained traceback in the report
-            why = (
-                f"engine of group {cell.group.id} torn down: cell {cell.id} made no progress within "
-                f"timeout_s={limit:g} s"
-            )
-            st.abandon_engine(cell.group, why)
-            pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)
-        cp = st.get_plan().cells.get(cell.id)
-        m = metrics.cell_metrics(
-            run.records,
-            run.round_times,
-            run.round_output_tokens,
-            request_digests=run.round_digests,
-            slo=dict(cell.workload.slo) or None,
-            request_rate=cell.request_rate,
-            energy_j=run.extra.get("energy_j"),
-            roofline_tokens_per_s=cp.roofline_tokens_per_s if cp is not None else None,
-            server_spec=run.extra.get("server_spec"),
-        )
-        result = {
-            "nodeid": self.item.nodeid,
-            "name": self.item.name,
-            "cell_id": cell.id,
-            "group": cell.group.id,
-            "params": cell.params(),
-            "round_times": run.round_times,
-            "warmup": cell.workload.warmup,
-            "metrics": jsonable(m),
-            "extra_info": {
-                **jsonable(run.extra),
-                **metrics.oracle_check(cell.method, m.get("accept_length"), cell.output_tokens),
-                "cell_fingerprint": cell.fingerprint(),
-                "provenance": st.provenance(),
-                **(
-                    {"sweep": cell.method.sweep, "setting": dict(cell.method.setting)}
-                    if cell.method.sweep
-                    else {}
-                ),
-            },
-            "worker": _state(self.item.config).worker,
-        }
-        if m["errors"]:  # a failed cell: in failed_cells with what it measured, never in benchmarks
-            self.item.stash[PARTIAL] = {
-                k: v for k, v in result["metrics"].items() if k not in ("per_request", "request_digests")
-            }
-            pytest.fail(
-                f"cell {cell.id}: {m['errors']} of {m['requests']} requests failed; first: "
-                f"{m['first_error']}",
-                pytrace=False,
-            )
-        self.item.user_properties.append((RESULT_PROP, result))
-        return result
-
-
-def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell) -> Any:
-    """Without -q (and not on an xdist worker, whose output nobody sees): a line when the cell
-    starts and one every 5 s with its round, requests done, elapsed time and the plan's ETA."""
-    from .progress import Ticker
-
-    tr = config.pluginmanager.get_plugin("terminalreporter")
-    if tr is None or config.get_verbosity() < 0 or hasattr(config, "workerinput"):
-        return None
-    cp = st.get_plan().cells.get(cell.id)
-    eta = cp.eta_s if cp is not None else None
-    w = cell.workload
-    capman = config.pluginmanager.get_plugin("capturemanager")
-
-    def write(line: str) -> None:  # past pytest's output capture, which is on during a test
-        if capman is None:
-            tr.write_line(line)
-            return
-        with capman.global_and_fixture_disabled():
-            tr.ensure_newline()
-            tr.write_line(line)
-
-    write(
-        f"-> {cell.id} (group {cell.group.id}): {w.warmup} warm-up + {w.rounds} timed rounds"
-        + (f", plan ETA {eta:.0f} s" if eta else "")
-    )
-    ticker = Ticker(write)
-    ticker.start(cell.id, w.warmup + w.rounds, w.warmup, eta)
-    return ticker
-
-
-def _energy_meter(st: SpecbenchState, cell: Cell) -> Any:
-    """NVML energy over the cell's timed rounds on the GPUs its engine leased; None for CPU
-    backends or without a lease (GPUs unknown)."""
-    from . import gpus
-
-    if st.lease is None or not get_backend(cell.method.backend).gpu:
-        return None
-    return gpus.EnergyMeter(tuple(st.lease.gpus))
 
 
 @pytest.fixture
