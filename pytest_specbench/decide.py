@@ -236,7 +236,9 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
 
 def warnings(doc: dict[str, Any]) -> list[str]:
     """Cells whose numbers need care: rounds that vary more than CV_WARN, comparisons whose
-    requests differ (unpaired), open-loop cells whose client queue grew (saturated)."""
+    requests differ (unpaired), open-loop cells whose client queue grew (saturated), and for
+    server backends: acceptance from server counters that also counted other traffic, token
+    counts guessed from text chunks, a prefix cache that could not be flushed."""
     out = []
     noisy = [
         f"{b['param']} {b['extra_info']['rounds_cv']:.0%}"
@@ -258,6 +260,19 @@ def warnings(doc: dict[str, Any]) -> list[str]:
                 f"waited for a free slot; completed {e.get('achieved_request_rate') or 0:.2f} of "
                 f"{e.get('offered_request_rate')} req/s offered)"
             )
+        if e.get("accept_scope") == "server" and e.get("server_exclusive") is False:
+            out.append(
+                f"warning: {b['param']}: accept length from the server's /metrics counters, which "
+                "counted more requests than the cell sent (other traffic on the server)"
+            )
+        if e.get("token_counts_approximate"):
+            out.append(
+                f"warning: {b['param']}: {e['token_counts_approximate']} requests' per-chunk token "
+                "counts guessed from text chunks (the server sent neither usage nor token ids per "
+                "chunk): ITL and TTFT-per-token figures are approximate"
+            )
+        if e.get("prefix_cache"):
+            out.append(f"warning: {b['param']}: {e['prefix_cache']}")
     return out
 
 

@@ -274,11 +274,23 @@ def _endpoint(
         port_ok = parts.port is None or parts.port > 0
     except ValueError:
         port_ok = False
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or parts.query:
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise cx.err(
             f"{key}.url",
             f"{url!r} is not an http(s) URL of a server; give scheme, host and port, e.g. "
             "http://10.0.0.5:30000 (the API's paths are added by the plugin)",
+        )
+    if parts.username or parts.password:
+        raise cx.err(
+            f"{key}.url",
+            "has credentials in it; URLs are written to the results JSON: put the key in an "
+            "environment variable and name it in api_key_env",
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise cx.err(
+            f"{key}.url",
+            f"{url!r} has a path, query or fragment; give the server's root "
+            f"({parts.scheme}://{parts.netloc}): the plugin adds /generate, /v1/completions, /metrics",
         )
     api = cx.choice(d.get("api", "sglang"), f"{key}.api", APIS)
     key_env = cx.string(d["api_key_env"], f"{key}.api_key_env") if d.get("api_key_env") is not None else None

@@ -235,6 +235,9 @@ def cell_metrics(
         tps = m.get("output_tokens_per_s")
         m["roofline_tokens_per_s"] = roofline_tokens_per_s
         m["roofline_fraction"] = tps / roofline_tokens_per_s if tps else None
+    approx = sum(1 for r in ok if ("token_counts", "approximate") in r.meta)
+    if approx:
+        m["token_counts_approximate"] = approx
     if m["accept_length"] is not None:
         m["accept_scope"] = "request"
     elif server_spec and server_spec.get("accept_length") is not None:

@@ -199,9 +199,13 @@ def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozens
     gp = GroupPlan(group.id, m.name, m.backend, group.tp, m.model.name)
     if m.backend in ENDPOINT_BACKENDS:  # nothing to start, size or time: someone else's server
         gp.notes.append(
-            f"external endpoint {m.url} ({m.api} API): no start, no GPU memory plan and no ETA "
-            "(--specbench-plan-from a results JSON gives one); the engine event records what an "
-            "SGLang server sized (/get_server_info)"
+            f"external endpoint {m.url} ({m.api} API): no start and no GPU memory plan; the ETA "
+            "comes only from a results JSON (--specbench-plan-from)"
+            + (
+                "; the engine event records what the server sized (/get_server_info)"
+                if m.api == "sglang"
+                else ""
+            )
         )
         return gp
     ctx = engine_context(group)
@@ -471,4 +475,5 @@ def apply_previous(
         if imported > 1.0:  # the first start of its process: its cold caches are in first_start_extra_s
             start -= eta.COLD_KERNELS_S + eta.FIRST_WARMUP_S - eta.WARMUP_REQUEST_S
             gp.first_start_extra_s = imported + eta.COLD_KERNELS_S + eta.FIRST_WARMUP_S - eta.WARMUP_REQUEST_S
-        gp.start_s, gp.start_from = max(start, eta.ENGINE_BASE_S if gp.backend != "hf" else 0.0), "measured"
+        floor = 0.0 if gp.backend == "hf" or gp.backend in ENDPOINT_BACKENDS else eta.ENGINE_BASE_S
+        gp.start_s, gp.start_from = max(start, floor), "measured"

@@ -81,8 +81,9 @@ def pytest_configure(config: pytest.Config) -> None:
             st.matrix = load(path, tuple(BACKENDS))
         except MatrixError as e:
             raise pytest.UsageError(str(e)) from None
+        sends = not (config.getoption("specbench_plan") or config.getoption("collectonly"))
         for m in st.matrix.methods:  # before any engine starts: what no TP size would fix
-            why = get_backend(m.backend).refusal(m)
+            why = get_backend(m.backend).refusal(m, sends=sends)
             if why:
                 raise pytest.UsageError(f"{path}: {why}")
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))

@@ -268,7 +268,7 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             f"{len(st.doc['benchmarks'])} cells measured are kept"
             + (
                 f"; the same command (same -k) with --specbench-resume "
-                f"{Path(str(getattr(target, 'name', target))).resolve()} runs the rest"
+                f"{Path(str(target.name if hasattr(target, 'write') else target)).resolve()} runs the rest"
                 if target
                 else ""
             )
@@ -276,7 +276,9 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     out.append(wall_vs_plan(st))
     target = config.getoption("benchmark_json", None)
     if target:
-        out.append(f"wrote {getattr(target, 'name', target)} ({len(st.doc['benchmarks'])} cells)")
+        out.append(
+            f"wrote {target.name if hasattr(target, 'write') else target} ({len(st.doc['benchmarks'])} cells)"
+        )
     return out
 
 

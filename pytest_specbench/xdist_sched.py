@@ -270,6 +270,8 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
 
         def _split_scope(self, nodeid: str) -> str:
             c = cell_of(nodeid)
+            if c is not None and c.method.url:  # groups on one endpoint: one worker, in turn (they
+                return f"endpoint {c.method.url}"  # would share its GPUs, cache and counters)
             return c.group.id if c is not None else nodeid
 
         def schedule(self) -> None:

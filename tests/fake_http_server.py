@@ -15,6 +15,7 @@ launch it. The script, from the environment:
 - FAKE_API_KEY: every request must carry "Authorization: Bearer <it>" (else 401);
 - FAKE_NO_RESET=1 / FAKE_NO_FLUSH=1: /reset_prefix_cache / /flush_cache answer 404;
 - FAKE_START_S: seconds before /health answers;
+- FAKE_SHORT=1: every request gets half the tokens it asked for;
 - FAKE_SEEN_FILE: every request's Authorization header and path appended (key-leak checks).
 /fake/stats answers the peak number of requests in flight and the request count.
 """
@@ -177,6 +178,8 @@ class FakeServer:
         nth = self.generates
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
+        if os.environ.get("FAKE_SHORT"):  # a server that stops early (a length cap, EOS honoured)
+            n = max(1, n // 2)
         out = [(ids[-1] + 1 + i) % 1000 if ids else i for i in range(n)]
         sched = self.schedule(n)
         steps, hist = self.count(n)

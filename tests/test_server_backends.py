@@ -16,7 +16,15 @@ import pytest
 import torch  # noqa: F401  (the inner runs' tokenizer imports them; pytester's module snapshot would
 import transformers  # noqa: F401  drop them between runs, and numpy and torch load once per process)
 
-from pytest_specbench.engines.httpclient import counter_sums, parse_prometheus, spec_delta, sse_events
+from pytest_specbench.engines.base import Request
+from pytest_specbench.engines.httpclient import (
+    StreamState,
+    counter_sums,
+    parse_prometheus,
+    record_from,
+    spec_delta,
+    sse_events,
+)
 from pytest_specbench.engines.server import cli_args, free_port
 from pytest_specbench.engines.sglang import engine_kwargs
 from pytest_specbench.matrix import MatrixError, parse
@@ -191,6 +199,26 @@ def test_prometheus_deltas_give_accept_length_for_vllm_and_sglang() -> None:
     assert s["accept_length"] == 4.0
 
 
+def test_openai_chunks_counted_by_usage_token_ids_or_text_and_the_reply_kept() -> None:
+    req = Request((1, 2, 3), 4)
+    vllm = StreamState()  # usage in every chunk (continuous_usage_stats) and token_ids
+    for ev in (
+        {"choices": [{"text": "ab", "token_ids": [7, 8]}], "usage": {"completion_tokens": 2}},
+        {"choices": [{"text": "cd", "token_ids": [9, 10]}], "usage": {"completion_tokens": 4}},
+        {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
+    ):
+        vllm.openai(ev)
+    rec = record_from(req, vllm, [(0.1, 2), (0.2, 4)], 0.2)
+    assert (rec.output_tokens, rec.output_ids, rec.output_text) == (4, (7, 8, 9, 10), "abcd")
+    assert rec.error is None and rec.meta == () and rec.engine_prompt_tokens == 3
+    text = StreamState()  # neither usage nor ids per chunk: one token per chunk, marked
+    for ev in ({"choices": [{"text": "ab"}]}, {"choices": [{"text": "cd"}]}):
+        text.openai(ev)
+    rec = record_from(req, text, [], 0.2)
+    assert rec.meta == (("token_counts", "approximate"),)
+    assert rec.error == "asked for 4 output tokens, the server returned 2"
+
+
 @pytest.mark.parametrize(
     ("method", "message"),
     [
@@ -198,6 +226,9 @@ def test_prometheus_deltas_give_accept_length_for_vllm_and_sglang() -> None:
         ({"backend": "http", "model": "t", "url": "localhost:30000"}, "is not an http(s) URL"),
         ({"backend": "http", "model": "t", "url": "http://:30000"}, "is not an http(s) URL"),
         ({"backend": "http", "model": "t", "url": "http://h:99999"}, "is not an http(s) URL"),
+        ({"backend": "http", "model": "t", "url": "http://u:pw@h:1"}, "has credentials in it"),
+        ({"backend": "http", "model": "t", "url": "http://h:8000/v1"}, "has a path, query or fragment"),
+        ({"backend": "http", "model": "t", "url": "http://h:8000#x"}, "has a path, query or fragment"),
         ({"backend": "http", "model": "t", "url": "http://h:1", "api": "grpc"}, "'grpc' is not allowed"),
         (
             {"backend": "sglang-server", "model": "t", "url": "http://h:1"},
@@ -323,6 +354,16 @@ def test_api_key_comes_from_its_variable_and_is_never_written(
             written += p.read_text(errors="replace")
     assert secret not in written
     assert "SPECBENCH_TEST_KEY" in (pytester.path / "out.json").read_text()  # the variable's name is
+
+
+def test_a_server_that_returns_fewer_tokens_than_asked_fails_its_group_at_the_warm_up(
+    pytester: pytest.Pytester, fake_server
+) -> None:
+    srv = fake_server(FAKE_TTFT_MS="5", FAKE_ITL_MS="1", FAKE_SHORT="1")
+    _project(pytester, HTTP_MATRIX.format(url=srv.url, api="sglang", extra="", conc="[2]", out=8))
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json")
+    res.assert_outcomes(errors=1)  # the warm-up (8 tokens asked) already got 4: the start fails
+    res.stdout.fnmatch_lines(["*the warm-up request asked for 8 tokens and got 4*"])
 
 
 def test_an_endpoint_that_does_not_answer_fails_its_group_only(

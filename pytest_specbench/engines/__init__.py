@@ -36,8 +36,9 @@ class Backend:
             )
         return None
 
-    def refusal(self, method: Any) -> str | None:
-        """Why this backend cannot run ``method`` at all (a usage error before any start)."""
+    def refusal(self, method: Any, sends: bool = True) -> str | None:
+        """Why this backend cannot run ``method`` at all (a usage error before any start);
+        ``sends`` False (a plan, a collection): what only sending requests needs is not checked."""
         spec = method.speculative
         if spec and self.algorithms is not None and spec.algorithm not in self.algorithms:
             return (
@@ -45,7 +46,7 @@ class Backend:
                 f"{', '.join(self.algorithms)}; {spec.algorithm!r} needs the sglang backend"
             )
         key_env = getattr(method, "api_key_env", None)
-        if key_env and not os.environ.get(key_env):
+        if key_env and sends and not os.environ.get(key_env):
             return (
                 f"methods.{method.name}.api_key_env: the environment variable {key_env!r} is not set "
                 "(or empty); export the API key in it, or remove api_key_env for a server without one"

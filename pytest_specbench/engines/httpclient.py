@@ -95,9 +95,11 @@ class StreamState:
     usage: dict[str, Any] | None = None
     approximate: bool = False  # token counts per chunk guessed from text chunks (OpenAI, no usage)
 
+    text: str = ""
+
     def sglang(self, ev: dict[str, Any]) -> None:
-        """A ``/generate`` event: meta_info.completion_tokens is cumulative; output_ids are
-        cumulative by default and deltas under --incremental-streaming-output."""
+        """A ``/generate`` event: meta_info.completion_tokens and text are cumulative; output_ids
+        are cumulative by default and deltas under --incremental-streaming-output."""
         meta = ev.get("meta_info") or {}
         self.meta = meta
         n = int(meta.get("completion_tokens", self.n))
@@ -107,32 +109,35 @@ class StreamState:
                 self.ids = [int(i) for i in ids]
             elif self.ids is not None and len(self.ids) + len(ids) == n:
                 self.ids += [int(i) for i in ids]
-            elif self.ids is None and self.n == 0 and len(ids) == n:
-                self.ids = [int(i) for i in ids]
             else:
                 self.ids = None
+        if isinstance(ev.get("text"), str):
+            self.text = ev["text"] if len(ev["text"]) >= len(self.text) else self.text + ev["text"]
         self.n = max(self.n, n)
 
     def openai(self, ev: dict[str, Any]) -> None:
-        """A ``/v1/completions`` chunk: cumulative usage.completion_tokens when the server sends
-        usage in every chunk (continuous_usage_stats), else the chunk's token_ids (vLLM's
-        return_token_ids), else one token per chunk with text (marked approximate); the final
-        usage-only chunk (choices: []) sets the total."""
+        """A ``/v1/completions`` chunk. Tokens: the cumulative usage.completion_tokens where the
+        server sends usage in every chunk (continuous_usage_stats), else the chunk's token_ids
+        (vLLM's return_token_ids), else one per chunk with text (marked approximate); a final
+        usage-only chunk (choices: []) sets the total. The text and token ids are collected in
+        every case (agentic histories need them)."""
         usage = ev.get("usage")
         choices = ev.get("choices") or []
+        counted = False
         if usage and usage.get("completion_tokens") is not None:
             self.usage = usage
-            if choices or self.n == 0 or int(usage["completion_tokens"]) >= self.n:
-                self.n = max(self.n, int(usage["completion_tokens"]))
-            return
+            self.n = max(self.n, int(usage["completion_tokens"]))
+            counted = True
         if not choices:
             return
         c = choices[0]
+        self.text += c.get("text") or ""
         tids = c.get("token_ids")
         if isinstance(tids, list):
             self.ids = (self.ids or []) + [int(i) for i in tids]
-            self.n += len(tids)
-        elif c.get("text"):
+            if not counted:
+                self.n += len(tids)
+        elif c.get("text") and not counted:
             self.n += 1
             self.approximate = True
 
@@ -145,7 +150,7 @@ def record_from(
     ids = tuple(st.ids) if st.ids is not None and len(st.ids) == n else ()
     extra: list[tuple[str, Any]] = []
     if st.approximate:
-        extra.append(("token_counts", "approximate: one token per text chunk (no usage per chunk)"))
+        extra.append(("token_counts", "approximate"))
     prompt = meta.get("prompt_tokens", (st.usage or {}).get("prompt_tokens"))
     return RequestRecord(
         prompt_tokens=len(request.input_ids),
@@ -157,9 +162,14 @@ def record_from(
         cached_tokens=int(meta.get("cached_tokens") or 0),
         chunks=tuple(t_chunks),
         output_ids=ids,
+        output_text=st.text,
         tag=request.tag,
         meta=tuple(extra),
         engine_prompt_tokens=int(prompt) if prompt is not None else None,
+        # a request that got fewer (or more) tokens than it asked for measured something else
+        error=None
+        if n == request.max_new_tokens
+        else f"asked for {request.max_new_tokens} output tokens, the server returned {n}",
     )
 
 
@@ -247,7 +257,8 @@ class Client:
             if resp.status != 200:
                 text = (await resp.text())[:500]
                 raise ServerError(f"POST {url}: HTTP {resp.status}: {text}")
-            if not request.stream:
+            if not request.stream or "text/event-stream" not in resp.headers.get("Content-Type", ""):
+                # not streamed (asked so, or a server that ignored stream: true): one JSON answer
                 ev = _check_event(await resp.json(content_type=None))
                 _feed_final(st, ev, feed)
                 return record_from(request, st, [], time.perf_counter() - t0)
@@ -270,6 +281,7 @@ def _feed_final(st: StreamState, ev: dict[str, Any], api: str) -> None:
     st.usage = usage
     st.n = int(usage.get("completion_tokens") or 0)
     choices = ev.get("choices") or []
+    st.text = (choices[0].get("text") or "") if choices else ""
     tids = choices[0].get("token_ids") if choices else None
     if isinstance(tids, list):
         st.ids = [int(i) for i in tids]

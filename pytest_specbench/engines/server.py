@@ -93,11 +93,22 @@ class HTTPEngine:
             if status != 200:
                 raise EngineStartError(f"{self.group.id}: GET {self.url}/v1/models: {_said(status, body)}")
             try:
-                self.client.model = json.loads(body)["data"][0]["id"]
-            except (ValueError, KeyError, IndexError, TypeError):
+                served = [m["id"] for m in json.loads(body)["data"]]
+            except (ValueError, KeyError, TypeError):
+                served = []
+            want = dict(self.group.method.engine_args).get("served_model")
+            if want is not None and want not in served:
                 raise EngineStartError(
-                    f"{self.group.id}: GET {self.url}/v1/models lists no model: {body[:200]!r}"
-                ) from None
+                    f"{self.group.id}: engine_args.served_model {want!r} is not served at "
+                    f"{self.url}/v1/models; served: {', '.join(served) or '(none)'}"
+                )
+            if want is None and len(served) != 1:
+                raise EngineStartError(
+                    f"{self.group.id}: {self.url}/v1/models lists "
+                    f"{', '.join(served) if served else 'no model'}; name the one to benchmark in the "
+                    "method's engine_args: {served_model: NAME}"
+                )
+            self.client.model = want or served[0]
             return {}
         status, body = self._get("/health")
         if status != 200:
@@ -203,6 +214,9 @@ class HTTPEngine:
         for path in paths:
             while True:
                 status, body = http_call(self.url + path, self.client.headers, method="POST")
+                if status == 0:  # nothing answers: the group's remaining cells fail now
+                    self._mark_crashed(self._alive() or f"{self.url} stopped answering ({body})")
+                    raise self._crash_error()
                 if status == 200:
                     self.flush_path, self.flush_note = path, None
                     return
