@@ -325,7 +325,10 @@ def specbench(request: pytest.FixtureRequest) -> CellRunner:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     st = _state(item.config)
     while st.pending:  # engine start/stop events go out on the report of the item that saw them
-        item.user_properties.append((ENGINE_PROP, st.pending.pop(0)))
+        ev = st.pending.pop(0)
+        st.events_sent += 1  # numbered: the controller takes each once, from whichever report
+        ev.setdefault("seq", f"{st.worker}/{st.events_sent}")
+        item.user_properties.append((ENGINE_PROP, ev))
     outcome = yield
     rep = outcome.get_result()
     cell = _item_cell(item)

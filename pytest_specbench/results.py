@@ -26,6 +26,14 @@ class Collector:
         for name, value in props:
             if name == FAILED_PROP:
                 self.st.failures.append(value)
+            elif name == ENGINE_PROP and (
+                value.get("seq") is None or value["seq"] not in self.st.events_seen
+            ):
+                # from the first report that carries it: a cell interrupted in its call phase
+                # has no teardown report, and its group's start must still be in the JSON
+                if value.get("seq") is not None:
+                    self.st.events_seen.add(value["seq"])
+                self.st.engine_events.append(value)
         if report.when == "call" and getattr(report, "node", None) is not None:
             self._worker_line(report)  # under xdist: one line per finished cell, worker and group
         if report.when != "teardown":
@@ -34,8 +42,6 @@ class Collector:
             if name == RESULT_PROP:
                 self.st.config.hook.pytest_specbench_cell_done(config=self.st.config, result=value)
                 self.st.results.append(value)
-            elif name == ENGINE_PROP:
-                self.st.engine_events.append(value)
         if report.user_properties:  # a run that dies halfway keeps what it measured
             write_json(self.st.config, self.st)
 

@@ -34,6 +34,8 @@ class SpecbenchState:
     matrix: Matrix | None = None
     live: tuple[EngineGroup, Any] | None = None
     pending: list[dict[str, Any]] = field(default_factory=list)  # engine events, not yet on a report
+    events_sent: int = 0  # engine events put on reports by this process (their "seq")
+    events_seen: set[str] = field(default_factory=set)  # controller: seqs of events taken
     # controller side
     results: list[dict[str, Any]] = field(default_factory=list)
     engine_events: list[dict[str, Any]] = field(default_factory=list)

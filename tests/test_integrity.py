@@ -362,7 +362,9 @@ def test_sigterm_mid_cell_keeps_the_json_marks_the_cell_and_leaves_no_process(
     (f,) = doc["specbench"]["failed_cells"]
     assert f["cell"] == "child-slow-tp1-c1-out8" and f["interrupted"] is True
     assert doc["specbench"]["interrupted"]["why"] == f"interrupted by {sig.name}"
-    assert "INTERRUPTED (interrupted by" in output and "--specbench-resume" in output
+    assert "INTERRUPTED (interrupted by" in output and f"--specbench-resume {out} " in output
+    # the interrupted group's start is in the JSON too (its cell never got a teardown report)
+    assert [e["group"] for e in doc["specbench"]["engine_groups"]] == ["child-ar-tp1", "child-slow-tp1"]
     for pid in map(int, _lines(pids)):  # every engine's child process is gone
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     # resume runs only the interrupted cell
