@@ -102,7 +102,7 @@ KV_READ_FRACTION_PER_REQUEST = ((128, 0.069), (256, 0.049))
 # ~25 ms), 27B b32 (27B Engine: 22.9 ms a step, 9.85 GB of state), 1.7B c32 / c64
 # (h200-paired, h200-workloads sweep: 2.5-3.2 ms a step); 0.23-0.40 across them
 KV_READ_FRACTION = 0.32
-# all-reduce latency, 2 per layer at TP > 1: h200-tp2 / s3-call2 ar-tp2 c1, 2.08 ms a step vs
+# all-reduce latency, 2 per layer at TP > 1: h200-tp2 / h200-tp2-and-two-workers ar-tp2 c1, 2.08 ms a step vs
 # 1.88 ms at TP1 with half the weights per GPU: 0.72 ms over 56 all-reduces
 ALLREDUCE_S = 13e-6
 
@@ -125,8 +125,8 @@ SPEC_VERIFY_S_PER_LAYER = 52e-6
 # 24.1 ms a verify step vs 15.1 ms AR: 46 GB/s at head_dim 256)
 EXTEND_READ_FRACTION_PER_REQUEST = ((128, 0.0133), (256, 0.0096))
 # NGRAM matches every request's suffix on the CPU each step (overlapped with the GPU step):
-# 1.7B c32 verify steps of 9-37 ms (h200-paired d4 / d8 / d12, h200-run1, s3-call1/4: 0.16-0.25
-# ms per request at 4 draft tokens, 0.3-1.0 ms at 12) vs ~4 ms on the GPU
+# 1.7B c32 verify steps of 9-37 ms (h200-paired d4 / d8 / d12, h200-run1, h200-x2-two-waves,
+# h200-x2-one-wave: 0.16-0.25 ms per request at 4 draft tokens, 0.3-1.0 ms at 12) vs ~4 ms on the GPU
 NGRAM_CPU_S_PER_DRAFT_TOKEN = 50e-6
 # tokens a verify step yields when the draft is not the target itself: random-weight drafts
 # (every committed GPU run) accept nothing (EAGLE3 / DFLASH / MTP: 1.004 = 256 / 255); real
@@ -136,7 +136,7 @@ ASSUMED_ACCEPT_LENGTH = 1.0
 # engine starts (sglang): fixed part + CUDA-graph capture per layer (decode and prefill graphs;
 # again for the verify graphs of a speculative engine, plus the draft's layers) + a hybrid's
 # state-pool and GDN kernels + weights + the warm-up request. Non-first starts on a warm host:
-# 1.7B ar 24-29 s (h200-gpu-ci-2, s3-call2), ngram 24-49 s (median 33), standalone 26-50 s
+# 1.7B ar 24-29 s (h200-gpu-ci-2, h200-tp2-and-two-workers), ngram 24-49 s (median 33), standalone 26-50 s
 # (median 37), eagle3 28-40 s; small hybrid ar 32-39 s; 27B ar 55.5 s (h200-seed27-interrupt
 # resumed), mtp 82.9 s (27B run). The 27B's start on a cold host was 79 s of graph capture of
 # 102.6 s (27B Engine: prefill graphs 65.8 s, decode graphs 9.4 s, weights 0.42 s)
@@ -145,10 +145,11 @@ GRAPH_CAPTURE_S_PER_LAYER = 0.3
 GRAPH_CAPTURE_S_PER_LINEAR_LAYER = 0.5
 HYBRID_START_S = 10.0
 # a draft's own graphs: standalone (a 28-layer draft) starts ~3 s after ngram (no draft) on the
-# 1.7B (h200-paired 29 vs 25 s, s3-call4 45 vs 43 s)
+# 1.7B (h200-paired 29 vs 25 s, h200-x2-one-wave 45 vs 43 s)
 DRAFT_GRAPH_CAPTURE_S_PER_LAYER = 0.1
 WARMUP_REQUEST_S = 1.0  # the plugin's untimed warm-up request after a start: 0.2-2.2 s
-TP_START_S = 5.0  # per doubling of TP: ngram-tp2 36-41 s, standalone-tp2 44-47 s (h200-tp2, s3-call2)
+# per doubling of TP: ngram-tp2 36-41 s, standalone-tp2 44-47 s (h200-tp2, h200-tp2-and-two-workers)
+TP_START_S = 5.0
 DUMMY_WEIGHT_INIT_BYTES_PER_S = 128e9  # load_format dummy: 53.79 GB in 0.42 s (27B Engine)
 WEIGHT_LOAD_BYTES_PER_S = 3e9  # real checkpoints: assumed (no start with real weights measured here)
 # the first start of a process: sglang's import (import_s 19-33 s over 14 first starts, median

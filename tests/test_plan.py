@@ -327,8 +327,8 @@ def test_plan_matches_what_sglang_sized_on_the_h200(tmp_path: Path) -> None:
 
 
 def test_plan_matches_sglang_on_the_27b_hybrid_and_caps_running_requests(tmp_path: Path) -> None:
-    """shared/gpu-host/NOTES.md §10.2, measured by sglang 0.5.17 on an H200 for the Qwen3.5-27B-shaped
-    hybrid (AR, mem_fraction_static 0.903): weights 50.162 GiB, KV 651,426 tokens, 248 state slots,
+    """What sglang 0.5.17 sized on an H200 for the Qwen3.5-27B-shaped hybrid (AR,
+    mem_fraction_static 0.903; its start log): weights 50.162 GiB, KV 651,426 tokens, 248 state slots,
     "max_running_requests is capped to 82 by the mamba state cache"."""
     mk = _dummy_model_script()
     (tmp_path / "h").mkdir()
