@@ -33,9 +33,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="IDS",
         type=_gpu_list,
         default=None,
-        help="comma-separated GPU indices the run may use (GPU backends). Default: every GPU with "
-        "no compute process and >= 90%% memory free. Every engine start leases its TP's worth of "
-        "them from one pool shared by all -n workers.",
+        help="comma-separated GPU indices the run may use (GPU backends). Default: the GPUs of "
+        "CUDA_VISIBLE_DEVICES when it lists indices, else every GPU with no compute process and "
+        ">= 90%% memory free. Every engine start leases its TP's worth of them from one pool "
+        "shared by all -n workers.",
     )
     g.addoption(
         "--specbench-log-dir",

@@ -306,7 +306,16 @@ def wall_vs_plan(st: SpecbenchState) -> str:
             f"run wall {wall:.0f} s; the plan has no ETA for these cells "
             "(--specbench-plan-from a results JSON gives one)"
         )
-    return (
+    line = (
         f"run wall {wall:.0f} s; plan ETA {sum(known) + starts:.0f} s for {len(known)} of {len(ran)} cells "
         f"and {len(started)} engine starts"
     )
+    from . import xdist_sched
+
+    k = xdist_sched.workers(st.config)
+    if k > 1 and st.matrix is not None:  # in parallel: the packed schedule's makespan, not the sum
+        cells = [c for c in st.matrix.cells() if c.id in ran]
+        sched, _ = xdist_sched.plan_schedule(st.config, st, cells)
+        if sched is not None:
+            line += f" in series, {sched.makespan_s:.0f} s packed on {k} workers"
+    return line

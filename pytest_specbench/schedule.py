@@ -1,8 +1,12 @@
 """Packing engine groups onto GPUs: which group runs on which GPUs, from when to when.
 
 Pure (no pytest, no I/O). The plan's printout and the xdist scheduler's ordering both come from
-here, and the GPU leases (leases.py) grant GPUs with the same rule (:func:`grant`), so the printed
-schedule is the one a run follows when the planned durations hold.
+here, and the GPU leases (leases.py) grant GPUs with the same rule (:func:`grant`). The printed
+schedule is what a run does when the planned durations hold and every group has several cells:
+xdist gives a worker its next group when its current one has one cell left, so a worker whose
+group has a single cell takes the following group with it, and a run can then differ from the
+printout (other GPUs, earlier or later starts; the makespan in the simulation test held within
+1.15x).
 
 The model of a run with K workers:
 - the groups are handed out in one order: :func:`longest_first` under xdist (planned duration,

@@ -110,8 +110,22 @@ class SpecbenchState:
                         f"--specbench-plan-from {path}: cannot read a results JSON: {e}"
                     ) from None
             gpu_backends = frozenset(n for n, b in BACKENDS.items() if b.gpu)
-            self.plan = plan.make_plan(self.matrix.cells(), self.gpu_budget, prev, gpu_backends)
+            cells = self.matrix.cells()
+            self.plan = plan.make_plan(cells, self.gpu_budget, prev, gpu_backends)
+            for c in cells:  # wider than the run's GPU pool: skipped, and not in the plan's ETA
+                why = self.gpu_skip_reason(c)
+                cp = self.plan.cells.get(c.id)
+                if why and cp is not None and cp.feasible:
+                    cp.feasible, cp.reason = False, why
         return self.plan
+
+    def gpu_skip_reason(self, cell: Any) -> str | None:
+        """A cell of a GPU backend needing more GPUs than the pool has, e.g. "needs 8 GPUs; 7
+        free: GPU 0 busy, 56 GB used by another process"."""
+        if self.gpus is None or not BACKENDS[cell.method.backend].gpu or cell.tp <= len(self.gpus):
+            return None
+        why = "; ".join(self.gpu_unavailable)
+        return f"needs {cell.tp} GPUs; {len(self.gpus)} free" + (f": {why}" if why else "")
 
     @property
     def worker(self) -> str:

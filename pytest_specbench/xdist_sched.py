@@ -15,6 +15,7 @@ skipped for its TP size.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -53,8 +54,21 @@ def setup_pool(config: pytest.Config, st: SpecbenchState, inv: list[Any]) -> Non
             st.gpu_baseline = {int(k): v for k, v in info["baseline_mib"].items()}
         return
     explicit = config.getoption("specbench_gpus")
-    if not inv and explicit is None:
-        return  # no NVML: the GPUs are unknown
+    env = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if explicit is None and env and all(x.strip().isdigit() for x in env.split(",")):
+        # the user's own restriction: the pool is those GPUs (NVML indices), never others
+        explicit = tuple(int(x) for x in env.split(","))
+    if not inv and explicit is None:  # no NVML: the GPUs are unknown
+        if workers(config) > 1 and not config.getoption("specbench_plan"):
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(
+                    "GPU backends under -n without NVML (nvidia-ml-py) or --specbench-gpus: no GPU "
+                    "is leased, every worker's engines see all GPUs and may share GPU 0; install "
+                    "nvidia-ml-py or give --specbench-gpus 0,1,..."
+                ),
+                stacklevel=2,
+            )
+        return
     try:
         chosen, notes = gpus.choose(inv, explicit)
     except ValueError as e:
@@ -85,12 +99,8 @@ def finish_pool(config: pytest.Config, st: SpecbenchState) -> None:
 
 
 def gpu_skip_reason(st: SpecbenchState, cell: Cell) -> str | None:
-    """A cell of a GPU backend needing more GPUs than the pool has, e.g. "needs 8 GPUs; 7 free:
-    GPU 0 busy, 56 GB used by another process"."""
-    if st.gpus is None or not get_backend(cell.method.backend).gpu or cell.tp <= len(st.gpus):
-        return None
-    why = "; ".join(st.gpu_unavailable)
-    return f"needs {cell.tp} GPUs; {len(st.gpus)} free" + (f": {why}" if why else "")
+    """A cell of a GPU backend needing more GPUs than the pool has (SpecbenchState's rule)."""
+    return st.gpu_skip_reason(cell)
 
 
 def skip_reason(config: pytest.Config, st: SpecbenchState, cell: Cell) -> str | None:
@@ -220,6 +230,14 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
     lines = schedule.format_schedule(sched, st.gpu_unavailable, left_out)
     if js.no_eta:
         lines.insert(-1, f"  ({js.no_eta} cells without an ETA count as 0 s)")
+    cpu = [j for j in js.jobs if not j.gpus and not get_backend(j.backend or "hf").external]
+    cores = os.cpu_count() or 1
+    if k > 1 and cpu and k > cores // 2:
+        lines.insert(
+            -1,
+            f"  (CPU groups are packed as if each worker had its own cores; this machine has {cores}: "
+            f"{k} workers running the CPU backend slow each other, and their measurements with them)",
+        )
     return sched, lines
 
 

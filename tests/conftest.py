@@ -6,3 +6,7 @@ def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs (pytester) are not xdist workers, also when this suite runs under -n."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+    # a GPU host's CUDA_VISIBLE_DEVICES would restrict the fake GPU pools of the inner runs; set
+    # then removed, so whatever an inner run pins is undone after each test
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")

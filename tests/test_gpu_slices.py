@@ -169,6 +169,22 @@ def test_explicit_gpu_list(project: pytest.Pytester, tmp_path: Path) -> None:
     )
 
 
+def test_cuda_visible_devices_of_the_user_is_the_pool(
+    project: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's CUDA_VISIBLE_DEVICES=2,3 (GPUs reserved for them) is the run's pool, as
+    --specbench-gpus 2,3 would be: no engine lands on GPU 0 or 1."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    res = project.runpytest_subprocess("benches", "-rs")
+    res.assert_outcomes(passed=4, skipped=2)
+    assert {g: v[1] for g, v in _starts(tmp_path).items()} == {
+        "ar-tp1": "2",
+        "ar-tp2": "2,3",
+        "ngram-tp1": "2",
+        "ngram-tp2": "2,3",
+    }
+
+
 def test_plan_prints_the_schedule_for_the_workers_given(project: pytest.Pytester) -> None:
     """--specbench-plan -n 2: the controller prints the packed schedule itself (no worker starts,
     no engine); the serial time is the sum of the groups. Two workers sharing 4 GPUs: the TP4
@@ -220,8 +236,9 @@ def test_gpu_energy_over_the_timed_rounds(project: pytest.Pytester) -> None:
 def test_pin_sets_pci_order_unless_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_specbench import gpus
 
-    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    for name in ("CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES"):  # set, then removed: restored after
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     gpus.pin((2, 3))
     assert (os.environ["CUDA_DEVICE_ORDER"], os.environ["CUDA_VISIBLE_DEVICES"]) == ("PCI_BUS_ID", "2,3")
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
