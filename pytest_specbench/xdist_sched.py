@@ -98,14 +98,9 @@ def finish_pool(config: pytest.Config, st: SpecbenchState) -> None:
     st.lease_dir_owned = False
 
 
-def gpu_skip_reason(st: SpecbenchState, cell: Cell) -> str | None:
-    """A cell of a GPU backend needing more GPUs than the pool has (SpecbenchState's rule)."""
-    return st.gpu_skip_reason(cell)
-
-
 def skip_reason(config: pytest.Config, st: SpecbenchState, cell: Cell) -> str | None:
     """Why a cell does not run (collection marks it skipped; the schedule leaves it out)."""
-    reason = get_backend(cell.method.backend).skip_reason(cell.group) or gpu_skip_reason(st, cell)
+    reason = get_backend(cell.method.backend).skip_reason(cell.group) or st.gpu_skip_reason(cell)
     if not reason:
         reason = st.get_plan().skip_reason(cell)
     if cell.id in st.resumed:  # measured by the run being resumed: no engine start for it
@@ -159,7 +154,7 @@ def jobs(config: pytest.Config, st: SpecbenchState, cells: Iterable[Cell]) -> Jo
     for c in cells:
         if not skip_reason(config, st, c):
             by_group.setdefault(c.group.id, []).append(c)
-        elif (why := gpu_skip_reason(st, c)) is not None:
+        elif (why := st.gpu_skip_reason(c)) is not None:
             n, _ = gpu_skipped.get(c.group.id, (0, why))
             gpu_skipped[c.group.id] = (n + 1, why)
     out, no_eta = [], 0

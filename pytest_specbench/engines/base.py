@@ -148,15 +148,27 @@ async def guard(coro: Awaitable[T], deadline: float | None) -> T:
         _untrap(asyncio.get_running_loop(), saved)
 
 
+WATCH_S = 0.5  # how often a running engine's processes are checked
+
+
 def run_watched(engine: Any, loop: asyncio.AbstractEventLoop, coro: Awaitable[T]) -> T:
-    """``coro`` on ``loop`` under the engine's cell limit (:func:`guard`), with the engine's
-    ``_watchdog()`` running beside it; a crash it marks (``engine.crashed``) raises the engine's
-    ``_crash_error()`` instead of the cancellation it caused."""
+    """``coro`` on ``loop`` under the engine's cell limit (:func:`guard`), with a watchdog beside
+    it that asks ``engine._dead()`` (why the engine is gone, or None) every WATCH_S and hands a
+    reason to ``engine._mark_crashed``; a crash so marked (``engine.crashed``) raises the
+    engine's ``_crash_error()`` instead of the cancellation it caused."""
     if engine.crashed:
         raise engine._crash_error()
 
+    async def watchdog() -> None:
+        while True:
+            await asyncio.sleep(WATCH_S)
+            why = engine._dead()
+            if why:
+                engine._mark_crashed(why)
+                return
+
     async def guarded() -> T:
-        dog = asyncio.ensure_future(engine._watchdog())
+        dog = asyncio.ensure_future(watchdog())
         try:
             return await guard(coro, engine.deadline)
         finally:

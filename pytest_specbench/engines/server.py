@@ -158,20 +158,12 @@ class HTTPEngine:
             self._tok = AutoTokenizer.from_pretrained(tinymodel.resolve(m.tokenizer or m.path))
         return self._tok
 
-    def _alive(self) -> str | None:
+    def _dead(self) -> str | None:
         """Why the engine cannot go on (a launched server that exited), else None."""
         return None
 
     def run(self, coro: Awaitable[T]) -> T:
         return run_watched(self, self.loop, coro)
-
-    async def _watchdog(self) -> None:
-        while True:
-            await asyncio.sleep(0.5)
-            why = self._alive()
-            if why:
-                self._mark_crashed(why)
-                return
 
     def _mark_crashed(self, why: str) -> None:
         if self.crashed:
@@ -206,16 +198,17 @@ class HTTPEngine:
         else a note in every cell that the prefix cache was not flushed."""
         if self.crashed:
             raise self._crash_error()
-        paths = [self.flush_path] if self.flush_path else ["/reset_prefix_cache", "/flush_cache"]
         if self.api == "sglang":
             paths = ["/flush_cache"]
+        else:  # the one that answered before, else both in turn
+            paths = [self.flush_path] if self.flush_path else ["/reset_prefix_cache", "/flush_cache"]
         said = []
         t_end = time.monotonic() + FLUSH_RETRY_S
         for path in paths:
             while True:
                 status, body = http_call(self.url + path, self.client.headers, method="POST")
                 if status == 0:  # nothing answers: the group's remaining cells fail now
-                    self._mark_crashed(self._alive() or f"{self.url} stopped answering ({body})")
+                    self._mark_crashed(self._dead() or f"{self.url} stopped answering ({body})")
                     raise self._crash_error()
                 if status == 200:
                     self.flush_path, self.flush_note = path, None
@@ -360,7 +353,7 @@ class SGLangServerEngine(HTTPEngine):
         """Until /health answers 200 (the start limit, --specbench-start-timeout, interrupts this
         wait from outside); a server that exits meanwhile fails the start with its status."""
         while True:
-            why = self._alive()
+            why = self._dead()
             if why:
                 raise EngineStartError(self._report(f"{self.group.id}: sglang.launch_server {why}"))
             status, _ = http_call(url + "/health", timeout=2.0)
@@ -368,7 +361,7 @@ class SGLangServerEngine(HTTPEngine):
                 return
             time.sleep(0.5)
 
-    def _alive(self) -> str | None:
+    def _dead(self) -> str | None:
         rc = self.proc.poll()
         if rc is None:
             return None
@@ -382,7 +375,7 @@ class SGLangServerEngine(HTTPEngine):
     async def _gone(self) -> str | None:
         # a dead server's sockets close before its exit is seen: give the exit a moment
         for _ in range(20):
-            why = self._alive()
+            why = self._dead()
             if why:
                 return why
             await asyncio.sleep(0.05)

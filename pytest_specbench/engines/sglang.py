@@ -235,7 +235,7 @@ class SGLangEngine:
             wd = getattr(handler_self.tokenizer_manager, "_subprocess_watchdog", None)
             if wd is not None:
                 wd.stop()
-            dead = engine._dead_child() or "an engine process died"
+            dead = engine._dead() or "an engine process died"
             engine._mark_crashed(f"{dead}; SIGQUIT from sglang's watchdog")
 
         tm.SignalHandler.running_phase_sigquit_handler = running_phase_sigquit_handler
@@ -270,7 +270,7 @@ class SGLangEngine:
         for task in asyncio.all_tasks(loop):
             task.cancel()
 
-    def _dead_child(self) -> str | None:
+    def _dead(self) -> str | None:
         import psutil
 
         for pid, title in self._children.items():
@@ -281,14 +281,6 @@ class SGLangEngine:
             except psutil.NoSuchProcess:
                 return f"{name} is gone"
         return None
-
-    async def _watchdog(self) -> None:
-        while True:
-            await asyncio.sleep(0.5)
-            why = self._dead_child()
-            if why:
-                self._mark_crashed(why)
-                return
 
     def _crash_error(self) -> EngineCrashed:
         return EngineCrashed(
