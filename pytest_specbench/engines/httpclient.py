@@ -259,8 +259,7 @@ class Client:
                 raise ServerError(f"POST {url}: HTTP {resp.status}: {text}")
             if not request.stream or "text/event-stream" not in resp.headers.get("Content-Type", ""):
                 # not streamed (asked so, or a server that ignored stream: true): one JSON answer
-                ev = _check_event(await resp.json(content_type=None))
-                _feed_final(st, ev, feed)
+                getattr(st, feed)(_check_event(await resp.json(content_type=None)))
                 return record_from(request, st, [], time.perf_counter() - t0)
             async for ev in _events(resp.content):
                 now = time.perf_counter() - t0
@@ -271,20 +270,6 @@ class Client:
         if t_chunks and t_chunks[-1][1] != st.n:  # a final usage chunk corrected the count
             t_chunks[-1] = (t_chunks[-1][0], st.n)
         return record_from(request, st, t_chunks, time.perf_counter() - t0)
-
-
-def _feed_final(st: StreamState, ev: dict[str, Any], api: str) -> None:
-    if api == "sglang":
-        st.sglang(ev)
-        return
-    usage = ev.get("usage") or {}
-    st.usage = usage
-    st.n = int(usage.get("completion_tokens") or 0)
-    choices = ev.get("choices") or []
-    st.text = (choices[0].get("text") or "") if choices else ""
-    tids = choices[0].get("token_ids") if choices else None
-    if isinstance(tids, list):
-        st.ids = [int(i) for i in tids]
 
 
 async def _events(content: Any) -> AsyncIterator[Any]:
