@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from pytest_specbench.decide import compare, fmt_interval
+from pytest_specbench.report.decide import compare, fmt_interval
 
 
 def main(argv: list[str]) -> int:

@@ -6,7 +6,7 @@ throughput workload (streamed async requests, closed loop at concurrency C) and 
 batch ``engine.generate(input_ids=[...C prompts...])`` with the same prompts and lengths.
 Prints tok/s of each and the ratio plugin / bare (the plugin's overhead: it should be >= 0.98).
 
-    python3 scripts/fidelity.py --matrix benches/h200.yaml --method ar --concurrency 32 \
+    python3 scripts/fidelity.py --matrix benches/gpu/h200.yaml --method ar --concurrency 32 \
         --output-tokens 256 --reps 3 --json OUT.json
 """
 
@@ -20,10 +20,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from pytest_specbench import prompts  # noqa: E402
 from pytest_specbench.engines.base import Request, run_requests  # noqa: E402
 from pytest_specbench.engines.sglang import SGLangEngine  # noqa: E402
-from pytest_specbench.matrix import EngineGroup, load  # noqa: E402
+from pytest_specbench.inputs import prompts
+from pytest_specbench.matrix.cells import EngineGroup
+from pytest_specbench.matrix.schema import load
 
 
 def main() -> None:

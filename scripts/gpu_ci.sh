@@ -2,13 +2,13 @@
 # The GPU workflow's job body (.github/workflows/gpu.yml runs exactly this): plan, benchmark,
 # Markdown report, and the gate against a baseline JSON. Everything lands in $OUT:
 #   plan.txt plan.json out.json report.md plots/ (PNG + CSV, index.md) [compare.md] verdict.txt logs/
-# Environment: MATRIX (default benches/h200.yaml), SELECT (a pytest -k expression, may be empty),
+# Environment: MATRIX (default benches/gpu/h200.yaml), SELECT (a pytest -k expression, may be empty),
 # BASELINE (a previous out.json; no gate without it), MAX_TOK_S_DROP (0.10), MAX_ACCEPT_DROP (0.02),
-# PYTEST (default "python3 -m pytest"; add "-p pytest_specbench.plugin" where the plugin is not
+# PYTEST (default "python3 -m pytest"; add "-p pytest_specbench.plugin.hooks" where the plugin is not
 # installed). Exit status: 0 when every cell passed and nothing regressed, else 1.
 set -uo pipefail
 OUT=${OUT:-gpu-ci}; mkdir -p "$OUT"
-MATRIX=${MATRIX:-benches/h200.yaml}
+MATRIX=${MATRIX:-benches/gpu/h200.yaml}
 PYTEST=${PYTEST:-python3 -m pytest}
 K=(); [ -n "${SELECT:-}" ] && K=(-k "$SELECT")
 run() { $PYTEST benches/test_specbench.py --specbench-matrix "$MATRIX" "${K[@]}" "$@"; }

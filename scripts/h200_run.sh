@@ -2,27 +2,27 @@
 # The H200 runs of docs/results/, one PART per run. Installs SGLang and its dependencies from
 # the wheels in .whl (no network needed) and writes everything under $OUT.
 #   PARTS="dense fidelity" (default dense), each one of:
-#   dense      benches/h200.yaml (dense + hybrid + crash and hang probes), -n $NPROC
-#   det        benches/h200-det.yaml: standalone with deterministic inference, TP1 and TP2
-#   tp2sa      benches/h200-tp.yaml -k "standalone and tp2"
-#   crash      benches/h200.yaml -k crash: the kill probe alone
+#   dense      benches/gpu/h200.yaml (dense + hybrid + crash and hang probes), -n $NPROC
+#   det        benches/gpu/h200-det.yaml: standalone with deterministic inference, TP1 and TP2
+#   tp2sa      benches/gpu/h200-tp.yaml -k "standalone and tp2"
+#   crash      benches/gpu/h200.yaml -k crash: the kill probe alone
 #   fidelity   scripts/fidelity.py: the plugin's throughput path vs a bare engine.generate batch
-#   workloads  benches/h200-workloads.yaml (sweep, Poisson, TTFT, ctx3k/30k/100k, agentic), -n $NPROC
-#   tp         benches/h200-tp.yaml: -k tp2 serial (TPLIMIT s); with TP_COMPARE=1 also -k tp1
-#   tp48       benches/h200-tp.yaml: -k "tp4 or tp8" (a 4- or 8-GPU kind), then two TP2 groups under -n 2
+#   workloads  benches/gpu/h200-workloads.yaml (sweep, Poisson, TTFT, ctx3k/30k/100k, agentic), -n $NPROC
+#   tp         benches/gpu/h200-tp.yaml: -k tp2 serial (TPLIMIT s); with TP_COMPARE=1 also -k tp1
+#   tp48       benches/gpu/h200-tp.yaml: -k "tp4 or tp8" (a 4- or 8-GPU kind), then two TP2 groups under -n 2
 #              serial and -k tp1 -n 2 (wall times in logs/walltimes.txt; CMPK narrows their -k)
-#   paired     benches/h200-paired.yaml: ar, ngram d4/d8/d12, standalone (draft = target) s1/s3/s5, c1/c32
-#   gpuci      scripts/gpu_ci.sh (the GPU workflow's job body) twice on benches/h200-paired.yaml
+#   paired     benches/gpu/h200-paired.yaml: ar, ngram d4/d8/d12, standalone (draft = target) s1/s3/s5, c1/c32
+#   gpuci      scripts/gpu_ci.sh (the GPU workflow's job body) twice on benches/gpu/h200-paired.yaml
 #              (ar, ngram-d4, standalone-s3), the second run gated against the first
 #   interrupt  the seed-class 27B hybrid (benches/examples/seed-27b-hybrid.yaml at TP1): SIGTERM in the
 #              middle of its ctx30k cell, then --specbench-resume to completion
-#   server     benches/h200-server.yaml (ar, ngram, standalone in process and as sglang-server, c1/c32),
+#   server     benches/gpu/h200-server.yaml (ar, ngram, standalone in process and as sglang-server, c1/c32),
 #              scripts/backend_ratio.py on it; then an NGRAM server started here, outside pytest:
-#              benches/h200-http.yaml (backend http, api sglang and openai) and SGLang's own
+#              benches/gpu/h200-http.yaml (backend http, api sglang and openai) and SGLang's own
 #              python -m sglang.benchmark.serving (random-ids, 128 in / 256 out, c1 and c32) against it
 #   eta        the seed-class 27B hybrid at TP1, -k "$ETAK" (default "mtp and c1"): the first plan
 #              (--specbench-plan, no earlier results) and then the same command run, both saved
-#   srvresume  benches/h200-server.yaml resumed from $RESUME (the cells a first run did not reach)
+#   srvresume  benches/gpu/h200-server.yaml resumed from $RESUME (the cells a first run did not reach)
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to dense/workloads.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT/logs"
@@ -42,7 +42,7 @@ NPROC=${NPROC:-$(nvidia-smi -L | wc -l)}
 bench() {  # NAME MATRIX ARGS...: one pytest session, its wall time in $OUT/logs/walltimes.txt
   local name=$1 matrix=$2; shift 2
   local t0=$(date +%s.%N)
-  timeout "${LIMIT:-560}" python3 -m pytest -p pytest_specbench.plugin benches/test_specbench.py \
+  timeout "${LIMIT:-560}" python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
     --specbench-matrix "$matrix" --benchmark-json "$OUT/$name.json" --specbench-log-dir "$OUT/logs/$name" \
     -rsfE "$@" > "$OUT/logs/$name.pytest.log" 2>&1
   local rc=$?
@@ -52,31 +52,31 @@ bench() {  # NAME MATRIX ARGS...: one pytest session, its wall time in $OUT/logs
 for PART in ${PARTS:-dense}; do
 case "$PART" in
   dense)
-    bench h200 benches/h200.yaml -n "$NPROC" --specbench-kill-engine ar-crash-tp1@1 \
+    bench h200 benches/gpu/h200.yaml -n "$NPROC" --specbench-kill-engine ar-crash-tp1@1 \
       --specbench-hang-engine ar-hang-tp1@1 ${KEXPR:+-k "$KEXPR"} ;;
   workloads)
-    bench h200-workloads benches/h200-workloads.yaml -n "$NPROC" ${KEXPR:+-k "$KEXPR"} ;;
+    bench h200-workloads benches/gpu/h200-workloads.yaml -n "$NPROC" ${KEXPR:+-k "$KEXPR"} ;;
   tp)
-    LIMIT=${TPLIMIT:-${LIMIT:-560}} bench h200-tp2 benches/h200-tp.yaml -k tp2
+    LIMIT=${TPLIMIT:-${LIMIT:-560}} bench h200-tp2 benches/gpu/h200-tp.yaml -k tp2
     if [ -n "${TP_COMPARE:-}" ]; then
-      bench h200-tp1-serial benches/h200-tp.yaml -k "tp1${CMPK:+ and ($CMPK)}"
-      bench h200-tp1-n2 benches/h200-tp.yaml -k "tp1${CMPK:+ and ($CMPK)}" -n 2
+      bench h200-tp1-serial benches/gpu/h200-tp.yaml -k "tp1${CMPK:+ and ($CMPK)}"
+      bench h200-tp1-n2 benches/gpu/h200-tp.yaml -k "tp1${CMPK:+ and ($CMPK)}" -n 2
     fi ;;
   det)
-    bench h200-det benches/h200-det.yaml ;;
+    bench h200-det benches/gpu/h200-det.yaml ;;
   paired)
-    bench h200-paired benches/h200-paired.yaml ;;
+    bench h200-paired benches/gpu/h200-paired.yaml ;;
   gpuci)  # the GPU workflow's script, twice: the second run gated against the first
     for i in 1 2; do
       B=""; [ "$i" = 2 ] && B="$OUT/gpu-ci-1/out.json"
-      OUT=$OUT/gpu-ci-$i BASELINE=$B MATRIX=benches/h200-paired.yaml SELECT='ar or ngram-d4 or standalone-s3' \
-        PYTEST="python3 -m pytest -p pytest_specbench.plugin" timeout "${LIMIT:-290}" bash scripts/gpu_ci.sh
+      OUT=$OUT/gpu-ci-$i BASELINE=$B MATRIX=benches/gpu/h200-paired.yaml SELECT='ar or ngram-d4 or standalone-s3' \
+        PYTEST="python3 -m pytest -p pytest_specbench.plugin.hooks" timeout "${LIMIT:-290}" bash scripts/gpu_ci.sh
       echo "gpu-ci run $i rc=$?" | tee -a "$OUT/logs/walltimes.txt"
       cp "$OUT/gpu-ci-$i/out.json" "$OUT/gpu-ci-$i.json" 2>/dev/null
     done
     tar czf "$OUT/gpu-ci.tgz" -C "$OUT" gpu-ci-1 gpu-ci-2 && rm -rf "$OUT/gpu-ci-1" "$OUT/gpu-ci-2" ;;
   server)
-    bench h200-server benches/h200-server.yaml
+    bench h200-server benches/gpu/h200-server.yaml
     python3 scripts/backend_ratio.py "$OUT/h200-server.json" ar=ar-server ngram=ngram-server \
       standalone=standalone-server > "$OUT/server-vs-inprocess.md" 2>&1; cat "$OUT/server-vs-inprocess.md"
     ps -eo pid,args | grep -c "[s]glang" > "$OUT/logs/sglang-procs-after-server-run.txt"
@@ -87,7 +87,7 @@ case "$PART" in
     SRV=$!
     for _ in $(seq 300); do python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:30111/health', timeout=2)" 2>/dev/null && break; sleep 1; done
     echo "external server up after $SECONDS s of the script" | tee -a "$OUT/logs/walltimes.txt"
-    bench h200-http benches/h200-http.yaml
+    bench h200-http benches/gpu/h200-http.yaml
     for c in 1 32; do
       timeout 200 python3 -m sglang.benchmark.serving --backend sglang --host 127.0.0.1 --port 30111 \
         --dataset-name random-ids --random-input-len 128 --random-output-len 256 --random-range-ratio 1 \
@@ -103,13 +103,13 @@ case "$PART" in
     sed -e 's#path: ./configs/qwen3.5-27b-hybrid#path: ../../.model/q27#' -e 's/^tp: \[1, 4, 8\]/tp: [1]/' \
         benches/examples/seed-27b-hybrid.yaml > benches/examples/seed27-tp1.yaml
     K=${ETAK:-mtp and c1}
-    python3 -m pytest -p pytest_specbench.plugin benches/test_specbench.py \
+    python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
       --specbench-matrix benches/examples/seed27-tp1.yaml -k "$K" --specbench-plan \
       --specbench-plan-json "$OUT/seed27-eta-plan.json" > "$OUT/seed27-eta-plan.txt" 2>&1
     tail -n 20 "$OUT/seed27-eta-plan.txt"
     bench seed27-eta benches/examples/seed27-tp1.yaml -k "$K" ;;
   srvresume)
-    bench h200-server-resumed benches/h200-server.yaml --specbench-resume "$RESUME" ;;
+    bench h200-server-resumed benches/gpu/h200-server.yaml --specbench-resume "$RESUME" ;;
   interrupt)
     [ -d .model/q27 ] || python3 scripts/make_dummy_model.py .model/q27 --preset qwen3.5-27b-hybrid \
         >> "$OUT/logs/make-model.log" 2>&1
@@ -118,7 +118,7 @@ case "$PART" in
     K='ar and c1 and (ctx3k or ctx30k)'
     M=benches/examples/seed27-tp1.yaml
     t0=$(date +%s.%N)
-    python3 -m pytest -p pytest_specbench.plugin benches/test_specbench.py --specbench-matrix $M -k "$K" \
+    python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py --specbench-matrix $M -k "$K" \
       --benchmark-json "$OUT/seed27-interrupted.json" --specbench-log-dir "$OUT/logs/seed27" -rsfE \
       > "$OUT/logs/seed27-interrupted.pytest.log" 2>&1 &
     PID=$!
@@ -134,14 +134,14 @@ case "$PART" in
     tail -n 25 "$OUT/logs/seed27-interrupted.pytest.log"
     bench seed27-resumed $M -k "$K" --specbench-resume "$OUT/seed27-interrupted.json" ;;
   tp48)
-    bench h200-tp48 benches/h200-tp.yaml -k "tp4 or tp8"
-    bench h200-tp2-n2 benches/h200-tp.yaml -k "tp2 and not ngram" -n 2 ;;
+    bench h200-tp48 benches/gpu/h200-tp.yaml -k "tp4 or tp8"
+    bench h200-tp2-n2 benches/gpu/h200-tp.yaml -k "tp2 and not ngram" -n 2 ;;
   tp2sa)
-    bench h200-tp2-standalone benches/h200-tp.yaml -k "standalone and tp2" ;;
+    bench h200-tp2-standalone benches/gpu/h200-tp.yaml -k "standalone and tp2" ;;
   crash)
-    bench h200-crash benches/h200.yaml -k crash --specbench-kill-engine ar-crash-tp1@1 ;;
+    bench h200-crash benches/gpu/h200.yaml -k crash --specbench-kill-engine ar-crash-tp1@1 ;;
   fidelity)
-    timeout "${FLIMIT:-150}" python3 scripts/fidelity.py --matrix benches/h200.yaml --method ar \
+    timeout "${FLIMIT:-150}" python3 scripts/fidelity.py --matrix benches/gpu/h200.yaml --method ar \
       --concurrency 32 --output-tokens 256 --reps 5 --json "$OUT/fidelity.json" > "$OUT/logs/fidelity.log" 2>&1
     tail -n 8 "$OUT/logs/fidelity.log" ;;
 esac

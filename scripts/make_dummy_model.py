@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a model directory for SGLang runs with load_format="dummy" (random weights).
 
-The tokenizer is the project's own recipe (pytest_specbench.tinymodel).
+The tokenizer is the project's own recipe (pytest_specbench.inputs.tinymodel).
 
 No weights are written: SGLang's dummy loader fills every parameter from
 torch.Generator.manual_seed(1234) with uniform(-1e-3, 1e-3), so two models with the
@@ -93,7 +93,7 @@ def write_json(path, obj):
 
 
 def target_config(preset, context_length, vocab_size=VOCAB_SIZE):
-    from pytest_specbench.tinymodel import qwen3_config
+    from pytest_specbench.inputs.tinymodel import qwen3_config
 
     hidden, inter, layers, heads, kv, head_dim, tie = PRESETS[preset]
     return qwen3_config(
@@ -200,7 +200,7 @@ def dflash_config(t, draft_layers=1, block_size=16):
 def write_tokenizer(out, vocab):
     from pathlib import Path
 
-    from pytest_specbench.tinymodel import write_tokenizer as _write
+    from pytest_specbench.inputs.tinymodel import write_tokenizer as _write
 
     _write(Path(out), vocab)
     from tokenizers import Tokenizer

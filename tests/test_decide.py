@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_specbench.decide import best_methods, slo_capacity, tp_scaling
+from pytest_specbench.report.decide import best_methods, slo_capacity, tp_scaling
 
 
 def _entry(

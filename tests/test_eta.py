@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from pytest_specbench import eta, plan
-from pytest_specbench.matrix import Cell, EngineGroup, Method, Model, Speculative, Workload, load, parse
+from pytest_specbench.matrix.cells import Cell, EngineGroup, Method, Model, Speculative, Workload
+from pytest_specbench.matrix.schema import load, parse
+from pytest_specbench.planning import eta, plan
+from pytest_specbench.planning.text import format_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -295,7 +297,7 @@ def test_plan_from_previous_keeps_measured_cells_and_starts(tmp_path: Path) -> N
     assert ar.start_s + ar.first_start_extra_s == pytest.approx(111.35)
     assert ar.first_start_extra_s == pytest.approx(20.09 + 37)
     assert ngram.start_from == "model"  # a failed start measures nothing
-    text = "\n".join(plan.format_plan(p, picked))
+    text = "\n".join(format_plan(p, picked))
     assert "(41.3 s a round, measured)" in text
     assert "start 83 s (+60 s as a process's first) (measured)" in text
 
@@ -474,4 +476,4 @@ def test_the_default_cpu_job_gets_an_eta_that_holds() -> None:
         assert cp.round_s is not None and 0.5 < cp.round_s / secs < 2, (cid, cp.round_s, secs)
     assert p.groups["ar-tp1"].start_s == eta.CPU_ENGINE_START_S
     assert p.groups["ar-tp1"].first_start_extra_s == eta.CPU_IMPORT_S
-    assert "ETA 2." in plan.format_plan(p)[-1]
+    assert "ETA 2." in format_plan(p)[-1]

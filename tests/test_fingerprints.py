@@ -14,8 +14,18 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_specbench.matrix import Cell, EngineGroup, Method, Model, Speculative, Workload, parse
-from pytest_specbench.matrix_cells import FINGERPRINT_FIELDS, NOT_FINGERPRINTED, fingerprint_text
+from pytest_specbench.matrix.cells import (
+    FINGERPRINT_FIELDS,
+    NOT_FINGERPRINTED,
+    Cell,
+    EngineGroup,
+    Method,
+    Model,
+    Speculative,
+    Workload,
+    fingerprint_text,
+)
+from pytest_specbench.matrix.schema import parse
 
 ROOT = Path(__file__).parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -35,6 +45,11 @@ def _committed() -> list[Path]:
 
 def _relative(matrix: str) -> Path:
     """The matrix path inside the repository (a run may record it absolute: /x/benches/m.yaml)."""
+    return Path(MOVED.get(str(_recorded(matrix)), str(_recorded(matrix))))
+
+
+def _recorded(matrix: str) -> Path:
+    """The matrix path the run recorded, made relative to its checkout."""
     p = Path(matrix)
     return Path(*p.parts[p.parts.index("benches") :]) if p.is_absolute() else p
 
@@ -48,6 +63,11 @@ def _seed27_tp1() -> str:
 
 
 DERIVED = {"benches/examples/seed27-tp1.yaml": _seed27_tp1}
+# matrices of GPU runs that now live under benches/gpu/ (a JSON records the path the run read)
+MOVED = {
+    f"benches/{n}.yaml": f"benches/gpu/{n}.yaml"
+    for n in ("h200", "h200-det", "h200-http", "h200-paired", "h200-server", "h200-tp", "h200-workloads")
+}
 
 
 def _matrix_text(rel: Path) -> str | None:
@@ -63,10 +83,10 @@ def _run_root(json_path: Path, matrix: str, text: str) -> Path:
     read from the matrix path when recorded absolute, else from the path of a model an engine
     recorded (in this JSON or another of its folder), else it is this checkout."""
     if Path(matrix).is_absolute():
-        return Path(matrix[: -len(str(_relative(matrix)))])
+        return Path(matrix[: -len(str(_recorded(matrix)))])
     models = yaml.safe_load(text)["models"].values()
     paths = [m if isinstance(m, str) else m["path"] for m in models]
-    tails = [os.path.normpath(Path(matrix).parent / p) for p in paths if p.startswith("../")]
+    tails = [os.path.normpath(_relative(matrix).parent / p) for p in paths if p.startswith("../")]
     for doc in [json_path, *sorted(json_path.parent.glob("*.json"))]:
         found = doc.read_text()
         for tail in tails:
@@ -81,7 +101,11 @@ COMMITTED = _committed()
 
 def test_the_committed_results_include_the_h200_and_cpu_runs() -> None:
     matrices = {str(_relative(json.loads(p.read_text())["specbench"]["matrix"])) for p in COMMITTED}
-    assert {"benches/h200-paired.yaml", "benches/h200-server.yaml", "benches/specbench.yaml"} <= matrices
+    assert {
+        "benches/gpu/h200-paired.yaml",
+        "benches/gpu/h200-server.yaml",
+        "benches/specbench.yaml",
+    } <= matrices
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(RESULTS)) for p in COMMITTED])

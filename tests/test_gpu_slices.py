@@ -18,7 +18,7 @@ CONFTEST = f"""
 import sys
 sys.path.insert(0, {str(HERE)!r})
 from fake_engine import FakeEngine
-from pytest_specbench import gpus
+from pytest_specbench.gpus import inventory as gpus
 from pytest_specbench.engines import register_backend
 
 register_backend("sglang", FakeEngine)  # the plugin's GPU paths, without sglang
@@ -85,7 +85,7 @@ def _starts(tmp_path: Path) -> dict[str, tuple[str, str]]:
 
 
 def _lease_log(project: pytest.Pytester) -> list[dict]:
-    from pytest_specbench.leases import read_log
+    from pytest_specbench.gpus.leases import read_log
 
     return read_log(project.path / "specbench-logs" / "gpu-leases.jsonl")
 
@@ -120,7 +120,7 @@ def test_each_start_leases_its_tp_in_one_process(project: pytest.Pytester, tmp_p
 def test_two_workers_share_one_pool(project: pytest.Pytester, tmp_path: Path) -> None:
     """-n 2 runs every TP (a slice per worker would skip TP4): each start leases its TP from the
     pool both workers share, and the log never has a GPU held twice."""
-    from pytest_specbench.leases import overlaps
+    from pytest_specbench.gpus.leases import overlaps
 
     res = project.runpytest_subprocess("benches", "-n", "2", "--benchmark-json", "out.json", "-rs")
     res.assert_outcomes(passed=6)
@@ -234,7 +234,7 @@ def test_gpu_energy_over_the_timed_rounds(project: pytest.Pytester) -> None:
 
 
 def test_pin_sets_pci_order_unless_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_specbench import gpus
+    from pytest_specbench.gpus import inventory as gpus
 
     for name in ("CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES"):  # set, then removed: restored after
         monkeypatch.setenv(name, "")

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specbench import plan
-from pytest_specbench.matrix import parse
+from pytest_specbench.matrix.schema import parse
+from pytest_specbench.planning import eta, plan
+from pytest_specbench.planning.text import format_plan
 
 HERE = Path(__file__).parent
 
@@ -263,9 +264,9 @@ def test_roofline_counts_the_target_only_and_needs_a_known_bandwidth() -> None:
     assert rl["ar"] and rl["oracle"] == pytest.approx(rl["ar"])  # the draft's weights are not in it
     unknown = plan.make_plan(m.cells(), plan.GPUBudget(80 * 2**30, None, "RTX PRO 6000"))
     assert all(c.roofline_tokens_per_s is None for c in unknown.cells.values())
-    assert plan.bandwidth_for("NVIDIA RTX PRO 6000 Blackwell Server Edition") is None
-    assert plan.bandwidth_for("NVIDIA H200") == 4.8e12
-    text = "\n".join(plan.format_plan(unknown))
+    assert eta.bandwidth_for("NVIDIA RTX PRO 6000 Blackwell Server Edition") is None
+    assert eta.bandwidth_for("NVIDIA H200") == 4.8e12
+    text = "\n".join(format_plan(unknown))
     assert "bandwidth unknown (--specbench-gpu-bandwidth TB/s gives a roofline and decode ETAs)" in text
 
 

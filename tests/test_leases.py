@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specbench.leases import LeaseError, LeasePool, overlaps, read_log
+from pytest_specbench.gpus.leases import LeaseError, LeasePool, overlaps, read_log
 
 
 def _hammer(run_dir: str, marks: str, seed: int, rounds: int, out: str) -> None:
@@ -116,7 +116,7 @@ def test_waiting_starts_are_served_by_the_schedules_order(tmp_path: Path) -> Non
 def test_lease_of_a_dead_process_is_reclaimed(tmp_path: Path) -> None:
     LeasePool.create(tmp_path, (0, 1, 2, 3))
     code = (
-        "import sys, time; from pytest_specbench.leases import LeasePool; "
+        "import sys, time; from pytest_specbench.gpus.leases import LeasePool; "
         f"LeasePool({str(tmp_path)!r}).acquire('dies-tp4', 4); print('held', flush=True); time.sleep(60)"
     )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -181,7 +181,7 @@ def test_a_returning_engine_queues_its_next_start_in_the_same_step(tmp_path: Pat
 
 
 def test_a_queued_start_that_never_asks_drops_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_specbench import leases
+    from pytest_specbench.gpus import leases
 
     monkeypatch.setattr(leases, "EXPECT_S", 0.3)
     pool = LeasePool.create(tmp_path, (0, 1))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specbench.matrix import MatrixError, fmt_tokens, load, parse
+from pytest_specbench.matrix.cells import fmt_tokens
+from pytest_specbench.matrix.schema import MatrixError, load, parse
 
 DOC = {
     "models": {"t": "embedded:tiny", "d": {"path": "embedded:tiny-draft"}},
@@ -182,15 +183,3 @@ def test_slo_key_is_checked_and_enters_the_fingerprint() -> None:
                 "t.yaml",
             )
         assert message in str(e.value)
-
-
-def test_matrix_re_exports_both_halves() -> None:
-    """pytest_specbench.matrix is the import path of the whole matrix API (objects and schema):
-    every public class, function and constant of matrix_cells and matrix_schema is there."""
-    from pytest_specbench import matrix, matrix_cells, matrix_schema
-
-    for mod in (matrix_cells, matrix_schema):
-        for name, value in vars(mod).items():
-            defined_here = getattr(value, "__module__", None) == mod.__name__ or name.isupper()
-            if defined_here and not name.startswith("_"):
-                assert getattr(matrix, name, None) is value, (mod.__name__, name)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_specbench.engines.base import RequestRecord
-from pytest_specbench.metrics import accept_length, cell_metrics, itl_gaps, percentile, summarize, tpot
-from pytest_specbench.paired import compare_all
+from pytest_specbench.report.metrics import accept_length, cell_metrics, itl_gaps, percentile, summarize, tpot
+from pytest_specbench.report.paired import compare_all
 
 
 def rec(**kw):
@@ -103,7 +103,7 @@ def test_cell_metrics_hand_computed() -> None:
 
 
 def test_planned_vs_engine_line() -> None:
-    from pytest_specbench.report import planned_vs_engine
+    from pytest_specbench.report.summary import planned_vs_engine
 
     ev = {
         "group": "ar-tp2",
@@ -128,7 +128,7 @@ def test_planned_vs_engine_line() -> None:
 
 
 def test_slo_attainment_and_goodput() -> None:
-    from pytest_specbench.metrics import slo_metrics
+    from pytest_specbench.report.metrics import slo_metrics
 
     recs = [
         rec(ttft_s=0.100, latency_s=0.900),  # TTFT 100 ms, TPOT (0.9 - 0.1) / 8 = 100 ms: meets both
@@ -147,7 +147,7 @@ def test_slo_attainment_and_goodput() -> None:
 
 
 def test_accept_rate_by_position_from_the_histogram() -> None:
-    from pytest_specbench.metrics import accept_rate_by_position
+    from pytest_specbench.report.metrics import accept_rate_by_position
 
     # 10 steps accepted 0 drafts, 30 accepted 1, 20 accepted 2, 40 accepted all 3:
     # position 1: 90 of 100; position 2: 60 of 90; position 3: 40 of 60

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_specbench import matrix, paired, workloads
+from pytest_specbench.matrix import cells, schema
+from pytest_specbench.report import paired
+from pytest_specbench.workloads import kinds as workloads
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -117,8 +119,8 @@ def test_accept_difference_per_request() -> None:
 # ----------------------------------------------------------------------------- request pairing
 
 
-def _cells(text: str) -> list[matrix.Cell]:
-    return matrix.parse(yaml.safe_load(text), "m.yaml").cells()
+def _cells(text: str) -> list[cells.Cell]:
+    return schema.parse(yaml.safe_load(text), "m.yaml").cells()
 
 
 PAIR_MATRIX = """
@@ -188,7 +190,7 @@ def test_two_identical_engines_compare_one_under_every_workload(
     (pytester.path / "benches").mkdir()
     doc = _twin_matrix()
     kinds = {w.get("kind", n) for n, w in doc["workloads"].items()}
-    assert kinds == set(matrix.WORKLOAD_KINDS)
+    assert kinds == set(cells.WORKLOAD_KINDS)
     (pytester.path / "benches" / "specbench.yaml").write_text(yaml.safe_dump(doc))
     (pytester.path / "benches" / "test_specbench.py").write_text(
         (ROOT / "benches" / "test_specbench.py").read_text()
@@ -200,7 +202,7 @@ def test_two_identical_engines_compare_one_under_every_workload(
     monkeypatch.setenv("FAKE_TOKEN_S", "0.008")
     out = tmp_path / "out.json"
     res = pytester.runpytest("benches", "-p", "no:cacheprovider", f"--benchmark-json={out}")
-    res.assert_outcomes(passed=len(matrix.parse(doc, "m.yaml").cells()))
+    res.assert_outcomes(passed=len(schema.parse(doc, "m.yaml").cells()))
     results = json.loads(out.read_text())
     twins = [b for b in results["benchmarks"] if b["params"]["method"] == "twin"]
     ars = {

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specbench import plan
-from pytest_specbench.matrix import parse
+from pytest_specbench.matrix.schema import parse
+from pytest_specbench.planning import plan, sglang_memory, shapes
 
 GiB = 1024**3
 QWEN3_8B = {
@@ -70,7 +70,7 @@ DEEPSEEK_V3 = {
 
 
 def test_qwen3_8b_dense_gqa() -> None:
-    s = plan.shape_from_config(QWEN3_8B)
+    s = shapes.shape_from_config(QWEN3_8B)
     assert s.kv_bytes_per_token(1) == 2 * 36 * 8 * 128 * 2 == 147456  # K and V
     assert s.kv_bytes_per_token(4) == 36864
     assert s.kv_bytes_per_token(8) == 18432  # 1 KV head per GPU
@@ -81,7 +81,7 @@ def test_qwen3_8b_dense_gqa() -> None:
 
 
 def test_llama3_70b() -> None:
-    s = plan.shape_from_config(LLAMA3_70B)
+    s = shapes.shape_from_config(LLAMA3_70B)
     assert s.head_dim == 128  # hidden / heads when head_dim is absent
     assert s.kv_bytes_per_token(1) == 327680  # 320 KiB per token
     assert s.kv_bytes_per_token(8) == 40960
@@ -90,7 +90,7 @@ def test_llama3_70b() -> None:
 
 
 def test_qwen3_next_hybrid_counts_only_full_attention() -> None:
-    s = plan.shape_from_config(QWEN3_NEXT)
+    s = shapes.shape_from_config(QWEN3_NEXT)
     assert (s.full_attn_layers, s.linear_layers) == (12, 36)
     assert s.kv_bytes_per_token(1) == 2 * 12 * 2 * 256 * 2 == 24576
     assert s.kv_bytes_per_token(4) == 12288  # 2 KV heads < TP4: one replicated head per GPU
@@ -100,8 +100,8 @@ def test_qwen3_next_hybrid_counts_only_full_attention() -> None:
 
 
 def test_mla_is_reported_unsupported() -> None:
-    with pytest.raises(plan.Unsupported, match="MLA"):
-        plan.shape_from_config(DEEPSEEK_V3)
+    with pytest.raises(shapes.Unsupported, match="MLA"):
+        shapes.shape_from_config(DEEPSEEK_V3)
 
 
 def _matrix(
@@ -127,8 +127,8 @@ def test_skip_reasons_name_the_numbers(tmp_path: Path) -> None:
     p = plan.make_plan(m.cells(), plan.GPUBudget(80 * GiB, 4.8e12))
     r = p.skip_reason(m.cells()[0])
     # SGLang's default fraction for 80 GiB at TP1: (81920 - 512 - 8192 x 1.5 - 128) MiB / 81920 MiB
-    assert plan.sglang_mem_fraction(80 * GiB, 1) == round((81920 - 12928) / 81920, 3) == 0.842
-    assert plan.sglang_mem_fraction(143771 * 1024**2, 1) == 0.91  # H200; 0.909 resolved on the GPU
+    assert sglang_memory.sglang_mem_fraction(80 * GiB, 1) == round((81920 - 12928) / 81920, 3) == 0.842
+    assert sglang_memory.sglang_mem_fraction(143771 * 1024**2, 1) == 0.91  # H200; 0.909 resolved on the GPU
     assert r == (
         "needs 131.4 GiB per GPU for weights at TP=1, 67.4 GiB available (80.0 GiB x "
         "mem_fraction_static 0.842)"
@@ -252,14 +252,14 @@ def test_weights_from_the_safetensors_index(tmp_path: Path) -> None:
     d.mkdir()
     (d / "config.json").write_text(json.dumps(QWEN3_8B))
     (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16_400_000_000}}))
-    from pytest_specbench.matrix import Model
+    from pytest_specbench.matrix.cells import Model
 
-    s = plan.model_shape(Model("m", str(d)))
+    s = shapes.model_shape(Model("m", str(d)))
     assert s.weight_bytes() == 16_400_000_000  # the index, not the count from the config
     # per GPU: split like the counted parameters, scaled to the index's total
     assert s.weight_bytes_per_gpu(4) == pytest.approx(16_400_000_000 / 4, rel=1e-9)
-    assert plan.shape_from_config(QWEN3_8B).tp_error(16) is None  # 2 heads per GPU, KV heads replicated 2x
-    assert plan.shape_from_config(dict(QWEN3_8B, num_key_value_heads=6, num_attention_heads=24)).tp_error(
+    assert shapes.shape_from_config(QWEN3_8B).tp_error(16) is None  # 2 heads per GPU, KV heads replicated 2x
+    assert shapes.shape_from_config(dict(QWEN3_8B, num_key_value_heads=6, num_attention_heads=24)).tp_error(
         4
     ) == ("6 KV heads: neither KV heads divide by TP=4 nor TP by KV heads")
 

@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from pytest_specbench import plots, report  # noqa: E402
+from pytest_specbench.report import plots
+from pytest_specbench.report import summary as report
 
 HERE = Path(__file__).parent
 

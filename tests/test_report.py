@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specbench.report import main
+from pytest_specbench.report.summary import main
 
 
 def _doc(cells: dict[str, tuple[float, float | None]], failed: list[dict] | None = None) -> dict:

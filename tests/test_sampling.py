@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from test_hf_engine import DOC as HF_DOC
 
-from pytest_specbench import prompts
 from pytest_specbench.engines.base import Request, run_requests
 from pytest_specbench.engines.hf import HFEngine, speculative_sample
-from pytest_specbench.matrix import EngineGroup, MatrixError, parse
+from pytest_specbench.inputs import prompts
+from pytest_specbench.matrix.cells import EngineGroup
+from pytest_specbench.matrix.schema import MatrixError, parse
 
 torch = pytest.importorskip("torch")
 
@@ -113,7 +114,7 @@ def test_sampled_decoding_on_the_embedded_model() -> None:
 
 
 def test_requests_carry_the_cells_temperature_and_a_seed_shared_across_methods() -> None:
-    from pytest_specbench.workloads import _request
+    from pytest_specbench.workloads.kinds import _request
 
     by = {c.id: c for c in parse(DOC, "t.yaml").cells()}
     a = _request(by["ar-tp1-c1-out64-t1"], [1, 2], "round1/req0", False)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_specbench.schedule import Job, grant, longest_first, pack
+from pytest_specbench.planning.schedule import Job, grant, longest_first, pack
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -73,9 +73,10 @@ import asyncio, json, os, sys, time
 sys.path.insert(0, {str(HERE)!r})
 import pytest
 from fake_engine import FakeEngine
-from pytest_specbench import gpus, xdist_sched
+from pytest_specbench.gpus import inventory as gpus
+from pytest_specbench.plugin import xdist_sched
 from pytest_specbench.engines import register_backend
-from pytest_specbench.state import get_state
+from pytest_specbench.plugin.state import get_state
 
 SCALE = float(os.environ["FAKE_GPU_SCALE"])  # wall seconds per planned second
 LOG = os.environ["FAKE_GPU_LOG"]
@@ -194,7 +195,7 @@ def test_seed_matrix_on_8_fake_gpus_keeps_to_the_planned_schedule(
     stop; the 8 workers' own start-up is not in the plan) stays within 1.15x of the printed
     makespan, no GPU is held by two engines at once, GPU 0 is never used, the TP8 cells are skipped
     with the free count; serial, the same matrix takes about the planned sum."""
-    from pytest_specbench.leases import overlaps, read_log
+    from pytest_specbench.gpus.leases import overlaps, read_log
 
     pytester.makeconftest(SIM_CONFTEST)
     (pytester.path / "benches").mkdir()

@@ -27,7 +27,7 @@ from pytest_specbench.engines.httpclient import (
 )
 from pytest_specbench.engines.server import cli_args, free_port
 from pytest_specbench.engines.sglang import engine_kwargs
-from pytest_specbench.matrix import MatrixError, parse
+from pytest_specbench.matrix.schema import MatrixError, parse
 
 HERE = Path(__file__).parent
 FAKE = HERE / "fake_http_server.py"

@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from pytest_specbench import gpus
 from pytest_specbench.engines.sglang import engine_kwargs
-from pytest_specbench.matrix import EngineGroup, parse
+from pytest_specbench.gpus import inventory as gpus
+from pytest_specbench.matrix.cells import EngineGroup
+from pytest_specbench.matrix.schema import parse
 
 DOC = {
     "models": {
@@ -150,7 +151,7 @@ def test_dead_engine_process_says_how_it_ended_without_being_reaped() -> None:
 
 def test_engine_failure_names_the_reason_from_the_log(tmp_path) -> None:
     from pytest_specbench.engines.sglang import failure_report, log_reason
-    from pytest_specbench.results import failure_headline
+    from pytest_specbench.report.summary import failure_headline
 
     log = tmp_path / "engine-hybrid-standalone-tp1.log"
     frames = "".join(f'  File "/tmp/site/sglang/x{i}.py", line {i}, in f\n    y = g()\n' for i in range(40))

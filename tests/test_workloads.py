@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specbench import metrics, prompts, workloads
 from pytest_specbench.engines import base
 from pytest_specbench.engines.base import Request, RequestRecord
-from pytest_specbench.matrix import MatrixError, parse
+from pytest_specbench.inputs import prompts
+from pytest_specbench.matrix.schema import MatrixError, parse
+from pytest_specbench.report import metrics
+from pytest_specbench.workloads import kinds as workloads
 
 
 class FakeClock:
@@ -69,7 +71,7 @@ def test_itl_accounting_with_multi_token_chunks(monkeypatch: pytest.MonkeyPatch)
 def _tiny_tokenizer():
     from transformers import AutoTokenizer
 
-    from pytest_specbench import tinymodel
+    from pytest_specbench.inputs import tinymodel
 
     return AutoTokenizer.from_pretrained(tinymodel.resolve("embedded:tiny"))
 

@@ -4,6 +4,11 @@ Factories are given as "module:attr" strings so that registering (and validating
 matrix against) a backend never imports torch or sglang. Tests and users add backends with
 :func:`register_backend` (e.g. from a conftest.py) or replace engine creation altogether
 with the ``pytest_specbench_make_engine`` hook.
+
+The engines subpackage: the engine protocol and request helpers (``base``), the backends (``hf``
+with the embedded model, ``sglang`` in process, ``server``: sglang-server and http, with its
+client ``httpclient``) and the running cell's progress counters (``progress``). May import
+``inputs``, ``report``, ``matrix``, ``planning`` and ``gpus``; no pytest.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..matrix import EngineGroup
+from ..matrix.cells import EngineGroup
 
 
 @dataclass(frozen=True)

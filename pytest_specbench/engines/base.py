@@ -261,7 +261,7 @@ async def closed_loop(engine: Engine, requests: Sequence[Request], concurrency: 
 
 async def safe_generate(engine: Engine, req: Request) -> RequestRecord:
     """A failed request becomes a record with ``error`` set, never a lost cell."""
-    from ..progress import PROGRESS
+    from .progress import PROGRESS
 
     try:
         return await engine.agenerate(req)

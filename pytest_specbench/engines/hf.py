@@ -26,8 +26,9 @@ from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .. import plan, tinymodel
-from ..matrix import EngineGroup
+from ..inputs import tinymodel
+from ..matrix.cells import EngineGroup
+from ..planning import plan
 from .base import Request, RequestRecord, guard
 
 T = TypeVar("T")

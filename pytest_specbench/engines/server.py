@@ -24,8 +24,8 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import tinymodel
-from ..matrix import EngineGroup
+from ..inputs import tinymodel
+from ..matrix.cells import EngineGroup
 from .base import CellTimeout, EngineStartError, Request, RequestRecord, run_watched
 from .httpclient import Client, counter_sums, http_call, parse_prometheus, spec_delta
 from .sglang import DEFAULTS, EngineCrashed, args_hash, engine_kwargs, failure_report

@@ -25,8 +25,9 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import plan, tinymodel
-from ..matrix import EngineGroup, thaw
+from ..inputs import tinymodel
+from ..matrix.cells import EngineGroup, thaw
+from ..planning import plan
 from .base import CellTimeout, EngineStartError, Request, RequestRecord, output_of, run_watched, timed_stream
 
 T = TypeVar("T")

@@ -1,0 +1,456 @@
+"""The benchmark matrix as frozen typed objects: models, methods, workloads, the matrix, its
+expansion into cells and engine groups, and their readable ids (``ngram-tp1-c4-out256``).
+
+Reading and validating the YAML file is schema.py (which imports this module, never the other
+way). No pytest, no I/O, no heavy imports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SPEC_ALGORITHMS = ("ngram", "draft", "standalone", "eagle", "eagle3", "dflash")
+WORKLOAD_KINDS = ("throughput", "ttft", "long_context", "agentic", "categories")
+LOAD_FORMATS = ("auto", "dummy")
+DEFAULT_BASELINE = "ar"
+
+
+def freeze(value: Any) -> Any:
+    """Turn YAML values (dicts, lists) into hashable tuples, recursively."""
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Inverse of :func:`freeze` for the pairs-of-tuples form produced from dicts."""
+    if (
+        isinstance(value, tuple)
+        and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in value)
+        and value
+    ):
+        return {k: thaw(v) for k, v in value}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+def fmt_tokens(n: int) -> str:
+    """3000 -> '3k', 100000 -> '100k', 256 -> '256' (ids stay short and greppable)."""
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    path: str
+    tokenizer: str | None = None
+    load_format: str = "auto"
+    context_length: int | None = None
+
+
+@dataclass(frozen=True)
+class Speculative:
+    algorithm: str
+    draft_model: str | None = None
+    num_steps: int | None = None
+    topk: int | None = None
+    num_draft_tokens: int | None = None
+    max_ngram: int | None = None
+    block_size: int | None = None
+
+    @property
+    def expected_oracle_accept(self) -> int | None:
+        """Accept length when the draft equals the target (every draft accepted)."""
+        if self.algorithm == "draft" and self.num_draft_tokens:
+            return self.num_draft_tokens + 1
+        if self.algorithm == "standalone" and self.num_steps:
+            return self.num_steps + 1
+        return None
+
+
+# which knobs each algorithm takes (others are refused: the engine would ignore them)
+ALGORITHM_KEYS = {
+    "ngram": ("num_draft_tokens", "max_ngram"),
+    "draft": ("num_draft_tokens",),
+    "standalone": ("num_steps", "topk", "num_draft_tokens"),
+    "eagle": ("num_steps", "topk", "num_draft_tokens"),
+    "eagle3": ("num_steps", "topk", "num_draft_tokens"),
+    "dflash": ("num_steps", "topk", "num_draft_tokens", "block_size"),
+}
+# a swept knob's letter in its setting's method name (ngram-d8, eagle3-s3-k4)
+SWEEP_LABELS = {"num_steps": "s", "topk": "k", "num_draft_tokens": "d", "block_size": "b", "max_ngram": "n"}
+
+
+def refused_setting(algorithm: str, s: dict[str, int]) -> str | None:
+    """Why SGLang 0.5.17 would not run a speculative setting as written (checked before any start)."""
+    steps, topk, draft = s.get("num_steps"), s.get("topk"), s.get("num_draft_tokens")
+    if algorithm == "dflash" and ((steps or 1) != 1 or (topk or 1) != 1):
+        return "DFLASH drafts one block per step: sglang forces num_steps 1 and topk 1"
+    if algorithm in ("standalone", "eagle", "eagle3") and steps is not None and draft is not None:
+        if (topk or 1) == 1 and draft != steps + 1:
+            return (
+                f"with topk 1 the draft is a chain: sglang sets num_draft_tokens to num_steps + 1 "
+                f"({steps + 1}), not {draft}; leave num_draft_tokens out or give {steps + 1}"
+            )
+        if topk and draft > topk * steps + 1:
+            return (
+                f"num_draft_tokens {draft} exceeds the tree's topk x num_steps + 1 = {topk * steps + 1} nodes"
+            )
+    return None
+
+
+def setting_name(sweep: str, varying: tuple[tuple[str, int], ...]) -> str:
+    """The method name of one setting of a sweep: ``ngram`` with num_draft_tokens 8 -> ``ngram-d8``."""
+    return "-".join([sweep, *(f"{SWEEP_LABELS[k]}{v}" for k, v in varying)])
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    backend: str
+    model: Model
+    speculative: Speculative | None = None
+    draft_model: Model | None = None
+    tp: tuple[int, ...] = ()
+    engine_args: tuple[tuple[str, Any], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    sweep: str = ""  # a setting of a swept method: the method's name in the YAML
+    setting: tuple[tuple[str, int], ...] = ()  # the swept knobs' values of this setting
+    # backend http: the endpoint, its API (sglang | openai) and the variable holding its key
+    url: str | None = None
+    api: str | None = None
+    api_key_env: str | None = None
+
+    @property
+    def is_speculative(self) -> bool:
+        return self.speculative is not None
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    kind: str
+    concurrency: tuple[int, ...] = (1,)
+    output_tokens: tuple[int, ...] = (64,)
+    context_tokens: tuple[int, ...] = ()
+    prompt_tokens: int = 128
+    requests: int | None = None
+    waves: int | None = None  # requests per round = waves x concurrency (instead of requests)
+    rounds: int = 5  # enough paired rounds for a speedup interval to mean something (paired.py)
+    warmup: int = 1
+    timeout_s: float = 900.0
+    methods: tuple[str, ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+    request_rate: tuple[float, ...] = ()  # open loop (Poisson arrivals, req/s); concurrency caps in-flight
+    scenarios: tuple[str, ...] = ()  # agentic: scenario files (fixtures/agentic/NAME.yaml or paths)
+    categories: tuple[str, ...] = ()  # categories: prompt categories of the question file
+    questions: str | None = None  # categories: question.jsonl (Spec-Bench / MT-Bench format)
+    temperature: tuple[float, ...] = ()  # sampling temperatures (an axis; () = greedy only)
+    # service-level objectives per request (ttft_ms, tpot_ms, e2e_s): attainment and goodput
+    slo: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def streamed(self) -> bool:
+        """Whether requests are streamed (TTFT, TPOT and ITL are measured only then)."""
+        if self.kind in ("throughput", "categories"):  # options.stream; throughput defaults to off
+            return bool(dict(self.options).get("stream", self.kind == "categories"))
+        return True  # ttft, long_context, agentic
+
+    def requests_per_round(self, concurrency: int) -> int:
+        if self.requests:
+            return self.requests
+        return (self.waves or 1) * concurrency  # default: one wave, every request in flight at once
+
+    def extra_axes(self) -> list[tuple[tuple[str, Any], ...]]:
+        """The workload's own axes beyond concurrency/context/output, as Cell.extra tuples
+        (a temperature only when > 0: greedy cells keep their ids)."""
+        if self.request_rate:
+            base: list[tuple[tuple[str, Any], ...]] = [(("request_rate", r),) for r in self.request_rate]
+        elif self.kind == "agentic":
+            base = [(("scenario", s),) for s in self.scenarios]
+        elif self.kind == "categories":
+            base = [(("category", c),) for c in self.categories]
+        else:
+            base = [()]
+        temps = self.temperature or (0.0,)
+        return [e + ((("temperature", t),) if t else ()) for e in base for t in temps]
+
+
+@dataclass(frozen=True)
+class EngineGroup:
+    """One engine start: a method at one TP size. Every cell of a group shares its engine."""
+
+    method: Method
+    tp: int
+    context_needed: int = 0  # the longest prompt + output of its cells (engine context length)
+
+    @property
+    def id(self) -> str:
+        return f"{self.method.name}-tp{self.tp}"
+
+    def __repr__(self) -> str:  # shows up in pytest's fixture error messages
+        return f"EngineGroup({self.id})"
+
+
+@dataclass(frozen=True)
+class Cell:
+    workload: Workload
+    group: EngineGroup
+    concurrency: int
+    output_tokens: int
+    context_tokens: int
+    id_prefix: str = ""
+    extra: tuple[tuple[str, Any], ...] = field(default=())
+
+    @property
+    def method(self) -> Method:
+        return self.group.method
+
+    @property
+    def tp(self) -> int:
+        return self.group.tp
+
+    @property
+    def temperature(self) -> float:
+        """Sampling temperature of the cell's requests (0: greedy)."""
+        return float(dict(self.extra).get("temperature", 0.0))
+
+    @property
+    def id(self) -> str:
+        parts = [self.id_prefix] if self.id_prefix else []
+        parts += [self.method.name, f"tp{self.tp}", f"c{self.concurrency}"]
+        if self.workload.context_tokens:
+            parts.append(f"ctx{fmt_tokens(self.context_tokens)}")
+        parts.append(f"out{fmt_tokens(self.output_tokens)}")
+        parts += [_axis_label(k, v) for k, v in self.extra]
+        return "-".join(parts)
+
+    @property
+    def request_key(self) -> tuple[Any, ...]:
+        """What a cell's requests depend on: its shape without method and TP (workload,
+        concurrency, prompt/context tokens, output tokens, rate, temperature, scenario,
+        category). Every method of a shape, at every TP size, gets the same prompts, arrival
+        times, sampling seeds and request order."""
+        return (self.workload.name, self.concurrency, self.context_tokens, self.output_tokens, self.extra)
+
+    @property
+    def request_rate(self) -> float | None:
+        """Poisson arrival rate of an open-loop cell (req/s); None for a closed loop."""
+        rate = dict(self.extra).get("request_rate")
+        return float(rate) if rate else None
+
+    @property
+    def axes_key(self) -> tuple[Any, ...]:
+        """Everything but the method: cells with equal keys are comparable (speedup vs ar)."""
+        return (
+            self.workload.name,
+            self.tp,
+            self.concurrency,
+            self.context_tokens,
+            self.output_tokens,
+            self.extra,
+        )
+
+    def params(self) -> dict[str, Any]:
+        p: dict[str, Any] = {
+            "method": self.method.name,
+            "tp": self.tp,
+            "workload": self.workload.name,
+            "concurrency": self.concurrency,
+            "context_tokens": self.context_tokens,
+            "output_tokens": self.output_tokens,
+        }
+        if self.workload.kind in ("agentic", "categories"):  # prompts from the scenario / questions
+            del p["context_tokens"]
+        p.update({k: Path(str(v)).stem if k == "scenario" else v for k, v in self.extra})
+        return p
+
+    def fingerprint(self) -> str:
+        """What defines how the cell is measured, hashed: the fields of FINGERPRINT_FIELDS (method
+        with its model, draft and engine args, workload with rounds, requests and timeouts), the
+        cell's TP size and axes, and the workload's SLOs and the method's endpoint when set. A
+        resumed run copies an earlier result only when this is unchanged."""
+        key: tuple[Any, ...] = (
+            self.method,
+            self.workload,
+            self.tp,
+            self.concurrency,
+            self.context_tokens,
+            self.output_tokens,
+            self.extra,
+        )
+        if self.workload.slo:
+            key += (("slo", self.workload.slo),)
+        if self.method.url:
+            key += (("endpoint", self.method.url, self.method.api),)
+        return hashlib.sha256(fingerprint_text(key).encode()).hexdigest()[:16]
+
+    @property
+    def tokens_per_request(self) -> int:
+        """KV tokens one request may hold: prompt + output (agentic: the history it grows to)."""
+        return request_tokens(self.workload.kind, self.context_tokens, self.output_tokens)
+
+    def __repr__(self) -> str:
+        return f"Cell({self.id})"
+
+
+# What defines a measurement, per object, in the order the fields are hashed. A field left out
+# does not enter any fingerprint: adding a field to a class changes no fingerprint until it is
+# listed here, and tests/test_fingerprints.py fails until it is listed here or in NOT_FINGERPRINTED.
+# The text hashed is what repr() of these frozen classes printed before their fields were listed,
+# so results written by earlier versions of the plugin still resume.
+FINGERPRINT_FIELDS: dict[type, tuple[str, ...]] = {
+    Model: ("name", "path", "tokenizer", "load_format", "context_length"),
+    Speculative: (
+        "algorithm",
+        "draft_model",
+        "num_steps",
+        "topk",
+        "num_draft_tokens",
+        "max_ngram",
+        "block_size",
+    ),
+    Method: (
+        "name",
+        "backend",
+        "model",
+        "speculative",
+        "draft_model",
+        "tp",
+        "engine_args",
+        "env",
+        "sweep",
+        "setting",
+    ),
+    Workload: (
+        "name",
+        "kind",
+        "concurrency",
+        "output_tokens",
+        "context_tokens",
+        "prompt_tokens",
+        "requests",
+        "waves",
+        "rounds",
+        "warmup",
+        "timeout_s",
+        "methods",
+        "options",
+        "request_rate",
+        "scenarios",
+        "categories",
+        "questions",
+    ),
+}
+# The fields outside FINGERPRINT_FIELDS, and why.
+NOT_FINGERPRINTED: dict[tuple[type, str], str] = {
+    (Method, "url"): "Cell.fingerprint adds ('endpoint', url, api) when a url is set",
+    (Method, "api"): "Cell.fingerprint adds ('endpoint', url, api) when a url is set",
+    (Method, "api_key_env"): "names the variable holding the API key; no measurement depends on it",
+    (Workload, "temperature"): "a temperature > 0 is the cell's axis (Cell.extra); greedy adds nothing",
+    (Workload, "slo"): "Cell.fingerprint adds ('slo', ...) when set; a workload without SLOs keeps its own",
+}
+
+
+def fingerprint_text(value: Any) -> str:
+    """The text a fingerprint hashes: an object of FINGERPRINT_FIELDS as ``Name(field=value, ...)``
+    over its listed fields, a tuple element by element, anything else (the str, int, float, bool
+    and None of the YAML file, or a date YAML read) as repr()."""
+    fields = FINGERPRINT_FIELDS.get(type(value))
+    if fields is not None:
+        inner = ", ".join(f"{f}={fingerprint_text(getattr(value, f))}" for f in fields)
+        return f"{type(value).__name__}({inner})"
+    if isinstance(value, tuple):
+        items = [fingerprint_text(v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return repr(value)
+
+
+def _axis_label(key: str, value: Any) -> str:
+    if key == "request_rate":
+        return f"rate{value:g}"
+    if key == "temperature":
+        return f"t{value:g}"
+    if key == "scenario":
+        return Path(str(value)).stem
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: str
+    models: tuple[Model, ...]
+    methods: tuple[Method, ...]
+    tp: tuple[int, ...]
+    workloads: tuple[Workload, ...]
+    baseline: str = DEFAULT_BASELINE
+
+    def baselines(self) -> dict[str, str | None]:
+        """Method -> the method its "vs ar" speedup divides by: ``baseline`` when it runs the same
+        target model, else the first non-speculative method on that model, else none (a
+        speedup against another model would mean nothing)."""
+        base = self.method(self.baseline) if any(m.name == self.baseline for m in self.methods) else None
+        out: dict[str, str | None] = {}
+        for m in self.methods:
+            if base is not None and base.model == m.model:
+                out[m.name] = base.name
+            else:
+                ar = next((o for o in self.methods if o.model == m.model and not o.is_speculative), None)
+                out[m.name] = ar.name if ar else None
+        return out
+
+    def method(self, name: str) -> Method:
+        for m in self.methods:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def groups(self) -> list[EngineGroup]:
+        out = []
+        for m in self.methods:
+            need = max((_tokens_needed(w, m.sweep or m.name) for w in self.workloads), default=0)
+            out += [EngineGroup(m, tp, need) for tp in (m.tp or self.tp)]
+        return out
+
+    def cells(self, kind: str | None = None) -> list[Cell]:
+        out: list[Cell] = []
+        groups = self.groups()
+        for w in self.workloads:
+            if kind is not None and w.kind != kind:
+                continue
+            # every id is unique across workloads: only a lone throughput workload goes unprefixed
+            alone = w.kind == "throughput" and sum(1 for o in self.workloads if o.kind == w.kind) == 1
+            prefix = "" if alone else w.name
+            ctxs = w.context_tokens or (w.prompt_tokens,)
+            for g in groups:
+                if w.methods and g.method.name not in w.methods and g.method.sweep not in w.methods:
+                    continue
+                for c, ctx, out_t, extra in itertools.product(
+                    w.concurrency, ctxs, w.output_tokens, w.extra_axes()
+                ):
+                    out.append(Cell(w, g, c, out_t, ctx, id_prefix=prefix, extra=extra))
+        return out
+
+
+AGENTIC_TOKENS_GUESS = 8192  # context an agentic scenario may grow to (history + replies)
+
+
+def _tokens_needed(w: Workload, method: str) -> int:
+    """The longest prompt + output a workload gives a method's engine (0: not its cells)."""
+    if w.methods and method not in w.methods:
+        return 0
+    return request_tokens(w.kind, max(w.context_tokens or (w.prompt_tokens,)), max(w.output_tokens))
+
+
+def request_tokens(kind: str, context: int, output: int) -> int:
+    """KV tokens one request may hold: prompt + output; agentic: the history it grows to."""
+    if kind == "agentic":
+        return AGENTIC_TOKENS_GUESS + output * 8
+    return context + output

@@ -1,0 +1,63 @@
+"""The checks every section of the matrix file uses: :class:`MatrixError` and a context that
+names the file and the key path in every message, with the allowed values. No pytest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MatrixError(ValueError):
+    """A matrix file that cannot be used; the message names file, key path and what is allowed."""
+
+
+class Ctx:
+    """Carries the file name so every error can name it."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def err(self, key: str, msg: str) -> MatrixError:
+        return MatrixError(f"{self.path}: {key}: {msg}")
+
+    def mapping(
+        self, value: Any, key: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.err(key, f"expected a mapping with keys {', '.join(allowed)}; got {value!r}")
+        for k in value:
+            if k not in allowed:
+                raise self.err(f"{key}.{k}", f"unknown key; allowed: {', '.join(allowed)}")
+        for k in required:
+            if k not in value:
+                raise self.err(f"{key}.{k}", "required key is missing")
+        return value
+
+    def pos_int(self, value: Any, key: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.err(key, f"expected a positive integer; got {value!r}")
+        return value
+
+    def int_list(self, value: Any, key: str) -> tuple[int, ...]:
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise self.err(key, "expected a non-empty list of positive integers")
+        vals = tuple(self.pos_int(v, f"{key}[{i}]") for i, v in enumerate(items))
+        if len(set(vals)) != len(vals):
+            raise self.err(key, f"duplicate values in {list(vals)}")
+        return vals
+
+    def choice(self, value: Any, key: str, allowed: tuple[str, ...]) -> str:
+        if value not in allowed:
+            raise self.err(key, f"{value!r} is not allowed; allowed: {', '.join(allowed)}")
+        return str(value)
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.err(key, f"expected a non-empty string; got {value!r}")
+        return value
+
+    def name(self, value: Any, key: str) -> str:
+        s = self.string(value, key)
+        if not all(ch.isalnum() or ch in "._" or ch == "-" for ch in s):
+            raise self.err(key, f"{s!r}: names may use letters, digits, '.', '_' and '-' only")
+        return s

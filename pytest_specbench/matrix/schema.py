@@ -1,0 +1,309 @@
+"""The matrix file's schema and its validation: YAML in (keys given twice refused), the frozen
+objects of cells.py out. Every error names the file, the key path and what is allowed;
+scenario and question files are checked now, not when a cell runs. No pytest, no heavy imports.
+
+One function per section of the file (models, methods with their sweeps and endpoints) and the
+loader, whose messages are the schema's documentation; the workloads section, with its key list,
+axes and SLOs, is workload_schema.py; the checks all sections use are checks.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .cells import (
+    ALGORITHM_KEYS,
+    DEFAULT_BASELINE,
+    LOAD_FORMATS,
+    SPEC_ALGORITHMS,
+    WORKLOAD_KINDS,
+    Cell,
+    Matrix,
+    Method,
+    Model,
+    Speculative,
+    freeze,
+    refused_setting,
+    setting_name,
+)
+from .checks import Ctx, MatrixError
+from .workload_schema import workload
+
+MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
+METHOD_KEYS = ("backend", "model", "speculative", "tp", "engine_args", "env", "url", "api", "api_key_env")
+ENDPOINT_BACKENDS = ("http",)  # backends that talk to an endpoint given by url:
+APIS = ("sglang", "openai")
+SPEC_KEYS = ("algorithm", "draft_model", "num_steps", "topk", "num_draft_tokens", "max_ngram", "block_size")
+TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline")
+
+
+def _model(cx: Ctx, name: str, raw: Any, base_dir: Path) -> Model:
+    key = f"models.{name}"
+    if isinstance(raw, str):
+        raw = {"path": raw}
+    d = cx.mapping(raw, key, MODEL_KEYS, required=("path",))
+    path = cx.string(d["path"], f"{key}.path")
+    # "./x" and "../x" are relative to the matrix file; a bare "org/name" may be a hub id
+    if path.startswith(("./", "../")) or (
+        not path.startswith("embedded:") and not Path(path).is_absolute() and (base_dir / path).exists()
+    ):
+        path = str((base_dir / path).resolve())
+    tok = d.get("tokenizer")
+    return Model(
+        name=name,
+        path=path,
+        tokenizer=cx.string(tok, f"{key}.tokenizer") if tok is not None else None,
+        load_format=cx.choice(d.get("load_format", "auto"), f"{key}.load_format", LOAD_FORMATS),
+        context_length=(
+            cx.pos_int(d["context_length"], f"{key}.context_length")
+            if d.get("context_length") is not None
+            else None
+        ),
+    )
+
+
+SWEEP_KEYS = ("num_steps", "topk", "num_draft_tokens", "block_size", "max_ngram")
+
+
+def _speculative(cx: Ctx, key: str, raw: Any) -> list[tuple[Speculative, tuple[tuple[str, int], ...]]]:
+    """The settings of a ``speculative:`` block: one per combination of the knobs given as lists
+    (a sweep), each with the (knob, value) pairs that vary; refused combinations name the reason."""
+    d = cx.mapping(raw, key, SPEC_KEYS, required=("algorithm",))
+    algo = cx.choice(d["algorithm"], f"{key}.algorithm", SPEC_ALGORITHMS)
+    kw: dict[str, Any] = {"algorithm": algo}
+    axes: dict[str, tuple[int, ...]] = {}
+    for k in SWEEP_KEYS:
+        if d.get(k) is None:
+            continue
+        if k not in ALGORITHM_KEYS[algo]:
+            raise cx.err(f"{key}.{k}", f"algorithm {algo!r} takes {', '.join(ALGORITHM_KEYS[algo])}; not {k}")
+        axes[k] = cx.int_list(d[k], f"{key}.{k}")
+    if d.get("draft_model") is not None:
+        kw["draft_model"] = cx.string(d["draft_model"], f"{key}.draft_model")
+    if algo in ("draft", "standalone", "eagle3", "dflash") and "draft_model" not in kw:
+        raise cx.err(f"{key}.draft_model", f"algorithm {algo!r} needs a draft_model (a name under models:)")
+    varying = [k for k, v in axes.items() if len(v) > 1]
+    out = []
+    for combo in itertools.product(*axes.values()):
+        setting = dict(zip(axes, combo, strict=True))
+        why = refused_setting(algo, setting)
+        if why:
+            label = ", ".join(f"{k}={v}" for k, v in setting.items())
+            raise cx.err(key, f"the setting {label} is refused: {why}")
+        spec = Speculative(**{**kw, **setting})
+        out.append((spec, tuple((k, setting[k]) for k in varying)))
+    return out
+
+
+def _method(
+    cx: Ctx, name: str, raw: Any, models: dict[str, Model], backends: tuple[str, ...] | None
+) -> list[Method]:
+    """A method, or one per setting when its speculative knobs are lists (``name-s3-d4``)."""
+    key = f"methods.{name}"
+    d = cx.mapping(raw, key, METHOD_KEYS, required=("backend", "model"))
+    backend = cx.string(d["backend"], f"{key}.backend")
+    if backends is not None and backend not in backends:
+        raise cx.err(
+            f"{key}.backend", f"{backend!r} is not a registered backend; allowed: {', '.join(backends)}"
+        )
+    mname = cx.string(d["model"], f"{key}.model")
+    if mname not in models:
+        raise cx.err(
+            f"{key}.model",
+            f"{mname!r} is not defined under models:; defined: {', '.join(models) or '(none)'}",
+        )
+    if "speculative" in d and d["speculative"] is None:
+        raise cx.err(
+            f"{key}.speculative",
+            "is empty; give {algorithm: ...} (ngram, draft, standalone, eagle, eagle3, dflash), "
+            "or remove the key for autoregressive decoding",
+        )
+    settings = (
+        _speculative(cx, f"{key}.speculative", d["speculative"]) if d.get("speculative") is not None else None
+    )
+    draft = None
+    spec0 = settings[0][0] if settings else None
+    if spec0 and spec0.draft_model:
+        if spec0.draft_model not in models:
+            raise cx.err(
+                f"{key}.speculative.draft_model",
+                f"{spec0.draft_model!r} is not defined under models:; defined: {', '.join(models)}",
+            )
+        draft = models[spec0.draft_model]
+    engine_args = d.get("engine_args") or {}
+    if not isinstance(engine_args, dict):
+        raise cx.err(
+            f"{key}.engine_args", f"expected a mapping of engine keyword arguments; got {engine_args!r}"
+        )
+    env = d.get("env") or {}
+    if not isinstance(env, dict):
+        raise cx.err(f"{key}.env", f"expected a mapping of environment variables; got {env!r}")
+    url, api, key_env = _endpoint(cx, key, backend, d)
+    base = Method(
+        name=name,
+        backend=backend,
+        model=models[mname],
+        speculative=spec0,
+        draft_model=draft,
+        tp=cx.int_list(d["tp"], f"{key}.tp") if d.get("tp") is not None else (),
+        engine_args=freeze(engine_args),
+        env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
+        url=url,
+        api=api,
+        api_key_env=key_env,
+    )
+    if not settings or len(settings) == 1:
+        return [base]
+    return [
+        dataclasses.replace(
+            base,
+            name=setting_name(name, varying),
+            speculative=spec,
+            sweep=name,
+            setting=varying,
+        )
+        for spec, varying in settings
+    ]
+
+
+def _endpoint(
+    cx: Ctx, key: str, backend: str, d: dict[str, Any]
+) -> tuple[str | None, str | None, str | None]:
+    """url / api / api_key_env of a method: required (url) and allowed only for http."""
+    if backend not in ENDPOINT_BACKENDS:
+        for k in ("url", "api", "api_key_env"):
+            if k in d:
+                raise cx.err(
+                    f"{key}.{k}",
+                    f"only for backend {' or '.join(ENDPOINT_BACKENDS)} (an endpoint the plugin does not "
+                    f"start); backend {backend!r} starts its own engine",
+                )
+        return None, None, None
+    if "url" not in d:
+        raise cx.err(f"{key}.url", f"backend {backend!r} needs url: (e.g. http://127.0.0.1:30000)")
+    url = cx.string(d["url"], f"{key}.url").rstrip("/")
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise cx.err(
+            f"{key}.url",
+            f"{url!r} is not an http(s) URL of a server; give scheme, host and port, e.g. "
+            "http://10.0.0.5:30000 (the API's paths are added by the plugin)",
+        )
+    if parts.username or parts.password:
+        raise cx.err(
+            f"{key}.url",
+            "has credentials in it; URLs are written to the results JSON: put the key in an "
+            "environment variable and name it in api_key_env",
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise cx.err(
+            f"{key}.url",
+            f"{url!r} has a path, query or fragment; give the server's root "
+            f"({parts.scheme}://{parts.netloc}): the plugin adds /generate, /v1/completions, /metrics",
+        )
+    api = cx.choice(d.get("api", "sglang"), f"{key}.api", APIS)
+    key_env = cx.string(d["api_key_env"], f"{key}.api_key_env") if d.get("api_key_env") is not None else None
+    return url, api, key_env
+
+
+def parse(
+    data: Any, path: str = "<matrix>", backends: tuple[str, ...] | None = None, base_dir: Path | None = None
+) -> Matrix:
+    """Validate a loaded YAML document and build the frozen :class:`Matrix`."""
+    cx = Ctx(path)
+    d = cx.mapping(data, "(top level)", TOP_KEYS, required=("models", "methods", "workloads"))
+    base = base_dir or Path(path).parent
+    raw_models = cx.mapping(d["models"], "models", tuple(d["models"] or ())) if d["models"] else {}
+    if not raw_models:
+        raise cx.err("models", "at least one model is required")
+    models = {cx.name(n, f"models.{n}"): _model(cx, n, r, base) for n, r in raw_models.items()}
+    raw_methods = d["methods"]
+    if not isinstance(raw_methods, dict) or not raw_methods:
+        raise cx.err("methods", "expected a non-empty mapping of method name -> settings")
+    methods: dict[str, Method] = {}  # YAML name -> its first setting (workloads and baseline name these)
+    expanded: list[Method] = []
+    for n, r in raw_methods.items():
+        ms = _method(cx, cx.name(n, f"methods.{n}"), r, models, backends)
+        methods[n] = ms[0]
+        expanded += ms
+    raw_w = d["workloads"]
+    if not isinstance(raw_w, dict) or not raw_w:
+        raise cx.err(
+            "workloads",
+            f"expected a non-empty mapping of workload name -> settings (kinds: {', '.join(WORKLOAD_KINDS)})",
+        )
+    # a workload's methods: may name a YAML method (every setting of a sweep) or one setting
+    named = {**methods, **{m.name: m for m in expanded}}
+    workloads = tuple(workload(cx, cx.name(n, f"workloads.{n}"), r, named, base) for n, r in raw_w.items())
+    baseline = d.get("baseline", DEFAULT_BASELINE)
+    if "baseline" in d and baseline not in methods:
+        raise cx.err("baseline", f"{baseline!r} is not defined under methods:; defined: {', '.join(methods)}")
+    if baseline in methods and methods[baseline].sweep:
+        raise cx.err("baseline", f"{baseline!r} is a sweep (several settings); the baseline is one method")
+    m = Matrix(
+        path=path,
+        models=tuple(models.values()),
+        methods=tuple(expanded),
+        tp=cx.int_list(d.get("tp", [1]), "tp"),
+        workloads=workloads,
+        baseline=str(baseline),
+    )
+    seen: dict[str, Cell] = {}
+    for c in m.cells():
+        if c.id in seen:
+            o = seen[c.id]
+            raise cx.err(
+                f"workloads.{c.workload.name}",
+                f"cell id {c.id!r} is produced twice (workload {o.workload.name!r} method {o.method.name!r} "
+                f"and workload {c.workload.name!r} method {c.method.name!r}): every cell needs its own id; "
+                "remove the repeated value, or rename the method or workload",
+            )
+        seen[c.id] = c
+    return m
+
+
+def load(path: str | Path, backends: tuple[str, ...] | None = None) -> Matrix:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise MatrixError(f"{p}: cannot read the matrix file: {e.strerror}") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKeyError as e:
+        raise MatrixError(f"{p}: {e}") from None
+    except yaml.YAMLError as e:
+        raise MatrixError(f"{p}: not valid YAML: {e}") from None
+    return parse(data, str(p), backends, p.parent)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (plain YAML keeps the last one:
+    a second ``ar:`` under methods would silently replace the first)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise DuplicateKeyError(
+                    f"line {key_node.start_mark.line + 1}: key {key!r} is given twice in one mapping "
+                    f"(first on line {seen[key]}); each key may appear once"
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)

@@ -1,0 +1,197 @@
+"""The workloads section of the matrix file: its keys, the per-kind axes (request rate,
+scenarios, categories and questions, checked against the fixtures now, not when a cell runs),
+SLOs and the frozen :class:`Workload`. Every error names the file, the key path and what is
+allowed. No pytest, no heavy imports."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from .cells import (
+    WORKLOAD_KINDS,
+    Method,
+    Workload,
+    freeze,
+)
+from .checks import Ctx
+
+WORKLOAD_KEYS = (
+    "kind",
+    "concurrency",
+    "output_tokens",
+    "context_tokens",
+    "prompt_tokens",
+    "requests",
+    "waves",
+    "rounds",
+    "warmup",
+    "timeout_s",
+    "methods",
+    "options",
+    "request_rate",
+    "scenarios",
+    "categories",
+    "questions",
+    "temperature",
+    "slo",
+)
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_s")
+OPTION_KEYS = ("stream",)
+IGNORED_BY = {"context_tokens": ("agentic", "categories"), "prompt_tokens": ("agentic", "categories")}
+
+
+def _str_list(cx: Ctx, value: Any, key: str) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise cx.err(key, "expected a non-empty list of names")
+    return tuple(cx.string(v, f"{key}[{i}]") for i, v in enumerate(items))
+
+
+def _workload_axes(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """request_rate / scenarios / categories+questions: checked against the fixtures now."""
+    from ..inputs import prompts
+
+    kw: dict[str, Any] = {}
+    only = {
+        "request_rate": ("throughput", "ttft"),
+        "scenarios": ("agentic",),
+        "categories": ("categories",),
+        "questions": ("categories",),
+    }
+    for k, kinds in only.items():
+        if d.get(k) is not None and kind not in kinds:
+            raise cx.err(f"{key}.{k}", f"only for workload kind {' or '.join(kinds)}; this one is {kind!r}")
+    if d.get("request_rate") is not None:
+        rates = d["request_rate"] if isinstance(d["request_rate"], list) else [d["request_rate"]]
+        for i, r in enumerate(rates):
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or r <= 0:
+                raise cx.err(f"{key}.request_rate[{i}]", f"expected requests per second > 0; got {r!r}")
+        if len({float(r) for r in rates}) != len(rates):
+            raise cx.err(f"{key}.request_rate", f"lists a rate twice: {rates!r}")
+        kw["request_rate"] = tuple(float(r) for r in rates)
+    if d.get("temperature") is not None:
+        temps = d["temperature"] if isinstance(d["temperature"], list) else [d["temperature"]]
+        if not temps:
+            raise cx.err(f"{key}.temperature", "expected a non-empty list of temperatures (0 = greedy)")
+        for i, t in enumerate(temps):
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 10:
+                raise cx.err(
+                    f"{key}.temperature[{i}]",
+                    f"expected a sampling temperature in [0, 10] (0 = greedy); got {t!r}",
+                )
+        if len(set(temps)) != len(temps):
+            raise cx.err(f"{key}.temperature", f"lists a temperature twice: {temps!r}")
+        kw["temperature"] = tuple(float(t) for t in temps)
+    if kind == "agentic":
+        names = (
+            _str_list(cx, d["scenarios"], f"{key}.scenarios")
+            if d.get("scenarios")
+            else prompts.scenario_names()
+        )
+        names = tuple(
+            str((base_dir / n).resolve())
+            if n.endswith((".yaml", ".yml")) and not Path(n).is_absolute()
+            else n
+            for n in names
+        )
+        for i, n in enumerate(names):
+            try:
+                prompts.load_scenario(n)
+            except (OSError, ValueError) as e:
+                raise cx.err(
+                    f"{key}.scenarios[{i}]", f"{e}; built-in scenarios: {', '.join(prompts.scenario_names())}"
+                ) from None
+        kw["scenarios"] = names
+    if kind == "categories":
+        qpath = None
+        if d.get("questions") is not None:
+            qpath = cx.string(d["questions"], f"{key}.questions")
+            if not Path(qpath).is_absolute():
+                qpath = str((base_dir / qpath).resolve())
+            kw["questions"] = qpath
+        try:
+            questions = prompts.load_questions(qpath)
+        except (OSError, ValueError) as e:
+            raise cx.err(f"{key}.questions", str(e)) from None
+        have = tuple(dict.fromkeys(q.category for q in questions))
+        cats = _str_list(cx, d["categories"], f"{key}.categories") if d.get("categories") else have
+        for i, c in enumerate(cats):
+            if c not in have:
+                raise cx.err(
+                    f"{key}.categories[{i}]",
+                    f"{c!r} is not a category of "
+                    f"{qpath or 'the built-in prompt set'}; it has: {', '.join(have)}",
+                )
+        kw["categories"] = cats
+    return kw
+
+
+def workload(cx: Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir: Path) -> Workload:
+    key = f"workloads.{name}"
+    d = cx.mapping(raw, key, WORKLOAD_KEYS)
+    kind = cx.choice(d.get("kind", name), f"{key}.kind", WORKLOAD_KINDS)
+    kw: dict[str, Any] = {"name": name, "kind": kind}
+    for k in ("concurrency", "output_tokens", "context_tokens"):
+        if d.get(k) is not None:
+            kw[k] = cx.int_list(d[k], f"{key}.{k}")
+    for k in ("prompt_tokens", "requests", "waves", "rounds"):
+        if d.get(k) is not None:
+            kw[k] = cx.pos_int(d[k], f"{key}.{k}")
+    if "requests" in kw and "waves" in kw:
+        raise cx.err(f"{key}.waves", "give requests (per round) or waves (x concurrency per round), not both")
+    if d.get("warmup") is not None:
+        w = d["warmup"]
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            raise cx.err(f"{key}.warmup", f"expected an integer >= 0; got {w!r}")
+        kw["warmup"] = w
+    if d.get("timeout_s") is not None:
+        t = d["timeout_s"]
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+            raise cx.err(f"{key}.timeout_s", f"expected a number of seconds > 0; got {t!r}")
+        kw["timeout_s"] = float(t)
+    if d.get("methods") is not None:
+        ms = d["methods"] if isinstance(d["methods"], list) else [d["methods"]]
+        for i, m in enumerate(ms):
+            if m not in methods:
+                raise cx.err(
+                    f"{key}.methods[{i}]",
+                    f"{m!r} is not defined under methods:; defined: {', '.join(methods)}",
+                )
+        kw["methods"] = tuple(ms)
+    if d.get("options") is not None:
+        opts = cx.mapping(d["options"], f"{key}.options", OPTION_KEYS)
+        if "stream" in opts and not isinstance(opts["stream"], bool):
+            raise cx.err(f"{key}.options.stream", f"expected true or false; got {opts['stream']!r}")
+        kw["options"] = freeze(opts)
+    for k, kinds in IGNORED_BY.items():
+        if d.get(k) is not None and kind in kinds:
+            raise cx.err(
+                f"{key}.{k}",
+                f"workload kind {kind!r} does not use it (its prompts come from "
+                f"{'the scenario' if kind == 'agentic' else 'the question file'}); remove the key",
+            )
+    kw.update(_workload_axes(cx, key, kind, d, base_dir))
+    w = Workload(**kw)
+    if d.get("slo") is not None:
+        w = dataclasses.replace(w, slo=_slo(cx, f"{key}.slo", d["slo"], w))
+    return w
+
+
+def _slo(cx: Ctx, key: str, raw: Any, w: Workload) -> tuple[tuple[str, float], ...]:
+    d = cx.mapping(raw, key, SLO_KEYS, required=())
+    if not d:
+        raise cx.err(key, f"expected at least one of {', '.join(SLO_KEYS)}")
+    out = []
+    for k, v in d.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise cx.err(f"{key}.{k}", f"expected a number > 0; got {v!r}")
+        if k in ("ttft_ms", "tpot_ms") and not w.streamed:
+            raise cx.err(
+                f"{key}.{k}",
+                "needs streamed requests (TTFT is measured only then): set options: {stream: true} "
+                f"or use e2e_s; workload kind {w.kind!r} does not stream here",
+            )
+        out.append((k, float(v)))
+    return tuple(sorted(out))

@@ -1,0 +1,499 @@
+"""Feasibility planner: memory, KV cache, TP and context checks before any engine starts, and
+the plan's times.
+
+From a model's config.json (no weights needed; shapes.py sizes it) the plan gives per engine
+group the weights and KV cache per GPU at its TP size, and per cell whether it fits. SGLang
+0.5.17 sizes the same way (read in its source): KV cell = KV heads per GPU x (head_dim +
+v_head_dim) x full-attention layers x bytes (model_executor/pool_configurator.py; EAGLE/STANDALONE
+scale it by the draft's layers, i.e. target + draft); KV budget = free memory after loading the
+weights (target + draft) - memory before loading x (1 - mem_fraction_static)
+(mem_cache/kv_cache_configurator.py). The plan ignores the CUDA context and NCCL buffers (about a
+GiB per GPU), so its capacity is slightly optimistic; for hybrid models SGLang first splits
+that budget between a pool of linear-attention state slots and the KV cache
+(sglang_memory.py), and the plan does the same.
+
+A cell needs concurrency x (context + output) KV tokens: it fits, queues (fewer requests
+in flight than asked), or is skipped with a reason that names the numbers. Context beyond
+the config's max_position_embeddings gets an engine override unless the model's
+``context_length`` in the YAML caps it. Times (engine starts, cells) come from the time model
+in eta.py, or from a previous results JSON where it has them (``apply_previous``). No pytest
+and no heavy imports here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..matrix.cells import Cell, EngineGroup
+from ..matrix.schema import ENDPOINT_BACKENDS
+from . import eta
+from .eta import ENGINE_START_S, GroupCosts
+from .sglang_memory import (
+    SGLANG_SPEC_MAX_RUNNING,
+    SGLANG_STATE_SLOTS_PER_REQUEST,
+    sglang_mem_fraction,
+    sglang_state_pool,
+)
+from .shapes import (
+    GiB,
+    Unsupported,
+    model_shape,
+)
+
+DEFAULT_MEM_FRACTION = 0.85  # backends other than sglang that set no mem_fraction_static
+
+
+# ------------------------------------------------------------------------------ context
+
+
+@dataclass(frozen=True)
+class EngineContext:
+    length: int | None  # what the engine gets (None: its own default)
+    native: int | None  # the config's max_position_embeddings
+    override: bool  # length > native: max_position_embeddings overridden
+
+
+def engine_context(group: EngineGroup) -> EngineContext:
+    """The context length an engine gets: the model's cap from the YAML when set, else what
+    its cells need, overriding max_position_embeddings when that is more than the config's."""
+    m = group.method.model
+    try:
+        native = model_shape(m).max_position
+    except Unsupported:
+        native = None
+    if m.context_length:
+        return EngineContext(m.context_length, native, bool(native and m.context_length > native))
+    need = group.context_needed
+    if native and need > native:
+        return EngineContext(need, native, True)
+    return EngineContext(None, native, False)
+
+
+def context_reason(cell: Cell) -> str | None:
+    m = cell.method.model
+    need = cell.context_tokens + cell.output_tokens
+    if m.context_length and need > m.context_length:
+        return (
+            f"needs {need} tokens of context ({cell.context_tokens} prompt + {cell.output_tokens} output); "
+            f"models.{m.name}.context_length caps it at {m.context_length} (remove the cap to let the "
+            "engine override max_position_embeddings)"
+        )
+    return None
+
+
+# ------------------------------------------------------------------------------ memory
+
+
+@dataclass(frozen=True)
+class GPUBudget:
+    memory_bytes: int
+    bandwidth: float | None  # bytes/s; None: unknown (no roofline, no decode ETA)
+    name: str = "assumed"
+    bandwidth_source: str = ""
+
+
+def parse_memory(value: str) -> int:
+    """'80GiB', '141GB', '80g', '81920MiB' -> bytes."""
+    s = value.strip().lower().replace(" ", "")
+    units = (("gib", GiB), ("gb", 10**9), ("g", GiB), ("mib", 1024**2), ("mb", 10**6), ("tib", 1024**4))
+    for suffix, mult in units:
+        if s.endswith(suffix):
+            try:
+                return int(float(s[: -len(suffix)]) * mult)
+            except ValueError:
+                break
+    raise ValueError(f"{value!r}: expected a size like 80GiB, 141GB or 81920MiB")
+
+
+@dataclass
+class GroupPlan:
+    group: str
+    method: str
+    backend: str
+    tp: int
+    model: str
+    error: str | None = None  # the group cannot run at all (TP, weights larger than the budget)
+    unsized: str | None = None  # why the planner could not size the model (MLA, no config)
+    notes: list[str] = field(default_factory=list)
+    kv_bytes_per_token: int | None = None  # per GPU, target (+ draft)
+    state_bytes_per_request: int | None = None
+    weight_bytes_per_gpu: int | None = None  # target (+ draft)
+    budget_bytes_per_gpu: int | None = None  # GPU memory x mem_fraction_static
+    mem_fraction_static: float | None = None
+    kv_tokens_capacity: int | None = None
+    state_pool_bytes_per_gpu: int | None = None  # hybrid models: SGLang's linear-attention state pool
+    max_running: int | None = None  # requests SGLang runs at once (None: no cap the plan knows)
+    max_running_why: str | None = None
+    context_length: int | None = None
+    native_context_length: int | None = None
+    context_override: bool = False
+    roofline_bytes_per_step: int | None = None  # the target's weights read per decode step (per GPU)
+    roofline_kv_bytes_per_token: int | None = None  # the target's KV bytes per token (per GPU)
+    start_s: float = 0.0  # planned engine start, when it is not the first start of its process
+    first_start_extra_s: float = 0.0  # what the first start of a process adds (import, cold caches)
+    start_from: str = "model"  # model | measured | fallback (a start the model cannot size)
+    accept_length: float | None = None  # tokens per verify step the cells' ETAs assume
+    costs: GroupCosts | None = field(default=None, repr=False)  # the time model's inputs
+
+
+@dataclass
+class CellPlan:
+    cell: str
+    group: str
+    feasible: bool
+    reason: str | None = None
+    note: str | None = None
+    kv_tokens_needed: int | None = None
+    roofline_tokens_per_s: float | None = None
+    eta_s: float | None = None  # warm-up and timed rounds (None: no estimate)
+    eta_from: str | None = None  # model | measured
+    round_s: float | None = None
+    ttft_s: float | None = None  # planned TTFT p50 of a round
+    in_flight: int | None = None  # requests the engine runs at once (concurrency, or a cap)
+
+
+SGLANG_BACKENDS = ("sglang", "sglang-server")  # SGLang's memory split and running-request caps
+
+
+def _mem_fraction(group: EngineGroup, gpu: GPUBudget) -> tuple[float, str]:
+    v = dict(group.method.engine_args).get("mem_fraction_static")
+    if isinstance(v, (int, float)):
+        return float(v), "set in engine_args"
+    if group.method.backend in SGLANG_BACKENDS:
+        return sglang_mem_fraction(gpu.memory_bytes, group.tp), "SGLang's default for this GPU size"
+    return DEFAULT_MEM_FRACTION, "assumed"
+
+
+def plan_group(
+    group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str] = frozenset({"sglang"})
+) -> GroupPlan:
+    gp = _size_group(group, gpu, gpu_backends)
+    if gp.costs is None or (gp.backend not in gpu_backends and gp.backend != "hf"):
+        gp.start_s = ENGINE_START_S.get(gp.backend, 60.0)
+        gp.start_from = "fallback"
+        return gp
+    st = eta.engine_start(gp.costs)
+    gp.start_s, gp.first_start_extra_s = st.start_s, st.first_extra_s
+    if gp.costs.spec is not None:
+        gp.accept_length = gp.costs.accept_length
+        gp.notes.append(f"ETA at {gp.costs.accept_length:g} token(s) per verify step ({gp.costs.accept_why})")
+    return gp
+
+
+def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str]) -> GroupPlan:
+    m = group.method
+    gp = GroupPlan(group.id, m.name, m.backend, group.tp, m.model.name)
+    if m.backend in ENDPOINT_BACKENDS:  # nothing to start, size or time: someone else's server
+        gp.notes.append(
+            f"external endpoint {m.url} ({m.api} API): no start and no GPU memory plan; the ETA "
+            "comes only from a results JSON (--specbench-plan-from)"
+            + (
+                "; the engine event records what the server sized (/get_server_info)"
+                if m.api == "sglang"
+                else ""
+            )
+        )
+        return gp
+    ctx = engine_context(group)
+    gp.context_length, gp.native_context_length, gp.context_override = ctx.length, ctx.native, ctx.override
+    if ctx.override:
+        gp.notes.append(
+            f"context {ctx.length} > max_position_embeddings {ctx.native}: the engine gets an override"
+        )
+    try:
+        t = model_shape(m.model)
+        d = model_shape(m.draft_model) if m.draft_model is not None else None
+        if (
+            d is not None
+            and m.draft_model is not None
+            and m.draft_model.path == m.model.path
+            and t.mtp_layers
+        ):
+            d = t.mtp_draft()  # SGLang makes a model with MTP layers its own MTP draft
+            gp.notes.append(f"draft: the target's {t.mtp_layers} MTP layer(s), as SGLang builds it")
+    except Unsupported as e:  # reported, never sized wrongly; the cells still run
+        gp.unsized = str(e)
+        gp.notes.append(f"not sized: {e}")
+        return gp
+    for name, s in (("target", t), ("draft", d)):
+        if s is None:
+            continue
+        err = s.tp_error(group.tp)
+        if err and name == "target":
+            gp.error = f"TP={group.tp} is impossible for {m.model.name}: {err}"
+            return gp
+        note = s.kv_note(group.tp)
+        if note:
+            gp.notes.append(f"{name}: {note}")
+    gp.costs = eta.group_costs(group, t, d)
+    gp.kv_bytes_per_token = t.kv_bytes_per_token(group.tp) + (d.kv_bytes_per_token(group.tp) if d else 0)
+    gp.state_bytes_per_request = t.state_bytes_per_request(group.tp) + (
+        d.state_bytes_per_request(group.tp) if d else 0
+    )
+    gp.weight_bytes_per_gpu = t.weight_bytes_per_gpu(group.tp) + (
+        d.weight_bytes_per_gpu(group.tp) if d else 0
+    )
+    # the roofline is decode without speculation: the target's weights and KV alone
+    gp.roofline_bytes_per_step = t.weight_bytes_per_gpu(group.tp)
+    gp.roofline_kv_bytes_per_token = t.kv_bytes_per_token(group.tp)
+    if m.backend not in gpu_backends:
+        gp.notes.append(f"backend {m.backend}: runs on the CPU; no GPU memory plan")
+        return gp
+    if gpu is None:
+        gp.notes.append("GPU memory unknown (no NVML and no --specbench-gpu-memory): KV capacity not planned")
+        return gp
+    gp.mem_fraction_static, why = _mem_fraction(group, gpu)
+    if why != "set in engine_args":
+        gp.notes.append(
+            f"mem_fraction_static {gp.mem_fraction_static} ({why}; set it in engine_args to plan "
+            "exactly what the engine gets)"
+        )
+    gp.budget_bytes_per_gpu = int(gpu.memory_bytes * gp.mem_fraction_static)
+    free = gp.budget_bytes_per_gpu - gp.weight_bytes_per_gpu
+    if free <= 0:
+        gp.error = (
+            f"needs {gp.weight_bytes_per_gpu / GiB:.1f} GiB per GPU for weights at TP={group.tp}, "
+            f"{gp.budget_bytes_per_gpu / GiB:.1f} GiB available ({gpu.memory_bytes / GiB:.1f} GiB x "
+            f"mem_fraction_static {gp.mem_fraction_static})"
+        )
+        return gp
+    if m.backend in SGLANG_BACKENDS:
+        args = dict(m.engine_args)
+        if args.get("max_running_requests"):
+            gp.max_running, gp.max_running_why = int(args["max_running_requests"]), "max_running_requests"
+        elif m.speculative is not None:
+            gp.max_running = SGLANG_SPEC_MAX_RUNNING
+            gp.max_running_why = "SGLang's default with speculative decoding; set max_running_requests"
+    if gp.state_bytes_per_request and m.backend in SGLANG_BACKENDS:
+        state, slots, how = sglang_state_pool(group, free, gp.state_bytes_per_request, gp.max_running)
+        if slots <= 0:  # SGLang 0.5.17 raises "Not enough GPU memory for hybrid ... state cache"
+            gp.error = (
+                f"{free / GiB:.2f} GiB per GPU left after the weights at TP={group.tp} hold no "
+                f"linear-attention state slot ({gp.state_bytes_per_request / 2**20:.1f} MiB per request): "
+                "SGLang refuses to start; raise mem_fraction_static or TP"
+            )
+            return gp
+        free -= state
+        gp.state_pool_bytes_per_gpu = state
+        gp.notes.append(how)
+        cap = slots // SGLANG_STATE_SLOTS_PER_REQUEST
+        if gp.max_running is None or cap < gp.max_running:
+            gp.max_running = cap
+            gp.max_running_why = (
+                f"the state pool's {slots} slots, {SGLANG_STATE_SLOTS_PER_REQUEST} per running request; "
+                "raise mamba_full_memory_ratio or max_mamba_cache_size"
+            )
+    gp.kv_tokens_capacity = free // gp.kv_bytes_per_token if gp.kv_bytes_per_token else None
+    return gp
+
+
+def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
+    cp = CellPlan(cell.id, cell.group.id, True)
+    reason = gp.error or context_reason(cell)
+    if reason:
+        cp.feasible, cp.reason = False, reason
+        return cp
+    per_req = cell.tokens_per_request
+    cp.kv_tokens_needed = cell.concurrency * per_req
+    in_flight = cell.concurrency
+    if gp.kv_tokens_capacity is not None and gp.kv_bytes_per_token:
+        budget = gp.kv_tokens_capacity * gp.kv_bytes_per_token
+        # a hybrid's per-request state has its own pool when SGLang sizes it (max_running below)
+        state = 0 if gp.state_pool_bytes_per_gpu else (gp.state_bytes_per_request or 0)
+        per_req_bytes = per_req * gp.kv_bytes_per_token + state
+        if per_req_bytes > budget:
+            cp.feasible = False
+            cp.reason = (
+                f"one request needs {per_req} KV tokens ({per_req_bytes / GiB:.1f} GiB per GPU), "
+                f"the KV cache holds {gp.kv_tokens_capacity} tokens ({budget / GiB:.1f} GiB per GPU)"
+            )
+            return cp
+        fit = int(budget // per_req_bytes)
+        if fit < cell.concurrency:
+            in_flight = fit
+            cp.note = (
+                f"queues: needs {cp.kv_tokens_needed} KV tokens for {cell.concurrency} requests, holds "
+                f"{gp.kv_tokens_capacity}: about {fit} of {cell.concurrency} in flight at once"
+            )
+    if gp.max_running is not None and cell.concurrency > gp.max_running:
+        in_flight = min(in_flight, gp.max_running)
+        cap = (
+            f"queues: SGLang runs at most {gp.max_running} of {cell.concurrency} requests at once "
+            f"({gp.max_running_why})"
+        )
+        cp.note = f"{cp.note}; {cap}" if cp.note else cap
+    cp.in_flight = in_flight
+    if (
+        gpu is not None
+        and gpu.bandwidth
+        and gp.budget_bytes_per_gpu
+        and gp.roofline_kv_bytes_per_token is not None
+    ):
+        cp.roofline_tokens_per_s = roofline_tokens_per_s(gp, cell, gpu)
+    est = None
+    if gp.costs is not None and gp.backend == "hf":
+        est = eta.cpu_round(cell, gp.costs)
+    elif gp.costs is not None and gp.budget_bytes_per_gpu and gpu is not None and gpu.bandwidth:
+        est = eta.gpu_round(cell, gp.costs, gpu.bandwidth, eta.peak_flops_for(gpu.name), in_flight)
+    if est is not None:
+        cp.round_s, cp.ttft_s = est.round_s, est.ttft_s
+        cp.eta_s, cp.eta_from = eta.cell_eta_s(cell, est.round_s), "model"
+    return cp
+
+
+def roofline_tokens_per_s(gp: GroupPlan, cell: Cell, gpu: GPUBudget) -> float:
+    """Decode bound without speculation: C tokens per step, a step reads every weight of the
+    target on a GPU once plus the batch's KV cache (mean length: prompt + half the output). A draft
+    model's weights are not in it (a draft = target oracle would otherwise halve the bound)."""
+    assert gp.roofline_bytes_per_step is not None and gp.roofline_kv_bytes_per_token is not None
+    assert gpu.bandwidth
+    kv = cell.concurrency * (cell.context_tokens + cell.output_tokens / 2) * gp.roofline_kv_bytes_per_token
+    step = (gp.roofline_bytes_per_step + kv) / gpu.bandwidth
+    return cell.concurrency / step
+
+
+# ------------------------------------------------------------------------------ the plan
+
+
+@dataclass
+class Plan:
+    gpu: GPUBudget | None
+    groups: dict[str, GroupPlan]
+    cells: dict[str, CellPlan]
+
+    def skip_reason(self, cell: Cell) -> str | None:
+        cp = self.cells.get(cell.id)
+        return None if cp is None or cp.feasible else cp.reason
+
+    def _cells(self, selected: list[str] | None) -> list[CellPlan]:
+        want = None if selected is None else set(selected)
+        return [c for c in self.cells.values() if want is None or c.cell in want]
+
+    def group_eta_s(self, group: str, selected: list[str] | None = None, first_start: bool = False) -> float:
+        """The group's planned engine start plus its (selected, runnable) cells' ETAs; with
+        ``first_start`` the start is its process's first (sglang's import, cold kernel caches).
+        Cells without an estimate count 0."""
+        gp = self.groups[group]
+        cells = sum(c.eta_s or 0.0 for c in self._cells(selected) if c.group == group and c.feasible)
+        return gp.start_s + (gp.first_start_extra_s if first_start else 0.0) + cells
+
+    def starts_s(self, groups: list[str]) -> float:
+        """Engine starts of these groups in one process, in this order: each start, plus the
+        first-start extra of the first group of each backend."""
+        seen: set[str] = set()
+        total = 0.0
+        for g in groups:
+            gp = self.groups[g]
+            total += gp.start_s
+            if gp.backend not in seen:
+                seen.add(gp.backend)
+                total += gp.first_start_extra_s
+        return total
+
+    def started_groups(self, selected: list[str] | None = None) -> list[str]:
+        """Groups with a runnable selected cell, in the order of their first cell."""
+        out: list[str] = []
+        for c in self._cells(selected):
+            if c.feasible and c.group not in out:
+                out.append(c.group)
+        return out
+
+    def eta_s(self, selected: list[str] | None = None) -> float:
+        """Serial, one process: every runnable cell and every engine start."""
+        cells = sum(c.eta_s or 0.0 for c in self._cells(selected) if c.feasible)
+        return cells + self.starts_s(self.started_groups(selected))
+
+    def as_dict(self, selected: list[str] | None = None) -> dict[str, Any]:
+        cells = self._cells(selected)
+        used = self.started_groups(selected)
+        groups = []
+        for g in self.groups.values():
+            d = {k: v for k, v in dataclasses.asdict(g).items() if k != "costs"}
+            groups.append(d | {"starts": g.group in used, "eta_s": self.group_eta_s(g.group, selected)})
+        return {
+            "gpu": None if self.gpu is None else dataclasses.asdict(self.gpu),
+            "engine_starts": len(used),
+            "eta_s": self.eta_s(selected),
+            "cells_eta_s": sum(c.eta_s or 0.0 for c in cells if c.feasible),
+            "starts_eta_s": self.starts_s(used),
+            "groups": groups,
+            "cells": [dataclasses.asdict(c) for c in cells],
+        }
+
+
+def make_plan(
+    cells: list[Cell],
+    gpu: GPUBudget | None,
+    previous: dict[str, Any] | None = None,
+    gpu_backends: frozenset[str] = frozenset({"sglang"}),
+) -> Plan:
+    groups: dict[str, GroupPlan] = {}
+    out: dict[str, CellPlan] = {}
+    for c in cells:
+        if c.group.id not in groups:
+            groups[c.group.id] = plan_group(c.group, gpu, gpu_backends)
+        out[c.id] = plan_cell(c, groups[c.group.id], gpu)
+    if previous:
+        apply_previous(
+            out,
+            previous,
+            groups,
+            {c.id: c.fingerprint() for c in cells},
+            {c.group.id: (c.method.backend, c.method.model.path) for c in cells},
+        )
+    return Plan(gpu, groups, out)
+
+
+def _same_engine(ev: dict[str, Any], key: tuple[str, str] | None) -> bool:
+    """Whether a JSON's engine start was of this backend and model (as far as the event says)."""
+    if key is None or ev.get("backend") not in (None, key[0]):
+        return False
+    path = ((ev.get("info") or {}).get("kwargs") or {}).get("model_path")
+    return path is None or str(path).rstrip("/").split("/")[-1] == key[1].rstrip("/").split("/")[-1]
+
+
+def apply_previous(
+    cells: dict[str, CellPlan],
+    doc: dict[str, Any],
+    groups: dict[str, GroupPlan] | None = None,
+    fingerprints: dict[str, str] | None = None,
+    group_keys: dict[str, tuple[str, str]] | None = None,
+) -> None:
+    """Measured times from a previous results JSON: each cell's timed rounds, scaled to all its
+    rounds (warm-up included), and each engine start (its process's import taken out). With
+    ``fingerprints`` (cell id -> Cell.fingerprint) only cells measured exactly as planned count
+    (the same id in another matrix is another measurement), and a group's start only when one
+    of its cells matched or, with none of its cells in the JSON, when the start was of the same
+    backend and model (``group_keys``: group id -> (backend, model path))."""
+    matched: set[str] = set()
+    seen: set[str] = set()  # groups with a cell in the JSON, matched or not
+    for b in doc.get("benchmarks", []):
+        cp = cells.get(b.get("param"))
+        if cp is None:
+            continue
+        seen.add(cp.group)
+        fp = (b.get("extra_info") or {}).get("cell_fingerprint")
+        if fingerprints is not None and fp is not None and fp != fingerprints.get(b["param"]):
+            continue  # (an older JSON without fingerprints is taken by id)
+        matched.add(cp.group)
+        data = (b.get("stats") or {}).get("data") or []
+        warm = (b.get("options") or {}).get("warmup", 0) or 0
+        if data:
+            cp.eta_s = sum(data) * (len(data) + warm) / len(data)
+            cp.round_s, cp.eta_from = sum(data) / len(data), "measured"
+    for ev in ((doc.get("specbench") or {}).get("engine_groups") or []) if groups else []:
+        gp = groups.get(ev.get("group")) if groups else None
+        if gp is None or not ev.get("ok") or not isinstance(ev.get("start_s"), (int, float)):
+            continue
+        if fingerprints is not None and gp.group not in matched:
+            if gp.group in seen or not _same_engine(ev, (group_keys or {}).get(gp.group)):
+                continue
+        imported = float((ev.get("info") or {}).get("import_s") or 0.0)
+        start = float(ev["start_s"]) - imported
+        if imported > 1.0:  # the first start of its process: its cold caches are in first_start_extra_s
+            start -= eta.COLD_KERNELS_S + eta.FIRST_WARMUP_S - eta.WARMUP_REQUEST_S
+            gp.first_start_extra_s = imported + eta.COLD_KERNELS_S + eta.FIRST_WARMUP_S - eta.WARMUP_REQUEST_S
+        floor = 0.0 if gp.backend == "hf" or gp.backend in ENDPOINT_BACKENDS else eta.ENGINE_BASE_S
+        gp.start_s, gp.start_from = max(start, floor), "measured"

@@ -1,0 +1,403 @@
+"""pytest entry point: options, hooks and fixtures. Thin: the work lives in the modules.
+
+Flow: the matrix is loaded at configure time; ``pytest_generate_tests`` turns a bench
+function ``test_<kind>(engine, cell, specbench)`` into one item per cell (readable ids,
+TP/backend skips and timeouts as marks); ``pytest_collection_modifyitems`` stable-sorts
+items by engine group so the session-scoped ``engine`` fixture starts once per group;
+results travel in ``user_properties`` (so xdist workers ship them to the controller) and
+the controller writes one pytest-benchmark JSON at ``--benchmark-json``. GPU leases, the
+xdist scheduler and the packed schedule live in xdist_sched.py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..engines import BACKENDS, get_backend
+from ..matrix.cells import Cell, EngineGroup
+from ..matrix.schema import MatrixError, load
+from ..report import summary as report
+from . import hookspec, results, xdist_sched
+from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
+from .runner import CellRunner, cell_timeout
+from .state import (
+    DEFAULT_MATRIX,
+    ENGINE_PROP,
+    FAILED_PROP,
+    PARTIAL,
+    RESULT_PROP,
+    STATE,
+    TIMEOUT_GRACE_S,
+    SpecbenchState,
+    jsonable,
+)
+from .state import get_state as _state
+
+# ------------------------------------------------------------------------------ options (options.py)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspec)
+
+
+def _sigterm_stops_the_run() -> None:
+    """SIGTERM (a cancelled CI job, a time limit) is handled like Ctrl-C: pytest stops, tears the
+    engine down (no process left behind) and the JSON is written with the interrupted cell marked.
+    While requests run the engine's event loop catches it itself (engines.base.guard)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return  # someone (a wrapper, xdist) handles it already
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("interrupted by SIGTERM")
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "specbench(kind): bench function for workload kind (default: the function name without test_)",
+    )
+    st = SpecbenchState(config)
+    config.stash[STATE] = st
+    _sigterm_stops_the_run()
+    # pytest-benchmark warns that it saved nothing when no test used its own fixture; the
+    # specbench cells are written by this plugin instead
+    config.addinivalue_line("filterwarnings", "ignore:Not saving anything, no benchmarks have been run")
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Not saving anything, no benchmarks have been run")
+    path = _matrix_path(config)
+    if path is not None:
+        try:
+            st.matrix = load(path, tuple(BACKENDS))
+        except MatrixError as e:
+            raise pytest.UsageError(str(e)) from None
+        sends = not (config.getoption("specbench_plan") or config.getoption("collectonly"))
+        for m in st.matrix.methods:  # before any engine starts: what no TP size would fix
+            why = get_backend(m.backend).refusal(m, sends=sends)
+            if why:
+                raise pytest.UsageError(f"{path}: {why}")
+    os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
+    inv = None
+    if config.getoption("specbench_plan") and not hasattr(config, "workerinput"):
+        xdist_sched.run_plan_in_controller(config, st)
+    if st.matrix is not None and any(get_backend(m.backend).gpu for m in st.matrix.methods):
+        from ..gpus import inventory as gpus
+
+        inv = gpus.inventory()  # one NVML read, before any engine holds memory
+        st.gpus_at_start = gpus.describe(inv)
+        xdist_sched.setup_pool(config, st, inv)
+    _gpu_budget(config, st, inv)
+    resume = config.getoption("specbench_resume", None)
+    if resume and st.matrix is not None:
+        from .results import load_resume
+
+        st.resumed, st.resume_refused = load_resume(
+            Path(resume), st.matrix, st.provenance(), config.getoption("specbench_resume_any_machine")
+        )
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(xdist_sched.XdistHooks(st), "specbench-xdist")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if STATE in config.stash:
+        xdist_sched.finish_pool(config, config.stash[STATE])
+
+
+def _gpu_budget(config: pytest.Config, st: SpecbenchState, inventory: list[Any] | None) -> None:
+    """What the planner sizes against: --specbench-gpu-memory, else the smallest chosen GPU of
+    the inventory (None: the matrix has no GPU backend)."""
+    from ..gpus import inventory as gpus
+    from ..planning import eta, plan
+
+    given = config.getoption("specbench_gpu_memory")
+    bw_given = config.getoption("specbench_gpu_bandwidth")
+    inv = [g for g in inventory or [] if st.gpus is None or g.index in st.gpus]
+    g = min(inv, key=lambda g: g.memory_total_mib) if inv else None
+    bw, src = (bw_given, "--specbench-gpu-bandwidth") if bw_given else (None, "")
+    if bw is None and g is not None:  # NVML (bus width x max memory clock), else the name table
+        bw, src = gpus.memory_bandwidth(g.index), "NVML: memory bus width x max memory clock"
+        if bw is None:
+            bw, src = eta.bandwidth_for(g.name), f"datasheet value for {g.name}"
+    if given:
+        st.gpu_budget = plan.GPUBudget(given, bw, "--specbench-gpu-memory", src if bw else "")
+    elif g is not None:
+        st.gpu_budget = plan.GPUBudget(g.memory_total_mib * 1024**2, bw, g.name, src if bw else "")
+
+
+def _matrix_path(config: pytest.Config) -> Path | None:
+    opt = config.getoption("specbench_matrix")
+    if opt:
+        return Path(opt)
+    ini = config.getini("specbench_matrix")
+    if ini:
+        p = Path(str(ini))
+        return p if p.is_absolute() else Path(config.rootpath) / p
+    default = Path(config.rootpath) / DEFAULT_MATRIX
+    return default if default.is_file() else None
+
+
+# ------------------------------------------------------------------------------ collection
+
+
+def _kind(metafunc: pytest.Metafunc) -> str:
+    mark = metafunc.definition.get_closest_marker("specbench")
+    if mark and mark.args:
+        return str(mark.args[0])
+    return metafunc.function.__name__.removeprefix("test_")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "cell" not in metafunc.fixturenames or "engine" not in metafunc.fixturenames:
+        return
+    st = _state(metafunc.config)
+    if st.matrix is None:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: no benchmark matrix; pass "
+            f"--specbench-matrix PATH or create {DEFAULT_MATRIX}"
+        )
+    cells = st.matrix.cells(_kind(metafunc))
+    use_timeout = metafunc.config.pluginmanager.hasplugin("timeout") and not metafunc.config.getoption(
+        "timeout", None
+    )
+    params = []
+    for c in cells:
+        marks: list[Any] = []
+        reason = xdist_sched.skip_reason(metafunc.config, st, c)
+        if reason:
+            marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
+        if use_timeout:  # an outer net: the cell's own limit is enforced in the engine's event
+            # loop (CellRunner); engine starts have their own limit (--specbench-start-timeout)
+            marks.append(
+                pytest.mark.timeout(cell_timeout(metafunc.config, c) + TIMEOUT_GRACE_S, func_only=True)
+            )
+        params.append(pytest.param(c.group, c, marks=marks, id=c.id))
+    metafunc.parametrize(("engine", "cell"), params, indirect=["engine"], scope="session")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Stable-sort bench items by engine group (first appearance order), in place.
+
+    A bench function whose workload kind has no cells in the matrix is deselected (instead
+    of pytest's "empty parameter set" skip)."""
+    empty = [
+        i
+        for i in items
+        if _item_cell(i) is None
+        and "cell" in getattr(i, "fixturenames", ())
+        and "engine" in getattr(i, "fixturenames", ())
+    ]
+    if empty:
+        config.hook.pytest_deselected(items=empty)
+        items[:] = [i for i in items if i not in empty]
+    st = _state(config)
+    for item in items:  # a resumed cell's earlier result travels on its (skipped) reports
+        cell = _item_cell(item)
+        if cell is not None and cell.id in st.resumed:
+            item.user_properties.append((RESULT_PROP, {**st.resumed[cell.id], "nodeid": item.nodeid}))
+    order: dict[str, int] = {}
+    keys: list[tuple[int, int]] = []
+    for i, item in enumerate(items):
+        cell = _item_cell(item)
+        if cell is None:
+            keys.append((-1, i))
+            continue
+        gid = cell.group.id
+        order.setdefault(gid, len(order))
+        keys.append((order[gid], i))
+    if order:
+        items[:] = [items[i] for _, i in sorted(keys)]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    st = _state(config)
+    want_print = config.getoption("specbench_plan")
+    json_path = config.getoption("specbench_plan_json")
+    if st.matrix is None or hasattr(config, "workerinput") or not (want_print or json_path):
+        return
+    from ..planning import text
+
+    p = st.get_plan()
+    cells = [c for c in (_item_cell(i) for i in session.items) if c is not None]
+    selected = [c.id for c in cells]
+    sched, sched_lines = xdist_sched.plan_schedule(config, st, cells)
+    if json_path:
+        doc = {"matrix": st.matrix.path, **p.as_dict(selected)}
+        if sched is not None:
+            doc["schedule"] = sched.as_dict()
+        Path(json_path).write_text(report.dumps(doc))
+    if want_print:
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        lines = [f"specbench plan for {st.matrix.path}", *text.format_plan(p, selected), *sched_lines]
+        if json_path:
+            lines.append(f"wrote {json_path}")
+        for line in lines:
+            if tr is not None:
+                tr.write_line(line)
+            else:
+                print(line)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """--specbench-plan: the plan is the whole job; no cell runs and no engine starts."""
+    return True if session.config.getoption("specbench_plan") else None
+
+
+def _crash_message(rep: pytest.TestReport) -> str | None:
+    crash = getattr(rep.longrepr, "reprcrash", None)
+    msg = getattr(crash, "message", None)
+    if not msg:
+        return None
+    msg = str(msg)
+    # an engine's reason sits at the top (what failed, "engine log says: ...") and its log's
+    # tail at the bottom: keep both ends of a long message
+    return msg if len(msg) <= 4000 else f"{msg[:1500]}\n[... {len(msg) - 3500} characters ...]\n{msg[-2000:]}"
+
+
+def _fired_by_pytest_timeout(call: pytest.CallInfo[Any]) -> bool:
+    """Whether pytest-timeout stopped the call: its signal handler raised the failure (a frame of
+    pytest_timeout.py in the traceback), not merely an exception whose text says "Timeout"."""
+    tb = call.excinfo.tb if call.excinfo is not None else None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).name == "pytest_timeout.py":
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _item_cell(item: pytest.Item) -> Cell | None:
+    cs = getattr(item, "callspec", None)
+    cell = cs.params.get("cell") if cs is not None else None
+    return cell if isinstance(cell, Cell) else None
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The group whose engine starts next (a stopping engine queues it as it returns its GPUs)."""
+    cell = _item_cell(item)
+    if cell is not None and STATE in item.config.stash:
+        _state(item.config).next_group = cell.group if item.get_closest_marker("skip") is None else None
+
+
+def pytest_specbench_make_engine(config: pytest.Config, group: EngineGroup) -> Any:
+    return get_backend(group.method.backend).create(group)
+
+
+@pytest.fixture(scope="session")
+def engine(request: pytest.FixtureRequest) -> Any:
+    """The live engine of the requesting cell's (method, TP) group; one start per group."""
+    group = getattr(request, "param", None)
+    if not isinstance(group, EngineGroup):
+        raise pytest.UsageError(
+            "the `engine` fixture is parametrized by pytest-specbench: "
+            "request it together with `cell` in a bench function"
+        )
+    st = _state(request.config)
+    eng = st.start_engine(group)
+    yield eng
+    st.stop_engine(group, eng)
+
+
+@pytest.fixture
+def specbench(request: pytest.FixtureRequest) -> CellRunner:
+    """``specbench.run(engine, cell)`` measures the cell and records it for the JSON."""
+    return CellRunner(request.node)
+
+
+# ------------------------------------------------------------------------------ reporting
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
+    st = _state(item.config)
+    while st.pending:  # engine start/stop events go out on the report of the item that saw them
+        ev = st.pending.pop(0)
+        st.events_sent += 1  # numbered: the controller takes each once, from whichever report
+        ev.setdefault("seq", f"{st.worker}/{st.events_sent}")
+        item.user_properties.append((ENGINE_PROP, ev))
+    outcome = yield
+    rep = outcome.get_result()
+    cell = _item_cell(item)
+    if (
+        cell is not None
+        and rep.failed
+        and rep.when == "call"
+        and _fired_by_pytest_timeout(call)
+        and cell.group.id not in st.torn_down
+    ):
+        # pytest-timeout (the outer net) stopped a cell: the engine cannot be trusted (requests
+        # still queued in it); tear it down so the next group starts clean
+        st.abandon_engine(
+            cell.group,
+            f"engine of group {cell.group.id} torn down after cell {cell.id} timed out (pytest-timeout)",
+        )
+    if cell is not None and rep.failed:
+        lines = str(rep.longreprtext).strip().splitlines()
+        rep.user_properties.append(
+            (
+                FAILED_PROP,
+                {
+                    "nodeid": item.nodeid,
+                    "cell": cell.id,
+                    "group": cell.group.id,
+                    "phase": rep.when,
+                    # the exception's own message (e.g. why an engine crashed), then the tail
+                    "error": _crash_message(rep),
+                    "reason": "\n".join(lines[-15:]),
+                    "params": jsonable(cell.params()),
+                    **({"partial_metrics": item.stash[PARTIAL]} if PARTIAL in item.stash else {}),
+                },
+            )
+        )
+
+
+# ------------------------------------------------------------------------------ results (results.py)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        session.config.pluginmanager.register(
+            results.Collector(_state(session.config)), "specbench-collector"
+        )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    st = _state(config)
+    if hasattr(config, "workerinput") or st.matrix is None:
+        return
+    st.engine_events += st.pending  # the last engine's stop (fixture teardown ran just before this)
+    st.pending.clear()
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        results.mark_interrupted(st)
+    if st.results or st.engine_events or st.interrupted:
+        results.write_json(config, st)
+        plots = config.getoption("specbench_plots")
+        if plots and st.doc is not None:
+            report.write_plots(st.doc, Path(plots))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    lines = results.summary_lines(_state(config), config)
+    if lines:
+        terminalreporter.write_sep("=", "specbench summary")
+        for line in lines:
+            terminalreporter.write_line(line)

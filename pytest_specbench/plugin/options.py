@@ -1,0 +1,184 @@
+"""The plugin's command-line options and ini keys (``pytest_addoption``) and their value parsers.
+Registered through hooks.py (the plugin's entry point), which imports the hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .state import DEFAULT_MATRIX
+
+
+def _existing_file(value: str) -> str:
+    if not Path(value).is_file():
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"matrix file {value!r} does not exist")
+    return value
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("specbench", "speculative-decoding benchmarks (pytest-specbench)")
+    g.addoption(
+        "--specbench-matrix",
+        metavar="PATH",
+        type=_existing_file,
+        default=None,
+        help="benchmark matrix YAML. Default: ini specbench_matrix, else "
+        f"{DEFAULT_MATRIX!r} under the rootdir when it exists.",
+    )
+    g.addoption(
+        "--specbench-gpus",
+        metavar="IDS",
+        type=_gpu_list,
+        default=None,
+        help="comma-separated GPU indices the run may use (GPU backends). Default: the GPUs of "
+        "CUDA_VISIBLE_DEVICES when it lists indices, else every GPU with no compute process and "
+        ">= 90%% memory free. Every engine start leases its TP's worth of them from one pool "
+        "shared by all -n workers.",
+    )
+    g.addoption(
+        "--specbench-log-dir",
+        metavar="DIR",
+        default="specbench-logs",
+        help="engine logs, one file per group. Default: %(default)r",
+    )
+    g.addoption(
+        "--specbench-kill-engine",
+        metavar="GROUP@N",
+        type=_kill_spec,
+        default=None,
+        help="testing aid: SIGKILL the engine of GROUP (e.g. ar-tp1) before its N-th cell "
+        "(0-based) to check that a crash fails only that group. Default: off",
+    )
+    g.addoption(
+        "--specbench-hang-engine",
+        metavar="GROUP@N",
+        type=_kill_spec,
+        default=None,
+        help="testing aid: SIGSTOP the scheduler of GROUP before its N-th cell, so the cell "
+        "hangs until pytest-timeout fails it and the engine is torn down. Default: off",
+    )
+    g.addoption(
+        "--specbench-timeout",
+        metavar="S",
+        type=float,
+        default=None,
+        help="every cell's time limit in seconds, overriding the workloads' timeout_s (enforced in "
+        "the engine's event loop; a cell over it fails and its engine is torn down). pytest-timeout's "
+        "--timeout would also cover engine starts. Default: each workload's timeout_s",
+    )
+    g.addoption(
+        "--specbench-start-timeout",
+        metavar="S",
+        type=float,
+        default=900.0,
+        help="an engine start taking longer fails its group's cells (the run goes on). "
+        "Cells have their own limit (the workload's timeout_s or --specbench-timeout), "
+        "engine start excluded. Default: %(default)s",
+    )
+    g.addoption(
+        "--specbench-plan",
+        action="store_true",
+        default=False,
+        help="print the feasibility plan (groups, cells, per-GPU weights and KV capacity, skip "
+        "reasons, ETA) and exit without starting any engine",
+    )
+    g.addoption(
+        "--specbench-plan-json",
+        metavar="PATH",
+        default=None,
+        help="write the plan as JSON to PATH (with or without --specbench-plan)",
+    )
+    g.addoption(
+        "--specbench-gpu-memory",
+        metavar="SIZE",
+        type=_memory,
+        default=None,
+        help="plan for GPUs of SIZE memory (e.g. 80GiB) instead of what NVML reports; "
+        "lets a machine without GPUs plan a GPU matrix",
+    )
+    g.addoption(
+        "--specbench-plots",
+        metavar="DIR",
+        default=None,
+        help="at the end of the run, write the run's plots (PNG + CSV each) and an index.md there",
+    )
+    g.addoption(
+        "--specbench-gpu-bandwidth",
+        metavar="TB/S",
+        type=_bandwidth,
+        default=None,
+        help="HBM bandwidth per GPU in TB/s for the roofline and decode ETAs. Default: NVML's memory "
+        "bus width x max memory clock, else a datasheet table by GPU name, else unknown",
+    )
+    g.addoption(
+        "--specbench-plan-from",
+        metavar="PATH",
+        default=None,
+        help="a previous results JSON: the plan's ETA uses its measured cell times",
+    )
+    g.addoption(
+        "--specbench-resume",
+        metavar="PATH",
+        default=None,
+        help="a results JSON of an earlier run that stopped halfway: its measured cells (same id and "
+        "definition: method, model, engine args, workload) are skipped and copied into this run's JSON; "
+        "failed, missing and changed cells run",
+    )
+    g.addoption(
+        "--specbench-resume-any-machine",
+        action="store_true",
+        default=False,
+        help="with --specbench-resume: also copy cells measured on another machine (GPU names, driver, "
+        "CPU, torch/transformers/sglang versions); they are marked resumed_from_other_machine. "
+        "Default: such cells run again",
+    )
+    parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
+
+
+def _gpu_list(value: str) -> tuple[int, ...]:
+    import argparse
+
+    from ..gpus.inventory import parse_gpu_list
+
+    try:
+        return parse_gpu_list(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _memory(value: str) -> int:
+    import argparse
+
+    from ..planning.plan import parse_memory
+
+    try:
+        return parse_memory(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _bandwidth(value: str) -> float:
+    import argparse
+
+    try:
+        v = float(value.removesuffix("TB/s").removesuffix("TB/S"))
+    except ValueError:
+        v = -1.0
+    if not 0 < v < 100:
+        raise argparse.ArgumentTypeError(f"expected TB/s per GPU, e.g. 4.8 for an H200; got {value!r}")
+    return v * 1e12
+
+
+def _kill_spec(value: str) -> tuple[str, int]:
+    import argparse
+
+    group, _, n = value.rpartition("@")
+    if not group or not n.isdigit():
+        raise argparse.ArgumentTypeError(f"expected GROUP@N like ar-tp1@1; got {value!r}")
+    return group, int(n)
+
+
+# ------------------------------------------------------------------------------ configure

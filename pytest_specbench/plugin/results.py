@@ -1,0 +1,322 @@
+"""Controller side: gather cell results and engine events (xdist too), write the JSON, print
+the summary. The JSON is rewritten after every finished cell, so a run that dies halfway keeps
+what it measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..report import decide
+from ..report import summary as report
+from ..report.summary import failure_headline
+from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SpecbenchState
+
+
+class Collector:
+    """Controller-side: gathers results and engine events from every report (xdist too)."""
+
+    def __init__(self, st: SpecbenchState):
+        self.st = st
+        self._cells: dict[str, Any] | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props: list[tuple[str, Any]] = list(report.user_properties)
+        for name, value in props:
+            if name == FAILED_PROP:
+                self.st.failures.append(value)
+            elif name == ENGINE_PROP and (
+                value.get("seq") is None or value["seq"] not in self.st.events_seen
+            ):
+                # from the first report that carries it: a cell interrupted in its call phase
+                # has no teardown report, and its group's start must still be in the JSON
+                if value.get("seq") is not None:
+                    self.st.events_seen.add(value["seq"])
+                self.st.engine_events.append(value)
+        if report.when == "call" and getattr(report, "node", None) is not None:
+            self._worker_line(report)  # under xdist: one line per finished cell, worker and group
+        if report.when != "teardown":
+            return
+        for name, value in props:
+            if name == RESULT_PROP:
+                self.st.config.hook.pytest_specbench_cell_done(config=self.st.config, result=value)
+                self.st.results.append(value)
+        if report.user_properties:  # a run that dies halfway keeps what it measured
+            write_json(self.st.config, self.st)
+
+    def _worker_line(self, report: pytest.TestReport) -> None:
+        tr = self.st.config.pluginmanager.get_plugin("terminalreporter")
+        cell = report.nodeid.rpartition("[")[2].rstrip("]")
+        if self._cells is None:
+            self._cells = {c.id: c for c in self.st.matrix.cells()} if self.st.matrix is not None else {}
+        cells = self._cells
+        if tr is None or cell not in cells or self.st.config.get_verbosity() < 0:
+            return
+        worker = getattr(report.node, "gateway", None)
+        tr.ensure_newline()
+        tr.write_line(
+            f"[{getattr(worker, 'id', '?')}] group {cells[cell].group.id}: {cell} {report.outcome} "
+            f"in {report.duration:.1f} s"
+        )
+
+
+def mark_interrupted(st: SpecbenchState) -> None:
+    """A run stopped by SIGTERM or Ctrl-C: the cell it stopped in becomes a failed cell marked
+    interrupted (resume runs it again); the document says the run was interrupted."""
+    info = st.interrupted or {"cell": None, "why": "interrupted (SIGTERM or Ctrl-C) outside a cell"}
+    st.interrupted = info
+    cell = info.get("cell")
+    if cell and not any(f.get("cell") == cell for f in st.failures):
+        st.failures.append(
+            {
+                "nodeid": info.get("nodeid", ""),
+                "cell": cell,
+                "group": info.get("group"),
+                "phase": "call",
+                "interrupted": True,
+                "error": f"{info['why']}: the run stopped in this cell; its requests were cancelled",
+                "reason": info["why"],
+            }
+        )
+
+
+def load_resume(
+    path: Path, matrix: Any, here: dict[str, Any], any_machine: bool = False
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """(cell id -> result (as a cell's RESULT_PROP), refusals) for the cells of ``path`` (a
+    results JSON of this plugin) that are still in the matrix, defined the same way
+    (``cell_fingerprint``: method, model, engine args, workload, axes) and measured on this
+    machine (``here``: state.provenance()); with ``any_machine`` cells of another machine are
+    copied too and marked. A cell of another commit is copied and marked. Failed cells are not
+    in ``benchmarks``, so they run again."""
+    import json
+
+    try:
+        doc = json.loads(path.read_text())
+        benchmarks = doc["benchmarks"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise pytest.UsageError(
+            f"--specbench-resume {path}: not a results JSON of pytest-specbench ({type(e).__name__}: {e}); "
+            "give the file a run wrote with --benchmark-json"
+        ) from None
+    cells = {c.id: c for c in matrix.cells()}
+    out: dict[str, dict[str, Any]] = {}
+    refused: list[str] = []
+    for b in benchmarks:
+        cell = cells.get(b.get("param"))
+        info = b.get("extra_info") or {}
+        if cell is None or info.get("cell_fingerprint") != cell.fingerprint():
+            continue  # not in this matrix, or defined differently now: run it
+        if info.get("errors"):  # an older JSON that kept a cell with failed requests: run it again
+            continue
+        marks: dict[str, Any] = {"resumed_from": str(path)}
+        then = info.get("provenance") or {}
+        if then.get("machine") != here["machine"]:
+            differs = (
+                ", ".join(
+                    k
+                    for k in sorted(set(then.get("machine") or {}) | set(here["machine"]))
+                    if (then.get("machine") or {}).get(k) != here["machine"].get(k)
+                )
+                or "no machine recorded"
+            )
+            if not any_machine:
+                refused.append(f"{cell.id} (measured on another machine: {differs})")
+                continue
+            marks["resumed_from_other_machine"] = then.get("machine")
+        if then.get("commit") != here["commit"]:
+            marks["resumed_from_commit"] = then.get("commit")
+        out[cell.id] = report.result_of_entry(b, cell.group.id, {**marks, "provenance": then})
+    return out, refused
+
+
+def versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for name in (
+        "pytest-specbench",
+        "torch",
+        "transformers",
+        "sglang",
+        "pytest",
+        "pytest-benchmark",
+        "pytest-xdist",
+    ):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
+    from pytest_benchmark import __version__ as pb_version
+
+    assert st.matrix is not None
+    if st.machine_info is None:  # computed once: rewritten after every cell
+        from ..gpus import inventory as gpus
+
+        st.machine_info = config.hook.pytest_benchmark_generate_machine_info(config=config)
+        config.hook.pytest_benchmark_update_machine_info(config=config, machine_info=st.machine_info)
+        st.machine_info["specbench"] = {
+            "backends": sorted({m.backend for m in st.matrix.methods}),
+            "versions": versions(),
+            "gpus": st.gpus_at_start if st.gpus_at_start is not None else gpus.describe(gpus.inventory()),
+            **gpus.driver_info(),
+        }
+        st.commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
+    machine = st.machine_info
+    starts = [e for e in st.engine_events if "ok" in e]
+    return report.build(
+        st.results,
+        baseline=st.matrix.baselines(),
+        machine_info=machine,
+        commit_info=st.commit_info or {},
+        specbench={
+            "matrix": st.matrix.path,
+            "engine_starts": len(starts),
+            "engine_groups": starts,
+            "engine_stops": [e for e in st.engine_events if e.get("event") == "stop"],
+            "gpus_used": list(st.gpus) if st.gpus is not None else None,
+            "gpu_notes": st.gpu_notes,
+            "failed_cells": st.failures,
+            "interrupted": st.interrupted,
+            "resumed_cells": sorted(
+                r["cell_id"] for r in st.results if (r.get("extra_info") or {}).get("resumed_from")
+            ),
+        },
+        version=pb_version,
+    )
+
+
+def write_json(config: pytest.Config, st: SpecbenchState) -> None:
+    """(Re)write the whole document: after every finished cell and at the end of the session."""
+    st.doc = build_doc(config, st)
+    target = config.getoption("benchmark_json", None)
+    if not target:
+        return
+    if hasattr(target, "write"):  # older pytest-benchmark: an open binary file
+        target.seek(0)
+        target.truncate()
+        target.write(report.dumps(st.doc).encode())
+        target.flush()
+    else:
+        tmp = Path(str(target) + ".tmp")
+        tmp.write_text(report.dumps(st.doc))
+        tmp.replace(target)
+
+
+def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
+    if st.doc is None:
+        return []
+    out: list[str] = []
+    out += report.table(st.doc)
+    spec = st.doc["specbench"]
+    out.append(
+        f"engine starts: {spec['engine_starts']} "
+        f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in spec['engine_groups'])})"
+    )
+    if spec.get("resumed_cells"):
+        out.append(
+            f"resumed: {len(spec['resumed_cells'])} cells copied from "
+            f"{config.getoption('specbench_resume')} (not run again)"
+        )
+    if st.resume_refused:
+        out.append(
+            f"resume refused {len(st.resume_refused)} cells (they ran again; --specbench-resume-any-machine "
+            f"copies them): {'; '.join(st.resume_refused)}"
+        )
+    shapes = decide.ranked_shapes(st.doc)
+    if shapes:
+        out.append(
+            "fastest method per cell shape (closed loop: tok/s, x = paired-rounds speedup vs AR [95% CI]; "
+            "open loop: p50 latency, x = AR p50 / method p50, > 1 faster [bootstrap 95% CI]; ≈: this "
+            "neighbour pair is not separated, not transitive):"
+        )
+        out += [f"  {label}: {decide.ranking(rows)}" for label, rows in shapes]
+    tune = decide.tuning(st.doc)
+    if tune:
+        out.append("tuning (per shape and swept method: best setting, runner-up, separated or not):")
+        out += [f"  {ln}" for ln in tune]
+    out += decide.warnings(st.doc)
+    tps = decide.tp_scaling(st.doc)
+    if tps:
+        out.append("output tok/s by TP size (and per GPU):")
+        out += [f"  {ln}" for ln in tps]
+    cap = decide.slo_capacity(st.doc)
+    if cap:
+        out.append(f"concurrency that holds the SLO for >= {decide.SLO_TARGET:.0%} of requests:")
+        out += [f"  {ln}" for ln in cap]
+    for e in spec["engine_groups"]:
+        pve = report.planned_vs_engine(e)
+        if pve:
+            out.append(pve)
+    oracle = [b for b in st.doc["benchmarks"] if "oracle_exact" in b["extra_info"]]
+    if oracle:
+        off = [b for b in oracle if not b["extra_info"]["oracle_exact"]]
+        out.append(
+            f"oracle (draft = target): {len(oracle) - len(off)} of {len(oracle)} cells accept exactly "
+            "steps + 1"
+            + "".join(
+                f"; {b['param']}: {b['extra_info'].get('accept_length')!r}, expected "
+                f"{b['extra_info']['oracle_accept_expected']}"
+                for b in off
+            )
+        )
+    for f in spec["failed_cells"]:
+        out.append(f"failed: {f['nodeid']} ({f['phase']}): {failure_headline(f)}")
+    if spec.get("interrupted"):
+        target = config.getoption("benchmark_json", None)
+        out.append(
+            f"INTERRUPTED ({spec['interrupted']['why']}) in cell {spec['interrupted'].get('cell') or '-'}: "
+            f"{len(st.doc['benchmarks'])} cells measured are kept"
+            + (
+                f"; the same command (same -k) with --specbench-resume "
+                f"{Path(str(target.name if hasattr(target, 'write') else target)).resolve()} runs the rest"
+                if target
+                else ""
+            )
+        )
+    out.append(wall_vs_plan(st))
+    target = config.getoption("benchmark_json", None)
+    if target:
+        out.append(
+            f"wrote {target.name if hasattr(target, 'write') else target} ({len(st.doc['benchmarks'])} cells)"
+        )
+    return out
+
+
+def wall_vs_plan(st: SpecbenchState) -> str:
+    """The run's wall time next to the plan's ETA for the cells that ran (and engine starts)."""
+    import time
+
+    wall = time.monotonic() - st.t_start
+    ran = {r["cell_id"] for r in st.results if not (r.get("extra_info") or {}).get("resumed_from")}
+    ran |= {f["cell"] for f in st.failures}
+    plan = st.get_plan()
+    etas = [plan.cells[c].eta_s for c in ran if c in plan.cells]
+    known = [e for e in etas if e is not None]
+    started = list(dict.fromkeys(e["group"] for e in st.engine_events if "ok" in e))
+    # the plan's own start model: each start, plus a process's first (import, cold caches)
+    starts = plan.starts_s([g for g in started if g in plan.groups])
+    if not known:
+        return (
+            f"run wall {wall:.0f} s; the plan has no ETA for these cells "
+            "(--specbench-plan-from a results JSON gives one)"
+        )
+    line = (
+        f"run wall {wall:.0f} s; plan ETA {sum(known) + starts:.0f} s for {len(known)} of {len(ran)} cells "
+        f"and {len(started)} engine starts"
+    )
+    from . import xdist_sched
+
+    k = xdist_sched.workers(st.config)
+    if k > 1 and st.matrix is not None:  # in parallel: the packed schedule's makespan, not the sum
+        cells = [c for c in st.matrix.cells() if c.id in ran]
+        sched, _ = xdist_sched.plan_schedule(st.config, st, cells)
+        if sched is not None:
+            line += f" in series, {sched.makespan_s:.0f} s packed on {k} workers"
+    return line

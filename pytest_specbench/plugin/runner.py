@@ -1,0 +1,154 @@
+"""One cell's run: the workload on its engine under the cell's time limit, the progress ticker,
+the energy meter, and the result recorded for the JSON (or a failed cell with what it measured)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from ..engines import get_backend
+from ..engines.base import CellTimeout, Interrupted
+from ..matrix.cells import Cell
+from .state import PARTIAL, RESULT_PROP, SpecbenchState, jsonable
+from .state import get_state as _state
+
+
+def cell_timeout(config: pytest.Config, cell: Cell) -> float:
+    """A cell's time limit: --specbench-timeout, else its workload's timeout_s."""
+    override = config.getoption("specbench_timeout", None)
+    return float(override) if override else cell.workload.timeout_s
+
+
+class CellRunner:
+    """Runs a cell's workload on its engine and records the result for the JSON."""
+
+    def __init__(self, item: pytest.Item):
+        self.item = item
+
+    def run(self, engine: Any, cell: Cell) -> dict[str, Any]:
+        from ..report import metrics
+        from ..workloads import kinds as workloads
+
+        st = _state(self.item.config)
+        n = st.cells_run.get(cell.group.id, 0)
+        st.cells_run[cell.group.id] = n + 1
+        if cell.group.id in st.torn_down:
+            pytest.fail(f"cell {cell.id}: {st.torn_down[cell.group.id]}", pytrace=False)
+        if self.item.config.getoption("specbench_kill_engine") == (cell.group.id, n):
+            engine.kill_for_test()
+        if self.item.config.getoption("specbench_hang_engine") == (cell.group.id, n):
+            engine.hang_for_test()
+        limit = cell_timeout(self.item.config, cell)
+        engine.deadline = time.monotonic() + limit
+        timed_out = None
+        ticker = _ticker(self.item.config, st, cell)
+        try:
+            run = workloads.run(engine, cell, workloads.meters(_energy_meter(st, cell), engine))
+        except CellTimeout as e:
+            timed_out = str(e)
+        except (Interrupted, KeyboardInterrupt) as e:  # SIGTERM / Ctrl-C: stop the run, keep the rest
+            st.interrupted = {
+                "cell": cell.id,
+                "group": cell.group.id,
+                "nodeid": self.item.nodeid,
+                "why": str(e) if isinstance(e, Interrupted) else "interrupted by SIGINT (Ctrl-C)",
+            }
+            raise KeyboardInterrupt(st.interrupted["why"]) from None
+        finally:
+            engine.deadline = None
+            if ticker is not None:
+                ticker.stop()
+        if timed_out is not None:  # failed outside the except: no chained traceback in the report
+            why = (
+                f"engine of group {cell.group.id} torn down: cell {cell.id} made no progress within "
+                f"timeout_s={limit:g} s"
+            )
+            st.abandon_engine(cell.group, why)
+            pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)
+        cp = st.get_plan().cells.get(cell.id)
+        m = metrics.cell_metrics(
+            run.records,
+            run.round_times,
+            run.round_output_tokens,
+            request_digests=run.round_digests,
+            slo=dict(cell.workload.slo) or None,
+            request_rate=cell.request_rate,
+            energy_j=run.extra.get("energy_j"),
+            roofline_tokens_per_s=cp.roofline_tokens_per_s if cp is not None else None,
+            server_spec=run.extra.get("server_spec"),
+        )
+        result = {
+            "nodeid": self.item.nodeid,
+            "name": self.item.name,
+            "cell_id": cell.id,
+            "group": cell.group.id,
+            "params": cell.params(),
+            "round_times": run.round_times,
+            "warmup": cell.workload.warmup,
+            "metrics": jsonable(m),
+            "extra_info": {
+                **jsonable(run.extra),
+                **metrics.oracle_check(cell.method, m.get("accept_length"), cell.output_tokens),
+                "cell_fingerprint": cell.fingerprint(),
+                "provenance": st.provenance(),
+                **(
+                    {"sweep": cell.method.sweep, "setting": dict(cell.method.setting)}
+                    if cell.method.sweep
+                    else {}
+                ),
+            },
+            "worker": _state(self.item.config).worker,
+        }
+        if m["errors"]:  # a failed cell: in failed_cells with what it measured, never in benchmarks
+            self.item.stash[PARTIAL] = {
+                k: v for k, v in result["metrics"].items() if k not in ("per_request", "request_digests")
+            }
+            pytest.fail(
+                f"cell {cell.id}: {m['errors']} of {m['requests']} requests failed; first: "
+                f"{m['first_error']}",
+                pytrace=False,
+            )
+        self.item.user_properties.append((RESULT_PROP, result))
+        return result
+
+
+def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell) -> Any:
+    """Without -q (and not on an xdist worker, whose output nobody sees): a line when the cell
+    starts and one every 5 s with its round, requests done, elapsed time and the plan's ETA."""
+    from ..engines.progress import Ticker
+
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None or config.get_verbosity() < 0 or hasattr(config, "workerinput"):
+        return None
+    cp = st.get_plan().cells.get(cell.id)
+    eta = cp.eta_s if cp is not None else None
+    w = cell.workload
+    capman = config.pluginmanager.get_plugin("capturemanager")
+
+    def write(line: str) -> None:  # past pytest's output capture, which is on during a test
+        if capman is None:
+            tr.write_line(line)
+            return
+        with capman.global_and_fixture_disabled():
+            tr.ensure_newline()
+            tr.write_line(line)
+
+    write(
+        f"-> {cell.id} (group {cell.group.id}): {w.warmup} warm-up + {w.rounds} timed rounds"
+        + (f", plan ETA {eta:.0f} s" if eta else "")
+    )
+    ticker = Ticker(write)
+    ticker.start(cell.id, w.warmup + w.rounds, w.warmup, eta)
+    return ticker
+
+
+def _energy_meter(st: SpecbenchState, cell: Cell) -> Any:
+    """NVML energy over the cell's timed rounds on the GPUs its engine leased; None for CPU
+    backends or without a lease (GPUs unknown)."""
+    from ..gpus import inventory as gpus
+
+    if st.lease is None or not get_backend(cell.method.backend).gpu:
+        return None
+    return gpus.EnergyMeter(tuple(st.lease.gpus))

@@ -1,0 +1,307 @@
+"""Per-process plugin state: the matrix, the live engine, what was measured, the plan.
+
+Kept apart from hooks.py (hooks and fixtures) so both stay readable. One live engine per
+process: starting a group's engine stops the previous one first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..engines import BACKENDS
+from ..matrix.cells import EngineGroup, Matrix
+
+STATE = pytest.StashKey["SpecbenchState"]()
+DEFAULT_MATRIX = "benches/specbench.yaml"
+RESULT_PROP = "specbench_result"
+ENGINE_PROP = "specbench_engine"
+FAILED_PROP = "specbench_failed"
+PARTIAL = pytest.StashKey[dict]()  # a failed cell's metrics, for its failed_cells entry
+TIMEOUT_GRACE_S = 60.0  # pytest-timeout fires this long after a cell's timeout_s
+
+
+@dataclass
+class SpecbenchState:
+    config: pytest.Config
+    matrix: Matrix | None = None
+    live: tuple[EngineGroup, Any] | None = None
+    pending: list[dict[str, Any]] = field(default_factory=list)  # engine events, not yet on a report
+    events_sent: int = 0  # engine events put on reports by this process (their "seq")
+    events_seen: set[str] = field(default_factory=set)  # controller: seqs of events taken
+    # controller side
+    results: list[dict[str, Any]] = field(default_factory=list)
+    engine_events: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    doc: dict[str, Any] | None = None
+    gpus: tuple[int, ...] | None = None  # the run's GPU pool (None: unknown, no NVML)
+    gpu_notes: list[str] = field(default_factory=list)
+    gpu_unavailable: list[str] = field(default_factory=list)  # GPUs left out of the pool, and why
+    gpu_baseline: dict[int, int] = field(default_factory=dict)  # MiB used per GPU at the start
+    leases: Any = None  # leases.LeasePool of the run (None: GPUs unknown)
+    lease: Any = None  # leases.Lease of the live engine
+    lease_dir_owned: bool = False  # this process created the lease directory (removes it)
+    next_group: EngineGroup | None = None  # the group of the item being set up (its engine starts next)
+    plan_workers: int | None = None  # --specbench-plan under -n K: K
+    cells_run: dict[str, int] = field(default_factory=dict)  # per group, for --specbench-kill-engine
+    torn_down: dict[str, str] = field(default_factory=dict)  # group -> why its engine was abandoned
+    machine_info: dict[str, Any] | None = None
+    commit_info: dict[str, Any] | None = None
+    gpu_budget: Any = None  # plan.GPUBudget: NVML or --specbench-gpu-memory
+    gpus_at_start: list[dict[str, Any]] | None = None  # NVML before any engine (machine_info)
+    plan: Any = None  # plan.Plan of every cell of the matrix
+    resumed: dict[str, dict[str, Any]] = field(default_factory=dict)  # --specbench-resume: id -> result
+    saved_environ: dict[str, str] | None = None  # os.environ before the live engine's start
+    interrupted: dict[str, Any] | None = None  # SIGTERM / Ctrl-C during a cell: which, and why
+    resume_refused: list[str] = field(default_factory=list)  # --specbench-resume: cells not copied, why
+    _provenance: dict[str, Any] | None = None
+    t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
+
+    def provenance(self) -> dict[str, Any]:
+        """Where and from what a cell is measured: the commit (pytest-benchmark's commit info) and
+        the machine (GPU names, driver, CPU, core count, backend versions). Resume compares them."""
+        if self._provenance is None:
+            import platform
+
+            from ..gpus.inventory import driver_info
+
+            commit = self.config.hook.pytest_benchmark_generate_commit_info(config=self.config) or {}
+            versions: dict[str, str | None] = {}
+            for name in ("torch", "transformers", "sglang"):
+                from importlib.metadata import PackageNotFoundError, version
+
+                try:
+                    versions[name] = version(name)
+                except PackageNotFoundError:
+                    versions[name] = None
+            self._provenance = {
+                "commit": commit.get("id"),
+                "dirty": commit.get("dirty"),
+                "machine": {
+                    "gpus": [g["name"] for g in self.gpus_at_start or []],
+                    "driver": driver_info().get("driver") if self.gpus_at_start else None,
+                    "cpu": _cpu_model() or platform.processor() or platform.machine(),
+                    "cpu_count": os.cpu_count(),
+                    "versions": versions,
+                },
+            }
+        return self._provenance
+
+    def get_plan(self) -> Any:
+        if self.plan is None and self.matrix is not None:
+            from ..planning import plan
+
+            prev = None
+            path = self.config.getoption("specbench_plan_from")
+            if path:
+                import json
+
+                try:
+                    prev = json.loads(Path(path).read_text())
+                except (OSError, ValueError) as e:
+                    raise pytest.UsageError(
+                        f"--specbench-plan-from {path}: cannot read a results JSON: {e}"
+                    ) from None
+            gpu_backends = frozenset(n for n, b in BACKENDS.items() if b.gpu)
+            cells = self.matrix.cells()
+            self.plan = plan.make_plan(cells, self.gpu_budget, prev, gpu_backends)
+            for c in cells:  # wider than the run's GPU pool: skipped, and not in the plan's ETA
+                why = self.gpu_skip_reason(c)
+                cp = self.plan.cells.get(c.id)
+                if why and cp is not None and cp.feasible:
+                    cp.feasible, cp.reason = False, why
+        return self.plan
+
+    def gpu_skip_reason(self, cell: Any) -> str | None:
+        """A cell of a GPU backend needing more GPUs than the pool has, e.g. "needs 8 GPUs; 7
+        free: GPU 0 busy, 56 GB used by another process"."""
+        if self.gpus is None or not BACKENDS[cell.method.backend].gpu or cell.tp <= len(self.gpus):
+            return None
+        why = "; ".join(self.gpu_unavailable)
+        return f"needs {cell.tp} GPUs; {len(self.gpus)} free" + (f": {why}" if why else "")
+
+    @property
+    def worker(self) -> str:
+        return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+    def start_engine(self, group: EngineGroup) -> Any:
+        if self.live is not None:  # one live engine per process, whatever pytest's order
+            self.stop_engine(*self.live)
+        ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "backend": group.method.backend}
+        gp = self.get_plan().groups.get(group.id)
+        if gp is not None:  # the planner's numbers next to what the engine reports
+            ev["planned"] = {
+                k: getattr(gp, k)
+                for k in (
+                    "weight_bytes_per_gpu",
+                    "kv_bytes_per_token",
+                    "kv_tokens_capacity",
+                    "state_pool_bytes_per_gpu",
+                    "budget_bytes_per_gpu",
+                    "mem_fraction_static",
+                    "context_length",
+                    "notes",
+                )
+            }
+        lease = None
+        if self.leases is not None and BACKENDS[group.method.backend].gpu:
+            try:  # waits while the GPUs are taken by other engines of the run
+                lease = self.leases.acquire(group.id, group.tp, self.worker)
+            except BaseException as e:
+                ev.update(ok=False, start_s=0.0, error=f"{type(e).__name__}: {e}")
+                self.pending.append(ev)
+                raise
+            ev["lease"] = lease.event()
+        leased = lease.gpus if lease is not None else ()
+        t0 = time.perf_counter()
+        try:
+            if leased:  # the previous holder's memory must be back before this engine sizes its pools
+                from ..gpus.inventory import wait_released
+
+                ev["gpu_used_mib_before"] = {
+                    str(k): v for k, v in wait_released(leased, self.gpu_baseline, timeout_s=90).items()
+                }
+            t0 = time.perf_counter()
+            # the method's env for this engine only: the environment is restored when it stops (an
+            # engine may also write variables of its own into os.environ, as sglang does)
+            self.saved_environ = dict(os.environ)
+            os.environ.update(dict(group.method.env))
+            if lease is not None:  # this start's GPUs (a launched server inherits them)
+                from ..gpus.inventory import pin
+
+                pin(leased)
+            ev["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+            with _alarm(self.config.getoption("specbench_start_timeout"), f"{group.id}: engine start"):
+                eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
+        except BaseException as e:
+            ev.update(ok=False, start_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
+            self._restore_environ()
+            if lease is not None:
+                ev["lease"].update(self.leases.release(lease))
+            self.pending.append(ev)
+            raise
+        ev.update(ok=True, start_s=time.perf_counter() - t0, info=jsonable(getattr(eng, "info", {})))
+        if leased:  # what the engine holds once started (weights, KV, graphs, CUDA context)
+            from ..gpus.inventory import inventory
+
+            ev["gpu_used_mib_after_start"] = {
+                str(g.index): g.memory_used_mib for g in inventory() if g.index in leased
+            }
+        self.pending.append(ev)
+        self.live = (group, eng)
+        self.lease = lease
+        return eng
+
+    def _restore_environ(self) -> None:
+        saved, self.saved_environ = self.saved_environ, None
+        if saved is None:
+            return
+        for k in set(os.environ) - set(saved):
+            del os.environ[k]
+        os.environ.update(saved)
+
+    def abandon_engine(self, group: EngineGroup, why: str) -> None:
+        """A hung engine: its group's remaining cells fail at once; its processes are killed now."""
+        self.torn_down[group.id] = why
+        if self.live is not None and self.live[0] == group:
+            abandon = getattr(self.live[1], "abandon", None)
+            if abandon is not None:
+                abandon(why)
+
+    def stop_engine(self, group: EngineGroup, eng: Any) -> None:
+        lease = None
+        if self.live is not None and self.live[1] is eng:
+            self.live = None
+            lease, self.lease = self.lease, None
+        t0 = time.perf_counter()
+        ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "event": "stop"}
+        try:
+            eng.close()
+        finally:
+            self._restore_environ()
+            ev["stop_s"] = time.perf_counter() - t0
+            if lease is not None:  # GPU memory must be back after shutdown (NVML), then they go back
+                from ..gpus.inventory import wait_released
+
+                ev["gpu_used_mib_after"] = {
+                    str(k): v for k, v in wait_released(lease.gpus, self.gpu_baseline).items()
+                }
+                nxt = self.next_group  # queued in the same step, keeping its place in the order
+                then = (
+                    (nxt.id, nxt.tp)
+                    if nxt is not None and nxt != group and BACKENDS[nxt.method.backend].gpu
+                    else None
+                )
+                ev["lease"] = self.leases.release(lease, then)
+            self.pending.append(ev)
+
+
+class EngineStartTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None, what: str) -> Iterator[None]:
+    """SIGALRM after ``seconds`` (main thread only): a start that hangs fails its group.
+
+    An alarm already set (pytest-timeout's ``--timeout`` covering the item) keeps running: when
+    it is due first, this one is not set at all; otherwise it is set again afterwards with the
+    time it had left, so the first cell of a group stays under ``--timeout``."""
+    import signal
+    import threading
+
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    if outer_left and outer_left <= seconds:  # the outer limit comes first: it covers the start
+        yield
+        return
+
+    def fire(signum: int, frame: Any) -> None:
+        raise EngineStartTimeout(f"{what} took longer than {seconds:g} s (--specbench-start-timeout)")
+
+    t0 = time.monotonic()
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        if outer_left:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - t0), 0.001))
+
+
+def _cpu_model() -> str | None:
+    """The CPU's model name (Linux /proc/cpuinfo), e.g. "AMD EPYC 9654 96-Core Processor"."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def get_state(config: pytest.Config) -> SpecbenchState:
+    return config.stash[STATE]
+
+
+def jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if v is None or type(v) in (str, int, float, bool):  # exact types: execnet rejects subclasses
+        return v
+    if isinstance(v, (int, float)):
+        return bool(v) if isinstance(v, bool) else int(v) if isinstance(v, int) else float(v)
+    return str(v)

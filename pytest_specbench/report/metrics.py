@@ -1,0 +1,275 @@
+"""Pure metric functions: per-request records in, one cell's numbers out.
+
+Definitions (docs/metrics.md has the long form):
+- output tokens/s = output tokens of the timed rounds / the rounds' summed wall time;
+- acceptance length = sum(output tokens) / sum(verify steps) over the cell's requests
+  (SGLang: completion_tokens / spec_verify_ct), never a server-cumulative counter;
+- TTFT = submission -> first chunk carrying tokens; TPOT = (E2E - TTFT) / (output - 1);
+- ITL: each chunk's gap is spread over the tokens it carried (k tokens in one chunk give k
+  gaps of gap/k), so speculative decoding's multi-token chunks are not counted as one gap.
+No pytest, no I/O, no globals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the records' type only: metrics read their fields, never an engine
+    from ..engines.base import RequestRecord
+
+PCTS = (50, 90, 99)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default method); None for no data."""
+    if not values:
+        return None
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def itl_gaps(chunks: Sequence[tuple[float, int]]) -> list[float]:
+    """Per-token inter-token latencies from (time, cumulative tokens) chunks."""
+    gaps: list[float] = []
+    for (t0, n0), (t1, n1) in zip(chunks, chunks[1:], strict=False):
+        k = n1 - n0
+        if k > 0:
+            gaps.extend([(t1 - t0) / k] * k)
+    return gaps
+
+
+def tpot(rec: RequestRecord) -> float | None:
+    if rec.ttft_s is None or rec.output_tokens < 2:
+        return None
+    return (rec.latency_s - rec.ttft_s) / (rec.output_tokens - 1)
+
+
+def accept_length(records: Iterable[RequestRecord]) -> float | None:
+    """Sum of output tokens / sum of verify steps; None when nothing speculated."""
+    out = steps = 0
+    for r in records:
+        if r.verify_steps is None or r.error:
+            continue
+        out += r.output_tokens
+        steps += r.verify_steps
+    return out / steps if steps else None
+
+
+def merge_histograms(records: Iterable[RequestRecord]) -> list[int]:
+    hist: list[int] = []
+    for r in records:
+        for i, n in enumerate(r.accept_histogram):
+            if i >= len(hist):
+                hist.extend([0] * (i + 1 - len(hist)))
+            hist[i] += n
+    return hist
+
+
+def slo_metrics(records: Sequence[RequestRecord], wall_s: float, slo: Mapping[str, float]) -> dict[str, Any]:
+    """Service-level objectives per request: a request meets them when it did not fail and its
+    TTFT (ttft_ms), TPOT (tpot_ms; a one-token reply has none and passes it) and E2E latency
+    (e2e_s) are within the limits given; queue time counts (open loop). Attainment is the
+    fraction of the cell's requests that met them, goodput their requests and output tokens per
+    second of the rounds' wall time."""
+
+    def meets(r: RequestRecord) -> bool:
+        if r.error:
+            return False
+        if "ttft_ms" in slo and (r.ttft_s is None or r.ttft_s * 1e3 > slo["ttft_ms"]):
+            return False
+        t = tpot(r)
+        if "tpot_ms" in slo and t is not None and t * 1e3 > slo["tpot_ms"]:
+            return False
+        return not ("e2e_s" in slo and r.latency_s > slo["e2e_s"])
+
+    met = [r for r in records if meets(r)]
+    return {
+        "slo": dict(slo),
+        "slo_attainment": len(met) / len(records) if records else None,
+        "goodput_requests_per_s": len(met) / wall_s if wall_s > 0 else None,
+        "goodput_tokens_per_s": sum(r.output_tokens for r in met) / wall_s if wall_s > 0 else None,
+    }
+
+
+def accept_rate_by_position(hist: Sequence[int]) -> list[float | None]:
+    """From an accept histogram (verify steps by number of accepted drafts): for draft position
+    p = 1, 2, ..., the fraction of steps that accepted position p among those that accepted every
+    position before it. A step that proposed fewer drafts counts as stopping where it stopped."""
+    out: list[float | None] = []
+    for p in range(1, len(hist)):
+        reached = sum(hist[p - 1 :])
+        out.append(sum(hist[p:]) / reached if reached else None)
+    return out
+
+
+def _pcts(prefix: str, values: Sequence[float], scale: float = 1.0) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for q in PCTS:
+        v = percentile(values, q)
+        out[f"{prefix}_p{q}"] = None if v is None else v * scale
+    return out
+
+
+def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]:
+    """One cell's metrics from the records of its timed rounds and their summed wall time."""
+    ok = [r for r in records if not r.error]
+    out_tokens = sum(r.output_tokens for r in ok)
+    ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+    tpots = [t for t in (tpot(r) for r in ok) if t is not None]
+    itls = [g for r in ok for g in itl_gaps(r.chunks)]
+    hist = merge_histograms(ok)
+    m: dict[str, Any] = {
+        "requests": len(records),
+        "errors": len(records) - len(ok),
+        "first_error": next((r.error for r in records if r.error), None),
+        "prompt_tokens": sum(r.prompt_tokens for r in ok),
+        "output_tokens": out_tokens,
+        "wall_s": wall_s,
+        "output_tokens_per_s": out_tokens / wall_s if wall_s > 0 else None,
+        "requests_per_s": len(ok) / wall_s if wall_s > 0 else None,
+        "accept_length": accept_length(ok),
+        "verify_steps": sum(r.verify_steps for r in ok if r.verify_steps is not None) or None,
+        "accept_histogram": hist or None,
+        "accept_rate_by_position": accept_rate_by_position(hist) or None,
+        "cached_tokens": sum(r.cached_tokens for r in ok),
+        "queue_s_p50": percentile([r.queue_s for r in ok], 50),
+        "queue_s_max": max((r.queue_s for r in ok), default=None),
+    }
+    m.update(_pcts("latency_s", [r.latency_s for r in ok]))
+    m.update(_pcts("ttft_ms", ttfts, 1e3))
+    m.update(_pcts("tpot_ms", tpots, 1e3))
+    m.update(_pcts("itl_ms", itls, 1e3))
+    return m
+
+
+SATURATION_QUEUE_S = 0.010  # an open-loop request that waited longer for a free slot: saturated
+
+
+def per_request(records: Sequence[RequestRecord]) -> dict[str, list[Any]]:
+    """The successful requests of a cell as columns (tag, prompt/output tokens, verify steps,
+    latency, TTFT, queue time): what paired comparisons across methods read (same tags)."""
+    ok = [r for r in records if not r.error]
+    return {
+        "tag": [r.tag for r in ok],
+        "prompt_tokens": [r.prompt_tokens for r in ok],
+        "output_tokens": [r.output_tokens for r in ok],
+        "verify_steps": [r.verify_steps for r in ok],
+        "latency_s": [round(r.latency_s, 6) for r in ok],
+        "ttft_s": [None if r.ttft_s is None else round(r.ttft_s, 6) for r in ok],
+        "queue_s": [round(r.queue_s, 6) for r in ok],
+        "itl_ms_p50": [_round(percentile(itl_gaps(r.chunks), 50), 1e3) for r in ok],
+    }
+
+
+def _round(v: float | None, scale: float = 1.0) -> float | None:
+    return None if v is None else round(v * scale, 4)
+
+
+def open_loop_metrics(records: Sequence[RequestRecord], wall_s: float, rate: float) -> dict[str, Any]:
+    """What an open loop measures besides latency: the offered rate, the rate the engine
+    completed requests at (requests ÷ the rounds' wall time, which includes the last requests'
+    service), and whether the client queue grew (a request waited > SATURATION_QUEUE_S for a
+    free slot: the engine did not keep up with the offered load at this concurrency cap)."""
+    ok = [r for r in records if not r.error]
+    queued = sum(1 for r in ok if r.queue_s > SATURATION_QUEUE_S)
+    return {
+        "offered_request_rate": rate,
+        "achieved_request_rate": len(ok) / wall_s if wall_s > 0 else None,
+        "queued_requests": queued,
+        "saturated": queued > 0,
+    }
+
+
+def cell_metrics(
+    records: Sequence[RequestRecord],
+    round_times: Sequence[float],
+    round_output_tokens: Sequence[int],
+    *,
+    request_digests: Sequence[str] = (),
+    slo: Mapping[str, float] | None = None,
+    request_rate: float | None = None,
+    energy_j: float | None = None,
+    roofline_tokens_per_s: float | None = None,
+    server_spec: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One cell's result metrics from its timed rounds: ``summarize`` over Σ round times, the
+    tok/s of each round and their coefficient of variation, SLO attainment and goodput, the
+    open-loop fields, energy per output token, the roofline fraction and the per-request columns.
+
+    ``server_spec`` (a server's /metrics counters over the timed rounds, ``httpclient.spec_delta``)
+    gives the accept length only when the requests carried none of their own (OpenAI API); it
+    is then marked ``accept_scope: server`` and, when the server counted more requests than the
+    cell sent, ``server_exclusive: False`` (someone else's requests are in it)."""
+    from .paired import cv
+
+    wall_s = sum(round_times)
+    m = summarize(records, wall_s)
+    rates = [n / t for n, t in zip(round_output_tokens, round_times, strict=True) if t > 0]
+    m["round_tokens_per_s"] = rates
+    if request_rate:  # an open loop's tok/s follows its arrivals: the CV of its rounds' p50 latency
+        by_round: dict[str, list[float]] = {}
+        for r in records:
+            if not r.error:
+                by_round.setdefault(r.tag.split("/", 1)[0], []).append(r.latency_s)
+        m["rounds_cv"] = cv([p for p in (percentile(v, 50) for v in by_round.values()) if p is not None])
+    else:
+        m["rounds_cv"] = cv(rates)
+    if request_digests:
+        import hashlib
+
+        m["request_digests"] = list(request_digests)
+        m["request_digest"] = hashlib.sha256("".join(request_digests).encode()).hexdigest()[:16]
+    ok = [r for r in records if not r.error]
+    m["prompt_tokens_mean"] = m["prompt_tokens"] / len(ok) if ok else None
+    if energy_j is not None and m["output_tokens"]:
+        m["joules_per_output_token"] = energy_j / m["output_tokens"]
+    if slo:
+        m.update(slo_metrics(records, wall_s, slo))
+    if request_rate:
+        m.update(open_loop_metrics(records, wall_s, request_rate))
+    if roofline_tokens_per_s:  # decode bound without speculation
+        tps = m.get("output_tokens_per_s")
+        m["roofline_tokens_per_s"] = roofline_tokens_per_s
+        m["roofline_fraction"] = tps / roofline_tokens_per_s if tps else None
+    approx = sum(1 for r in ok if ("token_counts", "approximate") in r.meta)
+    if approx:
+        m["token_counts_approximate"] = approx
+    if m["accept_length"] is not None:
+        m["accept_scope"] = "request"
+    elif server_spec and server_spec.get("accept_length") is not None:
+        m["accept_length"] = server_spec["accept_length"]
+        m["accept_scope"] = "server"
+        if server_spec.get("accept_rate_by_position"):
+            m["accept_rate_by_position"] = list(server_spec["accept_rate_by_position"])
+        seen = server_spec.get("requests")
+        m["server_exclusive"] = seen is None or seen <= len(records)
+    m["per_request"] = per_request(records)
+    return m
+
+
+ORACLE_TOLERANCE = 1e-6
+
+
+def oracle_check(method: Any, accept: float | None, output_tokens: int | None = None) -> dict[str, Any]:
+    """Draft = target ("oracle"): every draft token must be accepted. With K + 1 tokens per verify
+    step (K = num_steps for standalone, num_draft_tokens for draft) and the first token from
+    prefill, a request of N output tokens takes ceil((N - 1) / (K + 1)) verify steps (the last one
+    capped), so the accept length must be N / that: K + 1 exactly when K + 1 divides N - 1 (256
+    tokens at K = 3: 4.0; at K = 5: 256 / 43 = 5.953). Empty for other methods."""
+    spec = method.speculative
+    draft = method.draft_model
+    if spec is None or draft is None or draft.path != method.model.path:
+        return {}
+    per_step = spec.expected_oracle_accept
+    if per_step is None:
+        return {}
+    expected: float = per_step
+    if output_tokens and output_tokens > 1:
+        expected = output_tokens / math.ceil((output_tokens - 1) / per_step)
+    exact = accept is not None and abs(accept - expected) <= ORACLE_TOLERANCE
+    return {"oracle_accept_expected": expected, "oracle_exact": exact}

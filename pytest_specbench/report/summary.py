@@ -1,0 +1,423 @@
+"""Cell results -> one pytest-benchmark-format JSON document and a terminal table.
+
+Each cell becomes one entry of ``benchmarks``: ``stats`` from the timed rounds' wall
+times (pytest-benchmark's own Stats class, so ``pytest-benchmark compare`` reads it),
+``params`` from the cell's axes, ``extra_info`` with throughput, acceptance, latency
+percentiles and speedup vs the baseline method. Run-level facts (engine starts, failed
+cells, provenance) go under ``machine_info["specbench"]`` and a top-level ``specbench`` key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from . import decide
+from .paired import compare_all
+
+EXTRA_KEYS_FIRST = (
+    "output_tokens_per_s",
+    "accept_length",
+    "speedup_vs_ar",
+    "requests",
+    "output_tokens",
+    "latency_s_p50",
+    "latency_s_p99",
+)
+
+
+def _stats(round_times: Sequence[float]) -> dict[str, Any]:
+    from pytest_benchmark.stats import Stats
+
+    s = Stats()
+    for t in round_times:
+        s.update(t)
+    d = s.as_dict()
+    d["data"] = list(round_times)
+    d["iterations"] = 1
+    return d
+
+
+SPEEDUP_KEYS = (
+    "speedup_vs_ar",
+    "speedup_vs_ar_ci95",
+    "speedup_verdict",
+    "speedup_metric",
+    "speedup_pairs",
+    "speedup_pairing",
+    "accept_vs",
+)
+
+
+def benchmark_entry(
+    result: dict[str, Any], comparison: dict[str, Any] | None = None, baseline: str | None = None
+) -> dict[str, Any]:
+    """One cell as a pytest-benchmark entry; ``comparison``: paired.compare_all's fields for it
+    (speedup over ``baseline``, the AR method of the same target model, with its interval)."""
+    m = {k: v for k, v in result["metrics"].items() if k not in SPEEDUP_KEYS}
+    comparison = comparison or {}
+    extra = {k: m.get(k) for k in EXTRA_KEYS_FIRST if k != "speedup_vs_ar"}
+    extra["speedup_vs_ar"] = comparison.get("speedup_vs_ar")
+    extra["speedup_baseline"] = baseline
+    extra.update({k: v for k, v in comparison.items() if k != "speedup_vs_ar"})
+    extra.update({k: v for k, v in m.items() if k not in extra})
+    extra["engine_group"] = result["group"]
+    extra.update(result.get("extra_info") or {})
+    return {
+        "group": result["params"]["workload"],
+        "name": result["name"],
+        "fullname": result["nodeid"],
+        "params": result["params"],
+        "param": result["cell_id"],
+        "extra_info": extra,
+        "options": {
+            "disable_gc": False,
+            "timer": "perf_counter",
+            "min_rounds": len(result["round_times"]),
+            "max_time": 0,
+            "min_time": 0,
+            "warmup": result.get("warmup", 0),
+        },
+        "stats": _stats(result["round_times"]),
+    }
+
+
+def result_of_entry(b: dict[str, Any], group: str, extra_info: dict[str, Any]) -> dict[str, Any]:
+    """``benchmark_entry`` backwards: a cell's result from its JSON entry (``--specbench-resume``).
+    The speedup and its baseline are left out: the run that copies the entry recomputes them."""
+    metrics = dict(b.get("extra_info") or {})
+    group = metrics.pop("engine_group", group)
+    for k in (*SPEEDUP_KEYS, "speedup_baseline"):
+        metrics.pop(k, None)
+    return {
+        "nodeid": b.get("fullname", ""),
+        "name": b.get("name", ""),
+        "cell_id": b["param"],
+        "group": group,
+        "params": b["params"],
+        "round_times": list((b.get("stats") or {}).get("data") or []),
+        "warmup": (b.get("options") or {}).get("warmup", 0),
+        "metrics": metrics,
+        "extra_info": extra_info,
+    }
+
+
+def build(
+    results: Sequence[dict[str, Any]],
+    *,
+    baseline: str | Mapping[str, str | None],
+    machine_info: dict[str, Any],
+    commit_info: dict[str, Any],
+    specbench: dict[str, Any],
+    version: str,
+) -> dict[str, Any]:
+    ordered = sorted(results, key=lambda r: r["nodeid"])
+    sp = compare_all(ordered, baseline)
+    return {
+        "machine_info": machine_info,
+        "commit_info": commit_info,
+        "benchmarks": [
+            benchmark_entry(
+                r, sp[i], baseline if isinstance(baseline, str) else baseline.get(r["params"]["method"])
+            )
+            for i, r in enumerate(ordered)
+        ],
+        "datetime": datetime.now(timezone.utc).isoformat(),
+        "version": version,
+        "specbench": specbench,
+    }
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, default=str, sort_keys=False)
+
+
+def _fmt(v: Any, spec: str) -> str:
+    """``v`` formatted, or "-" (right-aligned to the spec's width) when it is None."""
+    if v is None:
+        width = spec[: len(spec) - len(spec.lstrip("0123456789"))]
+        return format("-", f">{width}") if width else "-"
+    if spec == "ci":  # a [lo, hi] interval
+        return f"[{v[0]:.2f}, {v[1]:.2f}]"
+    return format(v, spec)
+
+
+# per-cell columns of the terminal table and the Markdown report: (header, extra_info key,
+# format, terminal width; None: Markdown only)
+COLUMNS = (
+    ("tok/s", "output_tokens_per_s", ".1f", 10),
+    ("accept", "accept_length", ".3f", 7),
+    ("vs ar", "speedup_vs_ar", ".2f", 6),
+    ("vs ar 95% CI", "speedup_vs_ar_ci95", "ci", None),
+    ("rounds CV", "rounds_cv", ".1%", None),
+    ("ttft p50 ms", "ttft_ms_p50", ".1f", 12),
+    ("tpot p50 ms", "tpot_ms_p50", ".2f", None),
+    ("lat p50 s", "latency_s_p50", ".3f", 10),
+)
+
+
+# shown only when a cell of the run has service-level objectives (workload key slo)
+SLO_COLUMNS = (
+    ("slo met", "slo_attainment", ".0%", 8),
+    ("goodput tok/s", "goodput_tokens_per_s", ".1f", 14),
+)
+
+
+# shown only when a cell of the run has GPU energy (NVML counters)
+ENERGY_COLUMNS = (("J/token", "joules_per_output_token", ".4f", 9), ("power W", "power_w_avg", ".0f", 8))
+
+
+def _columns(doc: dict[str, Any], terminal: bool) -> list[tuple[str, str, str, int | None]]:
+    cols = list(COLUMNS)
+    for key, more in (("slo_attainment", SLO_COLUMNS), ("joules_per_output_token", ENERGY_COLUMNS)):
+        if any(key in b["extra_info"] for b in doc.get("benchmarks", [])):
+            cols += more
+    return [c for c in cols if c[3] is not None or not terminal]
+
+
+def table(doc: dict[str, Any]) -> list[str]:
+    """Rows for the terminal summary: one per cell, grouped by workload."""
+    cols = _columns(doc, terminal=True)
+    head = f"{'cell':<48} " + " ".join(f"{h:>{w}}" for h, _, _, w in cols) + f" {'err':>4}"
+    lines = [head, "-" * len(head)]
+    for b in doc["benchmarks"]:
+        e = b["extra_info"]
+        vals = " ".join(_fmt(e.get(k), f"{w}{f}") for _, k, f, w in cols)
+        lines.append(f"{b['param']:<48} {vals} {e.get('errors', 0):>4}")
+    return lines
+
+
+def planned_vs_engine(event: dict[str, Any]) -> str | None:
+    """The planner's KV capacity and memory fraction next to what the engine sized at start."""
+    planned = event.get("planned") or {}
+    info = event.get("info") or {}
+    engine_tokens = (info.get("scheduler_info") or {}).get("max_total_num_tokens")
+    if not planned.get("kv_tokens_capacity") or not engine_tokens:
+        return None
+    frac = (info.get("server_args") or {}).get("mem_fraction_static")
+    line = (
+        f"{event['group']}: KV tokens planned {planned['kv_tokens_capacity']:,} (mem_fraction_static "
+        f"{planned.get('mem_fraction_static')}), engine {engine_tokens:,} (mem_fraction_static {frac}): "
+        f"planned/engine = {planned['kv_tokens_capacity'] / engine_tokens:.3f}"
+    )
+    after, before = event.get("gpu_used_mib_after_start") or {}, event.get("gpu_used_mib_before") or {}
+    if after and planned.get("budget_bytes_per_gpu"):
+        held = max(after[k] - before.get(k, 0) for k in after)
+        line += (
+            f"; GPU memory held after start {held:,} MiB per GPU (NVML), planned static "
+            f"{planned['budget_bytes_per_gpu'] >> 20:,} MiB (weights + KV + state; the rest is "
+            "CUDA graphs, context, activations)"
+        )
+    return line
+
+
+def _rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {b["param"]: b["extra_info"] for b in doc.get("benchmarks", [])}
+
+
+def _work(doc: dict[str, Any]) -> dict[str, tuple[float, float] | None]:
+    """Per cell, what one timed round measured: (requests per round, prompt tokens per request).
+    Two runs' cells compare only when these agree (the number of rounds may differ)."""
+    out: dict[str, tuple[float, float] | None] = {}
+    for b in doc.get("benchmarks", []):
+        e, rounds = b["extra_info"], len((b.get("stats") or {}).get("data") or [])
+        n, p = e.get("requests"), e.get("prompt_tokens")
+        out[b["param"]] = (round(n / rounds, 3), round(p / n, 3)) if n and p and rounds else None
+    return out
+
+
+def _redefined(old: dict[str, Any], new: dict[str, Any]) -> dict[str, str]:
+    """Cells in both runs whose rounds measured different work, with what differs."""
+    wa, wb = _work(old), _work(new)
+    out = {}
+    for cell in (c for c in wa if c in wb):
+        a, b = wa[cell], wb[cell]
+        if a and b and a != b:
+            names = ("requests per round", "prompt tokens per request")
+            out[cell] = ", ".join(
+                f"{n} {x:g} -> {y:g}" for n, x, y in zip(names, a, b, strict=True) if x != y
+            )
+    return out
+
+
+def failure_headline(f: dict[str, Any]) -> str:
+    """One line for a failed cell: the exception's first line, plus the engine log's own reason."""
+    err = (f.get("error") or "").splitlines()
+    if not err:
+        return f["reason"].splitlines()[-1] if f.get("reason") else ""
+    says = next((ln for ln in err if ln.startswith("engine log says: ")), None)
+    return f"{err[0]}; {says}" if says else err[0]
+
+
+def markdown(doc: dict[str, Any]) -> list[str]:
+    """One results JSON as a Markdown table, then its failed cells (with the engine's reason)."""
+    columns = _columns(doc, terminal=False)
+    lines = [
+        "| cell | " + " | ".join(h for h, _, _, _ in columns) + " | err |",
+        "|---" * (len(columns) + 2) + "|",
+    ]
+    for cell, e in _rows(doc).items():
+        cols = [cell, *(_fmt(e.get(k), f) for _, k, f, _ in columns), str(e.get("errors", 0))]
+        lines.append(f"| {' | '.join(cols)} |")
+    spec = doc.get("specbench") or {}
+    for f in spec.get("failed_cells") or []:
+        lines.append(f"- failed `{f['cell']}` ({f['phase']}): {failure_headline(f)}")
+    if "engine_starts" in spec:
+        lines.append(f"- engine starts: {spec['engine_starts']}")
+    return lines + decide.best_methods(doc)
+
+
+def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Two results JSONs cell by cell: throughput (and new/old) and acceptance length, which
+    ``pytest-benchmark compare`` (round times only) does not show."""
+    a, b = _rows(old), _rows(new)
+    redefined = _redefined(old, new)
+    lines = [
+        "| cell | tok/s old | tok/s new | new/old | accept old | accept new |",
+        "|---|---|---|---|---|---|",
+    ]
+    for cell in list(a) + [c for c in b if c not in a]:
+        ea, eb = a.get(cell, {}), b.get(cell, {})
+        ta, tb = ea.get("output_tokens_per_s"), eb.get("output_tokens_per_s")
+        ratio = tb / ta if ta and tb else None
+        cols = [
+            cell,
+            _fmt(ta, ".1f") if cell in a else "absent",
+            _fmt(tb, ".1f") if cell in b else "absent",
+            "other work" if cell in redefined else _fmt(ratio, ".3f"),
+            _fmt(ea.get("accept_length"), ".3f"),
+            _fmt(eb.get("accept_length"), ".3f"),
+        ]
+        lines.append(f"| {' | '.join(cols)} |")
+    for cell, why in redefined.items():
+        lines.append(f"- `{cell}` measured other work in the two runs ({why}): not compared")
+    return lines
+
+
+def regressions(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    max_tok_s_drop: float | None = None,
+    max_accept_drop: float | None = None,
+) -> list[str]:
+    """Cells of NEW worse than OLD beyond the allowed fractions (higher is better for both, which
+    ``pytest-benchmark compare --benchmark-compare-fail`` cannot gate: it fails only when a time
+    goes up). A cell measured in OLD that failed in NEW is a regression too; one NEW did not run
+    (another ``-k``, skipped) is only shown as absent in the comparison table."""
+    if max_tok_s_drop is None and max_accept_drop is None:
+        return []
+    a, b = _rows(old), _rows(new)
+    failed = {f["cell"]: f for f in (new.get("specbench") or {}).get("failed_cells") or []}
+    redefined = _redefined(old, new)
+    out = []
+    for cell, ea in a.items():
+        if cell in failed:
+            out.append(
+                f"{cell}: measured in the old run, failed in the new one: {failure_headline(failed[cell])}"
+            )
+            continue
+        if cell not in b or cell in redefined:
+            continue
+        eb = b[cell]
+        for key, label, limit in (
+            ("output_tokens_per_s", "tok/s", max_tok_s_drop),
+            ("accept_length", "accept length", max_accept_drop),
+        ):
+            va, vb = ea.get(key), eb.get(key)
+            if limit is None or not va or vb is None:
+                continue
+            if vb < va * (1 - limit):
+                out.append(
+                    f"{cell}: {label} {va:.3f} -> {vb:.3f} (new/old {vb / va:.3f}, "
+                    f"allowed down to {1 - limit:.3f})"
+                )
+    return out
+
+
+def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
+    """The run's pictures and index.md (the Markdown report above them) in ``out_dir``."""
+    from .plots import index_page, plot_run
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        import sys
+
+        print("plots need matplotlib: pip install -e '.[plots]' (no plots written)", file=sys.stderr)
+        return []
+    pngs = plot_run(doc, out_dir)
+    index_page(doc, pngs, out_dir, markdown(doc))
+    return pngs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pytest_specbench.report RUN.json`` (a Markdown table) or
+    ``python -m pytest_specbench.report OLD.json NEW.json`` (cell by cell; with
+    ``--max-tok-s-drop`` / ``--max-accept-drop`` it exits 1 when a cell got worse than allowed)."""
+    import argparse
+    from pathlib import Path
+
+    def fraction(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = -1.0
+        if not 0 <= v < 1:
+            raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), e.g. 0.05 for 5%; got {text!r}")
+        return v
+
+    ap = argparse.ArgumentParser(prog="python -m pytest_specbench.report", description=main.__doc__)
+    ap.add_argument("json", nargs="+", help="one results JSON, or two to compare (old, new)")
+    ap.add_argument(
+        "--max-tok-s-drop",
+        type=fraction,
+        metavar="F",
+        help="with two JSONs: exit 1 when a cell's output tok/s is below old x (1 - F)",
+    )
+    ap.add_argument(
+        "--max-accept-drop",
+        type=fraction,
+        metavar="F",
+        help="with two JSONs: exit 1 when a cell's acceptance length is below old x (1 - F)",
+    )
+    ap.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="also write PNGs (with the data of each as CSV) and an index.md that embeds them; with two "
+        "JSONs, the new/old comparison per cell with the gate's thresholds",
+    )
+    args = ap.parse_args(argv)
+    if len(args.json) > 2:
+        ap.error(f"give one results JSON or two (old new); got {len(args.json)}")
+    gated = args.max_tok_s_drop is not None or args.max_accept_drop is not None
+    if gated and len(args.json) != 2:
+        ap.error("--max-tok-s-drop / --max-accept-drop compare two results JSONs (old new)")
+    docs = []
+    for p in args.json:
+        try:
+            doc = json.loads(Path(p).read_text())
+            doc["benchmarks"]  # noqa: B018 - a results JSON has it
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            ap.error(f"{p}: not a results JSON ({type(e).__name__}: {e})")
+        docs.append(doc)
+    if len(docs) == 1:
+        print("\n".join(markdown(docs[0])))
+        if args.plots:
+            write_plots(docs[0], Path(args.plots))
+        return 0
+    print("\n".join(compare(docs[0], docs[1])))
+    if args.plots:
+        from .plots import plot_compare
+
+        for png in plot_compare(
+            docs[0], docs[1], Path(args.plots), args.max_tok_s_drop, args.max_accept_drop
+        ):
+            print(f"wrote {png}")
+    bad = regressions(docs[0], docs[1], args.max_tok_s_drop, args.max_accept_drop)
+    if gated:
+        print(f"\n{len(bad)} regression(s) against {args.json[0]}" + (":" if bad else ""))
+        for line in bad:
+            print(f"- {line}")
+    return 1 if bad else 0

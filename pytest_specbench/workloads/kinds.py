@@ -1,0 +1,337 @@
+"""Workloads: how a cell drives an engine. Each returns a :class:`CellRun`.
+
+Every workload runs ``warmup`` untimed rounds, then ``rounds`` timed ones; the prefix cache
+is flushed before every round and prompts never repeat across requests, so no round gets
+free prefill. Greedy unless the workload lists ``temperature`` values (an axis), exactly
+``output_tokens`` tokens per request (EOS ignored).
+
+- ``throughput``: N prompts of exactly ``prompt_tokens`` (or ``context_tokens``) ids at
+  closed-loop concurrency C; with ``request_rate`` an open loop instead (Poisson arrivals,
+  C caps what is in flight, client queue time reported and counted). Not streamed unless
+  ``options: {stream: true}`` (streaming adds per-chunk work in the server).
+- ``ttft``: the same, always streamed: TTFT, TPOT and per-token ITL from one request.
+- ``long_context``: exact ``context_tokens`` prompts (3k/30k/100k), streamed; the cell
+  checks that the engine saw exactly N prompt tokens per request.
+- ``agentic``: C concurrent sessions of a multi-turn scenario (fixtures/agentic); each
+  turn's prompt is the whole history (system, earlier turns, the model's own replies as
+  token ids) plus the next user message; per-turn records in ``extra["turns"]``.
+- ``categories``: the prompts of one category of a question file (the project's own set
+  or a Spec-Bench / MT-Bench ``question.jsonl``), through the chat template, streamed.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import gc
+import hashlib
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..engines.base import (
+    Engine,
+    Request,
+    RequestRecord,
+    open_loop,
+    poisson_arrivals,
+    run_requests,
+    safe_generate,
+)
+from ..engines.progress import PROGRESS
+from ..inputs import prompts
+from ..matrix.cells import Cell
+from ..report import metrics
+
+
+@dataclass
+class CellRun:
+    records: list[RequestRecord]  # timed rounds only
+    round_times: list[float]
+    extra: dict[str, Any] = field(default_factory=dict)
+    round_digests: list[str] = field(default_factory=list)  # one per timed round (request_digest)
+    round_output_tokens: list[int] = field(default_factory=list)  # per timed round, failed requests excluded
+
+
+def request_seed(cell: Cell, round_idx: int) -> int:
+    """The seed of a round's prompts and arrival times: from the cell's shape (Cell.request_key)
+    and the round, never from its method or TP, so every method of a shape gets the same
+    requests; stable across runs, processes and backends."""
+    return (zlib.crc32(repr(cell.request_key).encode()) % 100_000) * 1000 + round_idx
+
+
+def _request(cell: Cell, ids: Any, tag: str, stream: bool) -> Request:
+    """One request of a cell: its output length and sampling temperature; the sampling seed
+    comes from the shape and the tag, so every method of a shape draws from the same seeds."""
+    return Request(
+        tuple(ids),
+        cell.output_tokens,
+        tag=tag,
+        stream=stream,
+        temperature=cell.temperature,
+        seed=zlib.crc32(f"{request_seed(cell, 0)}/{tag}".encode()),
+    )
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """One round's requests, built before its clock starts: in order, with their arrival
+    offsets (s) for an open loop (None: closed loop)."""
+
+    requests: list[Request]
+    arrivals: list[float] | None = None
+
+    def digest(self) -> str:
+        """sha256 (16 hex digits) of what the round sends: per request in order its tag, input
+        ids, output length, temperature, seed and arrival offset. Two cells whose digests agree
+        got the same requests at the same times."""
+        return request_digest(self.requests, self.arrivals)
+
+
+def request_digest(requests: list[Request], arrivals: list[float] | None = None) -> str:
+    h = hashlib.sha256()
+    for i, r in enumerate(requests):
+        at = "-" if arrivals is None else f"{arrivals[i]:.9f}"
+        h.update(f"{r.tag}|{r.max_new_tokens}|{r.temperature!r}|{r.seed}|{at}|".encode())
+        h.update(array.array("q", r.input_ids).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _plan(cell: Cell, reqs: list[Request], round_idx: int) -> RoundPlan:
+    rate = cell.request_rate
+    arrivals = poisson_arrivals(rate, len(reqs), request_seed(cell, round_idx)) if rate else None
+    return RoundPlan(reqs, arrivals)
+
+
+def _submit(engine: Engine, cell: Cell, plan: RoundPlan) -> list[RequestRecord]:
+    if plan.arrivals is not None:
+        return engine.run(open_loop(engine, plan.requests, plan.arrivals, cell.concurrency))
+    return run_requests(engine, plan.requests, cell.concurrency)
+
+
+class Meter(Protocol):
+    """Measures something over a cell's timed rounds (e.g. GPU energy): ``start`` before the
+    first timed round, ``stop`` after the last one returns what goes into the cell's extra."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> dict[str, Any]: ...
+
+
+class _Meters:
+    """Several meters over the same window, their results merged."""
+
+    def __init__(self, meters: list[Meter]):
+        self.meters = meters
+
+    def start(self) -> None:
+        for m in self.meters:
+            m.start()
+
+    def stop(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for m in self.meters:
+            out.update(m.stop())
+        return out
+
+
+def meters(meter: Meter | None, engine: Any) -> Meter | None:
+    """``meter`` together with the engine's own (``cell_meter()``: a server's counters)."""
+    own = getattr(engine, "cell_meter", None)
+    ms = [m for m in (meter, own() if own is not None else None) if m is not None]
+    return None if not ms else ms[0] if len(ms) == 1 else _Meters(ms)
+
+
+def _timed(
+    engine: Engine,
+    cell: Cell,
+    plans: list[Any],
+    round_fn: Callable[[Any], list[RequestRecord]],
+    meter: Meter | None,
+) -> CellRun:
+    """Warm-up rounds, then the timed ones; ``plans`` (one per round, warm-up first) are built
+    before the first clock starts, so no round times prompt building and the energy window
+    holds only the timed rounds. RoundPlans' digests become the run's round_digests."""
+    w = cell.workload
+    records: list[RequestRecord] = []
+    times: list[float] = []
+    tokens: list[int] = []
+    for r, plan in enumerate(plans):
+        PROGRESS.start_round(r, len(plan.requests) if isinstance(plan, RoundPlan) else 0)
+        if r == w.warmup and meter is not None:
+            meter.start()
+        engine.flush_cache()
+        gc.collect()  # no collection of earlier rounds' garbage inside this round's clock
+        t0 = time.perf_counter()
+        recs = round_fn(plan)
+        dt = time.perf_counter() - t0
+        if r >= w.warmup:
+            records += recs
+            times.append(dt)
+            tokens.append(sum(x.output_tokens for x in recs if not x.error))
+    run = CellRun(records, times, round_output_tokens=tokens)
+    run.round_digests = [p.digest() for p in plans[w.warmup :] if isinstance(p, RoundPlan)]
+    if meter is not None and w.rounds:
+        run.extra.update(meter.stop())
+    return run
+
+
+def _exact_rounds(engine: Engine, cell: Cell, stream: bool, meter: Meter | None) -> CellRun:
+    tok = engine.tokenizer()
+    n = cell.workload.requests_per_round(cell.concurrency)
+
+    def build(r: int) -> RoundPlan:
+        ps = prompts.make_prompts(tok, cell.context_tokens, n, request_seed(cell, r))
+        return _plan(cell, [_request(cell, p, f"round{r}/req{i}", stream) for i, p in enumerate(ps)], r)
+
+    plans = [build(r) for r in range(cell.workload.warmup + cell.workload.rounds)]
+    run = _timed(engine, cell, plans, lambda p: _submit(engine, cell, p), meter)
+    counted = [r.engine_prompt_tokens for r in run.records if not r.error]
+    if counted and all(n is not None for n in counted):  # what the engine saw, not what was sent
+        run.extra["prompt_tokens_exact"] = all(n == cell.context_tokens for n in counted)
+        run.extra["prompt_tokens_counted_by"] = "engine"
+    else:
+        run.extra["prompt_tokens_exact"] = None
+        run.extra["prompt_tokens_counted_by"] = "nobody: the engine reports no prompt length"
+    if cell.request_rate:
+        run.extra["request_rate"] = cell.request_rate
+    return run
+
+
+def throughput(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+    return _exact_rounds(engine, cell, cell.workload.streamed, meter)
+
+
+def ttft(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+    return _exact_rounds(engine, cell, True, meter)
+
+
+def long_context(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+    run = _exact_rounds(engine, cell, True, meter)
+    if run.extra["prompt_tokens_exact"] is False:
+        seen = sorted({r.engine_prompt_tokens for r in run.records if r.engine_prompt_tokens is not None})
+        raise AssertionError(
+            f"cell {cell.id}: prompts must be exactly {cell.context_tokens} tokens; the engine saw {seen}"
+        )
+    return run
+
+
+def categories(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+    """The category's questions through the chat template; at least ``concurrency`` requests a
+    round (the questions cycle), or ``requests`` when given."""
+    w = cell.workload
+    tok = engine.tokenizer()
+    cat = dict(cell.extra)["category"]
+    qs = [q for q in prompts.load_questions(w.questions) if q.category == cat]
+    n = w.requests or max(len(qs), cell.concurrency)
+    ids = [
+        prompts.chat_ids(tok, [{"role": "user", "content": qs[i % len(qs)].turns[0]}], True) for i in range(n)
+    ]
+    stream = w.streamed
+
+    def build(r: int) -> RoundPlan:
+        tags = [
+            f"round{r}/{qs[i % len(qs)].id}" + (f"#{i // len(qs)}" if i >= len(qs) else "") for i in range(n)
+        ]
+        return _plan(cell, [_request(cell, p, t, stream) for t, p in zip(tags, ids, strict=True)], r)
+
+    plans = [build(r) for r in range(w.warmup + w.rounds)]
+    run = _timed(engine, cell, plans, lambda p: _submit(engine, cell, p), meter)
+    run.extra.update(category=cat, questions=w.questions or "builtin", prompts=len(qs))
+    return run
+
+
+def agentic(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+    """C sessions at once, each going through the scenario's turns in order. A round's digest
+    covers each session's first request (system prompt and first user message); later turns
+    carry the model's own replies, identical across methods only where their outputs are."""
+    sc = prompts.load_scenario(dict(cell.extra)["scenario"])
+    tok = engine.tokenizer()
+    template = getattr(tok, "chat_template", None) or ""
+    end_ids = list(
+        tok.encode("<|im_end|>\n" if "<|im_end|>" in template else "\n\n", add_special_tokens=False)
+    )
+    user_ids = [prompts.chat_ids(tok, [{"role": "user", "content": t.user}], True) for t in sc.turns]
+
+    def build(r: int) -> list[list[int]]:
+        # a per-session line keeps sessions apart after the shared system prompt
+        return [
+            prompts.chat_ids(
+                tok, [{"role": "system", "content": f"{sc.system}\n(session {request_seed(cell, r)}-{s})"}]
+            )
+            for s in range(cell.concurrency)
+        ]
+
+    async def session(r: int, s: int, history: list[int]) -> list[RequestRecord]:
+        recs = []
+        for t in range(len(sc.turns)):
+            ids = history + user_ids[t]
+            rec = await safe_generate(engine, _request(cell, ids, f"round{r}/s{s}/t{t}", True))
+            recs.append(rec)
+            if rec.error:
+                break
+            reply = list(rec.output_ids) or list(tok.encode(rec.output_text, add_special_tokens=False))
+            history = ids + reply + end_ids
+        return recs
+
+    async def all_sessions(r: int, systems: list[list[int]]) -> list[RequestRecord]:
+        out = await asyncio.gather(*(session(r, s, h) for s, h in enumerate(systems)))
+        return [rec for sess in out for rec in sess]
+
+    w = cell.workload
+    plans = [(r, build(r)) for r in range(w.warmup + w.rounds)]
+    run = _timed(engine, cell, plans, lambda p: engine.run(all_sessions(*p)), meter)
+    run.round_digests = [
+        request_digest([_request(cell, h + user_ids[0], f"round{r}/s{s}/t0", True) for s, h in enumerate(hs)])
+        for r, hs in plans[w.warmup :]
+    ]
+    run.extra["request_digest_scope"] = "first turn of each session"
+    run.extra["scenario"] = sc.name
+    run.extra["turns"] = per_turn(run.records, [t.name for t in sc.turns])
+    return run
+
+
+def per_turn(records: list[RequestRecord], names: list[str]) -> list[dict[str, Any]]:
+    """One row per turn index over every session and timed round (acceptance vs turn)."""
+    rows = []
+    for t, name in enumerate(names):
+        recs = [r for r in records if r.tag.endswith(f"/t{t}") and not r.error]
+        if not recs:
+            continue
+        ttfts = [r.ttft_s for r in recs if r.ttft_s is not None]
+        p50_ttft = metrics.percentile(ttfts, 50)
+        rows.append(
+            {
+                "turn": t,
+                "name": name,
+                "requests": len(recs),
+                "prompt_tokens_mean": sum(r.prompt_tokens for r in recs) / len(recs),
+                "cached_tokens": sum(r.cached_tokens for r in recs),
+                "output_tokens": sum(r.output_tokens for r in recs),
+                "accept_length": metrics.accept_length(recs),
+                "ttft_ms_p50": None if p50_ttft is None else p50_ttft * 1e3,
+                "latency_s_p50": metrics.percentile([r.latency_s for r in recs], 50),
+            }
+        )
+    return rows
+
+
+WORKLOADS: dict[str, Callable[[Engine, Cell, Meter | None], CellRun]] = {
+    "throughput": throughput,
+    "ttft": ttft,
+    "long_context": long_context,
+    "agentic": agentic,
+    "categories": categories,
+}
+
+
+def run(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+    try:
+        fn = WORKLOADS[cell.workload.kind]
+    except KeyError:
+        raise NotImplementedError(
+            f"workload kind {cell.workload.kind!r} is not implemented; implemented: {', '.join(WORKLOADS)}"
+        ) from None
+    return fn(engine, cell, meter)
