@@ -1,12 +1,14 @@
 """pytest-specbench: a pytest plugin that benchmarks speculative decoding.
 
-The package is layered; a subpackage imports only from the ones listed before it (and itself),
-never from one after it (tests/test_imports.py enforces this; docs/architecture.md has the plan):
+The package is layered, lowest first; a subpackage imports only from itself and the ones listed
+before it (lower layers), never from one after it (tests/test_imports.py enforces this;
+docs/architecture.md has the plan):
 
 1. ``inputs``    what cells read besides the matrix: exact-length prompts, agentic scenarios,
                  category questions, the embedded model's files. Imports nothing of the package.
-2. ``report``    everything that reads a results JSON: metrics, paired comparisons, the decision
-                 view, tables, the old/new gate, plots, ``python -m pytest_specbench.report``.
+2. ``report``    the numbers: a cell's metrics from its records, paired comparisons, the decision
+                 view, the results document's format and tables, the old/new gate, plots,
+                 ``python -m pytest_specbench.report``; works from a results JSON alone.
                  Never imports pytest, an engine or the plugin's state.
 3. ``matrix``    the YAML schema and the frozen cells and engine groups it expands into.
 4. ``planning``  model shapes, SGLang's memory split, the time model, feasibility, the packed

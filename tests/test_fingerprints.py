@@ -112,7 +112,7 @@ def test_the_committed_results_include_the_h200_and_cpu_runs() -> None:
 def test_committed_results_keep_their_fingerprints(path: Path) -> None:
     """Every cell of a committed results JSON has the fingerprint its matrix gives it today, so
     ``--specbench-resume`` of that JSON copies it. A failure after editing a bench matrix means
-    those results would be measured again; after editing matrix_cells.py, that the fingerprint
+    those results would be measured again; after editing matrix/cells.py, that the fingerprint
     changed."""
     doc = json.loads(path.read_text())
     matrix = doc["specbench"]["matrix"]

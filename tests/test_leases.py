@@ -1,4 +1,4 @@
-"""GPU leases (pytest_specbench/leases.py): one pool shared by processes, under a file lock."""
+"""GPU leases (pytest_specbench/gpus/leases.py): one pool shared by processes, under a file lock."""
 
 from __future__ import annotations
 

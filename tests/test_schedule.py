@@ -1,4 +1,4 @@
-"""Packing engine groups onto GPUs (pytest_specbench/schedule.py), and a CPU simulation of the
+"""Packing engine groups onto GPUs (pytest_specbench/planning/schedule.py), and a CPU simulation of the
 seed's matrix under -n 8 on 8 fake GPUs that checks the run keeps to the printed schedule."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ and the starts waiting; every read-modify-write of it happens under ``fcntl.floc
 
 An engine start asks for ``n`` GPUs and waits while they are taken. Waiting starts are served
 by their group's rank in the scheduler's order with the same first-fit rule as the plan's
-schedule (:func:`pytest_specbench.schedule.grant`). At the run's start every worker asks at once:
+schedule (:func:`pytest_specbench.planning.schedule.grant`). At the run's start every worker asks at once:
 the groups handed out first are expected for a few seconds and keep their place in the queue
 before they have asked, so the first to ask is not the first served. A lease is returned when its engine stops
 (or fails to start); a lease or a waiting entry of a process that is gone (its pid no longer

@@ -1,5 +1,5 @@
 """The decision view: which method to deploy at which TP size and concurrency, from a results
-JSON. Pure functions over the document ``report.build`` writes (its ``benchmarks`` entries);
+JSON. Pure functions over the document ``summary.build`` makes (its ``benchmarks`` entries);
 the terminal summary and ``python -m pytest_specbench.report`` print them. No pytest, no I/O.
 """
 

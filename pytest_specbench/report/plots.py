@@ -119,7 +119,7 @@ def _figure(
     for ax, panel in zip(axes.flat, panels, strict=False):
         pr = [r for r in rows if r["panel"] == panel]
         series = sorted({r["series"] for r in pr})
-        xs_all = sorted({r["x"] for r in pr}, key=_num)
+        xs_all = sorted({r["x"] for r in pr}, key=lambda x: (_num(x), str(x)))  # names: by name
         for i, s in enumerate(series):
             ok = sorted(
                 (r for r in pr if r["series"] == s and r["status"] == "ok"), key=lambda r: _num(r["x"])
