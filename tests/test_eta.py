@@ -40,6 +40,7 @@ workloads:
     context_tokens: [3000, 30000, 100000]
     concurrency: [1, 8, 32]
     output_tokens: [256]
+    waves: 1
     rounds: 2
     warmup: 1
     timeout_s: 1800
@@ -80,13 +81,16 @@ def test_first_plan_of_the_seed_class_hybrid_holds_on_the_h200(tmp_path: Path) -
     cells, picked = _seed27(tmp_path)
     p = plan.make_plan(cells, H200)
     total = p.eta_s(picked)
-    assert 0.7 * SEED27_WALL_S <= total <= 1.3 * SEED27_WALL_S, total
+    # the run had one warm-up round a cell; the plan counts the one more that warm-up now runs
+    # at least (eta.warm_rounds) to see that two in a row agree
+    as_run = total - sum(p.cells[c].round_s or 0 for c in picked)
+    assert 0.7 * SEED27_WALL_S <= as_run <= 1.3 * SEED27_WALL_S, as_run
     for cid, (round_s, ttft) in SEED27_ROUNDS.items():
         cp = p.cells[cid]
         assert cp.eta_from == "model" and cp.round_s is not None and cp.ttft_s is not None
         assert 0.8 < cp.round_s / round_s < 1.25, (cid, cp.round_s, round_s)
         assert 0.8 < cp.ttft_s / ttft < 1.25, (cid, cp.ttft_s, ttft)
-        assert cp.eta_s == pytest.approx(3 * cp.round_s + eta.CELL_OVERHEAD_S)  # warm-up + 2 rounds
+        assert cp.eta_s == pytest.approx(4 * cp.round_s + eta.CELL_OVERHEAD_S)  # 2 warm-up + 2 rounds
     first, second = p.started_groups(picked)
     assert (first, second) == ("ar-tp1", "mtp-tp1")
     ar, mtp = p.groups["ar-tp1"], p.groups["mtp-tp1"]

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from pytest_specbench.matrix.cells import (
+    DEFAULT_WAVES,
     FINGERPRINT_FIELDS,
     NOT_FINGERPRINTED,
     Cell,
@@ -125,7 +126,19 @@ def test_committed_results_keep_their_fingerprints(path: Path) -> None:
     cells = {c.id: c for c in m.cells()}
     recorded = {b["param"]: b["extra_info"]["cell_fingerprint"] for b in doc["benchmarks"]}
     assert recorded and set(recorded) <= set(cells)
-    assert {i: cells[i].fingerprint() for i in recorded} == recorded
+    today = {i: cells[i].fingerprint() for i in recorded}
+    # cells that ran the former default of one wave a round (no requests, no waves): measured again
+    # on resume (today's fingerprint differs), and their key without the default is what they hashed
+    former = {i for i in recorded if cells[i].fingerprint_key()[-1] == ("default_waves", DEFAULT_WAVES)}
+    assert {i: today[i] for i in recorded if i not in former} == {
+        i: recorded[i] for i in recorded if i not in former
+    }
+    for i in former:
+        assert today[i] != recorded[i]
+        assert (
+            hashlib.sha256(fingerprint_text(cells[i].fingerprint_key()[:-1]).encode()).hexdigest()[:16]
+            == recorded[i]
+        )
 
 
 def _fields(cls: type) -> set[str]:
@@ -182,7 +195,11 @@ def test_the_text_hashed_spells_out_the_listed_fields() -> None:
         "waves=None, rounds=5, warmup=1, timeout_s=900.0, methods=(), options=(), request_rate=(), "
         "scenarios=(), categories=(), questions=None), 1, 2, 128, 16, ())"
     )
-    assert c.fingerprint() == hashlib.sha256(text.encode()).hexdigest()[:16]
+    # neither requests nor waves: the default number of waves is hashed too (the last element)
+    assert c.fingerprint_key()[-1] == ("default_waves", 4)
+    assert (
+        c.fingerprint() == hashlib.sha256((text[:-1] + ", ('default_waves', 4))").encode()).hexdigest()[:16]
+    )
 
 
 def test_what_changes_a_fingerprint_and_what_does_not() -> None:

@@ -58,7 +58,7 @@ methods:
   ngram: {backend: fake, model: m, speculative: {algorithm: ngram, num_draft_tokens: 3}}
 baseline: flaky
 workloads:
-  throughput: {concurrency: [2], output_tokens: [8], prompt_tokens: 8, rounds: 2, warmup: 0}
+  throughput: {concurrency: [2], output_tokens: [8], prompt_tokens: 8, waves: 1, rounds: 2, warmup: 0}
 """
 
 
@@ -277,7 +277,7 @@ models: {m: /nonexistent/model}
 methods:
   tmo: {backend: fake, model: m}
 workloads:
-  throughput: {concurrency: [1], output_tokens: [13, 8], prompt_tokens: 8, rounds: 1, warmup: 0}
+  throughput: {concurrency: [1], output_tokens: [13, 8], prompt_tokens: 8, waves: 1, rounds: 1, warmup: 0}
 """
 
 

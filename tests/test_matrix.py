@@ -75,7 +75,7 @@ def test_waves_set_requests_per_round_from_concurrency() -> None:
     doc["workloads"]["throughput"]["waves"] = 1
     w = next(w for w in parse(doc, "m.yaml").workloads if w.name == "throughput")
     assert [w.requests_per_round(c) for c in (1, 32)] == [1, 32]
-    assert parse(DOC, "m.yaml").workloads[0].requests_per_round(32) == 32  # default: one wave
+    assert parse(DOC, "m.yaml").workloads[0].requests_per_round(32) == 128  # default: 4 waves of 32
     doc["workloads"]["throughput"]["requests"] = 8
     with pytest.raises(MatrixError, match=r"m.yaml: workloads.throughput.waves: give requests .* not both"):
         parse(doc, "m.yaml")

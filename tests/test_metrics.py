@@ -84,8 +84,12 @@ def test_cell_metrics_hand_computed() -> None:
     ]
     m = cell_metrics(recs, [2.0, 3.0], [30, 20], request_digests=["d1", "d2"], slo={"e2e_s": 1.5})
     assert m["output_tokens"] == 50 and m["wall_s"] == 5.0
-    assert m["output_tokens_per_s"] == 10.0  # 50 tokens / (2 + 3) s, not / max(2, 3)
+    # the headline is what the paired speedup rests on: the rounds' geometric mean
+    assert m["output_tokens_per_s"] == pytest.approx((15.0 * 20 / 3) ** 0.5)  # 10.0
+    assert m["output_tokens_per_s_total"] == 10.0  # 50 tokens / (2 + 3) s, not / max(2, 3)
     assert m["round_tokens_per_s"] == [15.0, 20 / 3]
+    assert m["tok_s_estimator"] == "round wall time" and m["metrics_version"] == 2
+    assert cell_metrics(recs, [2.0, 3.0], [30, 20], one_wave=True)["tok_s_estimator"] == "one wave"
     mean = (15 + 20 / 3) / 2
     sd = ((15 - mean) ** 2 + (20 / 3 - mean) ** 2) ** 0.5
     assert m["rounds_cv"] == pytest.approx(sd / mean)
@@ -155,3 +159,71 @@ def test_accept_rate_by_position_from_the_histogram() -> None:
     assert accept_rate_by_position([0, 0, 0, 4096]) == [1.0, 1.0, 1.0]  # draft = target
     assert accept_rate_by_position([16320]) == []  # nothing proposed beyond position 0
     assert accept_rate_by_position([5, 0, 0]) == [0.0, None]  # position 2 never reached
+
+
+def _timed(start: float, end: float, out: int, **kw: object) -> RequestRecord:
+    return RequestRecord(8, out, end - start, start_s=start, end_s=end, **kw)  # type: ignore[arg-type]
+
+
+def test_steady_window_cut_by_hand() -> None:
+    """C = 2, N = 4: slots are both busy from the 2nd submission (t=0.1) to the 3rd completion
+    (t=2.0), the first completion after the last submission (t=1.5)."""
+    from pytest_specbench.report.metrics import steady_window
+
+    recs = [
+        _timed(0.0, 1.0, 10),  # 10 tokens over 1 s: 9 of them after 0.1
+        _timed(0.1, 1.5, 14),  # all 14 inside
+        _timed(1.0, 2.0, 10),  # all 10 inside
+        _timed(1.5, 3.5, 20),  # 0.5 s of its 2 s inside: 5 tokens
+    ]
+    w = steady_window(recs, 2)
+    assert (w["start_s"], w["end_s"]) == (0.1, 2.0)
+    assert w["tokens"] == pytest.approx(9 + 14 + 10 + 5)
+    assert w["tokens_per_s"] == pytest.approx(38 / 1.9)
+    # a streamed request counts its chunks (times since its submission), not an even spread
+    streamed = _timed(1.5, 3.5, 20, chunks=((0.2, 1), (0.4, 12), (2.0, 20)))
+    assert steady_window([*recs[:3], streamed], 2)["tokens"] == pytest.approx(9 + 14 + 10 + 12)
+    # one wave (N <= C), or a request without its times: no window
+    assert steady_window(recs[:2], 2) is None
+    assert steady_window([*recs[:3], RequestRecord(8, 20, 1.0)], 2) is None
+    # the cell: rounds' window rates, their geometric mean as the headline, the total beside it
+    m = cell_metrics(recs, [3.5], [54], round_windows=[w])
+    assert m["tok_s_estimator"] == "steady window"
+    assert m["round_tokens_per_s"] == [pytest.approx(38 / 1.9)]
+    assert m["output_tokens_per_s"] == pytest.approx(38 / 1.9)
+    assert m["output_tokens_per_s_total"] == pytest.approx(54 / 3.5)
+    assert m["steady_windows"] == [[0.1, 2.0, 38.0]] and m["window_fraction"] == pytest.approx(1.9 / 3.5)
+
+
+def test_an_outlier_round_is_named() -> None:
+    from pytest_specbench.report.metrics import outlier_rounds
+
+    assert outlier_rounds([13.0, 306.0, 362.0]) == [0]  # a cold first round
+    assert outlier_rounds([300.0, 306.0, 362.0]) == []  # 18 % apart: noise, not an outlier
+    assert outlier_rounds([13.0, 306.0]) == []  # two rounds: no median of others to judge by
+    recs = [RequestRecord(8, n, 1.0, tag=f"round{i}/req0") for i, n in enumerate((13, 306, 362))]
+    m = cell_metrics(recs, [1.0, 1.0, 1.0], [13, 306, 362])
+    assert m["outlier_rounds"] == [{"round": 0, "tokens_per_s": 13.0, "median_tokens_per_s": 306.0}]
+
+
+def test_acceptance_by_position_counts_only_steps_that_proposed_it() -> None:
+    """Ten verify steps of K = 2: four proposed nothing (no n-gram match), six proposed two drafts;
+    of those, two rejected position 1, one accepted 1 and rejected 2, three accepted both."""
+    hist = (4 + 2, 1, 3)  # steps by drafts accepted
+    r = RequestRecord(
+        8,
+        20,
+        1.0,
+        verify_steps=10,
+        accept_histogram=hist,
+        draft_steps=6,
+        draft_tokens=12,
+        position_reached=(6, 4),
+    )
+    m = cell_metrics([r], [1.0], [20])
+    assert m["draft_steps"] == 6 and m["draft_tokens"] == 12 and m["no_draft_fraction"] == 0.4
+    assert m["accept_rate_by_position"] == [4 / 6, 3 / 4]
+    assert m["accept_rate_by_position_basis"] == "steps that proposed the position"
+    # without the drafts (an engine that does not report them) the histogram alone: 4 / 10
+    bare = RequestRecord(8, 20, 1.0, verify_steps=10, accept_histogram=hist)
+    assert cell_metrics([bare], [1.0], [20])["accept_rate_by_position"] == [4 / 10, 3 / 4]

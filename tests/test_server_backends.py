@@ -258,6 +258,7 @@ workloads:
     concurrency: {conc}
     output_tokens: [{out}]
     prompt_tokens: 16
+    waves: 1
     rounds: 2
     warmup: 1
     options: {{stream: true}}

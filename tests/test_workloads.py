@@ -272,7 +272,8 @@ def test_every_workload_kind_on_the_hf_engine() -> None:
         runs = {name: workloads.run(eng, c) for name, c in cells.items()}
     finally:
         eng.close()
-    assert len(runs["throughput"].records) == 2  # one wave of concurrency 2
+    assert len(runs["throughput"].records) == 8  # default: 4 waves of concurrency 2
+    assert runs["throughput"].round_windows[0] is not None  # refilled slots: a steady window
     assert len(runs["poisson"].records) == 3 and runs["poisson"].extra["request_rate"] == 50
     assert runs["long_context"].extra["prompt_tokens_exact"] is True
     assert {r.prompt_tokens for r in runs["long_context"].records} == {512}

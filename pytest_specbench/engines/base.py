@@ -56,6 +56,17 @@ class RequestRecord:
     # the prompt length as the engine itself counted it (SGLang's meta_info.prompt_tokens; hf: the
     # tokens its prefill put into the KV cache); None when the engine does not say
     engine_prompt_tokens: int | None = None
+    # submission and completion, seconds since the round's clock started (closed and open loop
+    # set them): what the steady-state window of a closed-loop round is cut from
+    start_s: float | None = None
+    end_s: float | None = None
+    # drafts: verify steps that carried at least one draft token, draft tokens proposed, and per
+    # draft position p (1-based, index p - 1) the steps that proposed a token at p after accepting
+    # every position before it; None / () where the engine does not say (acceptance by position
+    # then counts a step without a draft as one that rejected position 1)
+    draft_steps: int | None = None
+    draft_tokens: int | None = None
+    position_reached: tuple[int, ...] = ()
 
 
 @runtime_checkable
@@ -236,25 +247,31 @@ def output_of(chunk: Any, n_tokens: int) -> tuple[tuple[int, ...], str]:
 
 
 async def closed_loop(engine: Engine, requests: Sequence[Request], concurrency: int) -> list[RequestRecord]:
-    """Closed loop: submit ``requests`` keeping ``concurrency`` in flight; results in order.
+    """Closed loop: submit ``requests`` keeping ``concurrency`` in flight (a slot is refilled as
+    soon as a request finishes); results in order, each with its submission and completion
+    time since the loop started (``start_s``, ``end_s``).
 
     A request is issued when a slot frees, so its latency starts at its submission. When
     every request fits in one wave and none streams, an engine with ``agenerate_batch``
     gets them as one batch, as a client sending a batch would (what a bare
     ``engine.generate([...])`` loop does; the fidelity script compares the two).
     """
+    t0 = time.perf_counter()
     batch = getattr(engine, "agenerate_batch", None)
     if batch is not None and len(requests) <= concurrency and not any(r.stream for r in requests):
         try:
-            return list(await batch(list(requests)))
+            recs = list(await batch(list(requests)))
         except Exception as e:
             err = f"{type(e).__name__}: {e}"
             return [RequestRecord(len(r.input_ids), 0, 0.0, tag=r.tag, error=err) for r in requests]
+        return [dataclasses.replace(r, start_s=0.0, end_s=r.latency_s) for r in recs]
     sem = asyncio.Semaphore(concurrency)
 
     async def one(req: Request) -> RequestRecord:
         async with sem:
-            return await safe_generate(engine, req)
+            start = time.perf_counter() - t0
+            rec = await safe_generate(engine, req)
+            return dataclasses.replace(rec, start_s=start, end_s=time.perf_counter() - t0)
 
     return list(await asyncio.gather(*(one(r) for r in requests)))
 
@@ -299,7 +316,9 @@ async def open_loop(
             await asyncio.sleep(delay)
         async with sem:
             queued = max(0.0, time.perf_counter() - (t_start + at))
+            start = time.perf_counter() - t_start
             rec = await safe_generate(engine, req)
+        rec = dataclasses.replace(rec, start_s=start, end_s=time.perf_counter() - t_start)
         return with_queue(rec, queued)
 
     return list(await asyncio.gather(*(one(r, a) for r, a in zip(requests, arrivals, strict=True))))

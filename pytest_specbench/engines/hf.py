@@ -232,7 +232,8 @@ class HFEngine:
         n_prompt = len(seq)
         chunks: list[tuple[float, int]] = []
         hist = [0] * (self.k + 1)
-        verify = 0
+        reached = [0] * self.k  # per draft position: steps that proposed it with every earlier one accepted
+        verify = draft_steps = draft_tokens = 0
         with torch.inference_mode():
             cache = DynamicCache()
             seq.append(_pick(_prefill(self.target, seq, cache), temp, gen))
@@ -263,6 +264,11 @@ class HFEngine:
                 else:
                     n_acc, nxt = speculative_sample(_probs(logits, temp), drafts, q, gen)
                 new = drafts[:n_acc] + [nxt]
+                if drafts:
+                    draft_steps += 1
+                    draft_tokens += len(drafts)
+                    for pos in range(min(len(drafts), n_acc + 1)):
+                        reached[pos] += 1
                 _crop(cache, past + 1 + n_acc)
                 if drafter is not None:
                     drafter.accepted(len(seq) + n_acc)
@@ -279,6 +285,9 @@ class HFEngine:
             ttft_s=chunks[0][0],
             verify_steps=verify if self.spec is not None else None,
             accept_histogram=tuple(hist) if self.spec is not None else (),
+            draft_steps=draft_steps if self.spec is not None else None,
+            draft_tokens=draft_tokens if self.spec is not None else None,
+            position_reached=tuple(reached) if self.spec is not None else (),
             chunks=tuple(chunks),
             output_ids=tuple(seq[n_prompt:]),
             tag=request.tag,

@@ -133,6 +133,12 @@ class Method:
         return self.speculative is not None
 
 
+# requests a round in waves of C when a workload sets neither requests nor waves (kinds with
+# rounds of exact prompts): with 4 waves the steady window holds most of the round
+DEFAULT_WAVES = 4
+WAVE_KINDS = ("throughput", "ttft", "long_context")
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -166,7 +172,9 @@ class Workload:
     def requests_per_round(self, concurrency: int) -> int:
         if self.requests:
             return self.requests
-        return (self.waves or 1) * concurrency  # default: one wave, every request in flight at once
+        # default: DEFAULT_WAVES waves, so that a closed loop's steady-state window (every slot
+        # busy, slots refilled as requests finish) holds most of the round
+        return (self.waves or DEFAULT_WAVES) * concurrency
 
     def extra_axes(self) -> list[tuple[tuple[str, Any], ...]]:
         """The workload's own axes beyond concurrency/context/output, as Cell.extra tuples
@@ -277,6 +285,13 @@ class Cell:
         with its model, draft and engine args, workload with rounds, requests and timeouts), the
         cell's TP size and axes, and the workload's SLOs and the method's endpoint when set. A
         resumed run copies an earlier result only when this is unchanged."""
+        return hashlib.sha256(fingerprint_text(self.fingerprint_key()).encode()).hexdigest()[:16]
+
+    def fingerprint_key(self) -> tuple[Any, ...]:
+        """What :meth:`fingerprint` hashes. A workload of a kind with rounds of exact prompts that
+        sets neither ``requests`` nor ``waves`` runs DEFAULT_WAVES x concurrency requests a round
+        (one wave before metrics version 2): that default is the key's last element, so results
+        measured under the former one are measured again, not resumed."""
         key: tuple[Any, ...] = (
             self.method,
             self.workload,
@@ -290,7 +305,10 @@ class Cell:
             key += (("slo", self.workload.slo),)
         if self.method.url:
             key += (("endpoint", self.method.url, self.method.api),)
-        return hashlib.sha256(fingerprint_text(key).encode()).hexdigest()[:16]
+        w = self.workload
+        if w.kind in WAVE_KINDS and w.requests is None and w.waves is None:
+            key += (("default_waves", DEFAULT_WAVES),)
+        return key
 
     @property
     def tokens_per_request(self) -> int:

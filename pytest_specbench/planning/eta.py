@@ -424,10 +424,16 @@ def gpu_round(
     return RoundEstimate(round_s, ttft, one, step, waves, c)
 
 
+def warm_rounds(warmup: int) -> int:
+    """Warm-up rounds a cell runs at least: ``warmup``, plus one to compare with when any are
+    configured (workloads: warm until two in a row agree; up to WARM_EXTRA_MAX more)."""
+    return warmup + 1 if warmup else 0
+
+
 def cell_eta_s(cell: Cell, round_s: float) -> float:
-    """Every cell runs ``warmup`` untimed rounds, then ``rounds`` timed ones."""
+    """Every cell runs its warm-up rounds (``warm_rounds``), then ``rounds`` timed ones."""
     w = cell.workload
-    return (w.warmup + w.rounds) * round_s + CELL_OVERHEAD_S
+    return (warm_rounds(w.warmup) + w.rounds) * round_s + CELL_OVERHEAD_S
 
 
 # ------------------------------------------------------------------------------ CPU (hf)

@@ -479,7 +479,12 @@ def apply_previous(
             continue  # (an older JSON without fingerprints is taken by id)
         matched.add(cp.group)
         data = (b.get("stats") or {}).get("data") or []
-        warm = (b.get("options") or {}).get("warmup", 0) or 0
+        warm_rates = (b.get("extra_info") or {}).get("warmup_tokens_per_s")
+        warm = (
+            len(warm_rates)
+            if isinstance(warm_rates, list)
+            else (b.get("options") or {}).get("warmup", 0) or 0
+        )
         if data:
             cp.eta_s = sum(data) * (len(data) + warm) / len(data)
             cp.round_s, cp.eta_from = sum(data) / len(data), "measured"

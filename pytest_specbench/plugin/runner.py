@@ -15,6 +15,17 @@ from .state import PARTIAL, RESULT_PROP, SpecbenchState, jsonable
 from .state import get_state as _state
 
 
+def _group_cells(item: pytest.Item, cell: Cell) -> list[Cell]:
+    """The selected cells of ``cell``'s engine group (all of them run on this process)."""
+    out = []
+    for i in item.session.items:
+        cs = getattr(i, "callspec", None)
+        c = cs.params.get("cell") if cs is not None else None
+        if isinstance(c, Cell) and c.group.id == cell.group.id:
+            out.append(c)
+    return out
+
+
 def cell_timeout(config: pytest.Config, cell: Cell) -> float:
     """A cell's time limit: --specbench-timeout, else its workload's timeout_s."""
     override = config.getoption("specbench_timeout", None)
@@ -44,7 +55,10 @@ class CellRunner:
         engine.deadline = time.monotonic() + limit
         timed_out = None
         ticker = _ticker(self.item.config, st, cell)
+        warm = None
         try:
+            if n == 0:  # the group's first cell: warm the engine at every shape its cells use
+                warm = workloads.warm_engine(engine, _group_cells(self.item, cell))
             run = workloads.run(engine, cell, workloads.meters(_energy_meter(st, cell), engine))
         except CellTimeout as e:
             timed_out = str(e)
@@ -78,6 +92,9 @@ class CellRunner:
             energy_j=run.extra.get("energy_j"),
             roofline_tokens_per_s=cp.roofline_tokens_per_s if cp is not None else None,
             server_spec=run.extra.get("server_spec"),
+            round_windows=run.round_windows,
+            one_wave=cell.workload.kind in ("throughput", "ttft", "long_context")
+            and cell.workload.requests_per_round(cell.concurrency) <= cell.concurrency,
         )
         result = {
             "nodeid": self.item.nodeid,
@@ -90,6 +107,7 @@ class CellRunner:
             "metrics": jsonable(m),
             "extra_info": {
                 **jsonable(run.extra),
+                **({"engine_warm": jsonable(warm)} if warm is not None else {}),
                 **metrics.oracle_check(cell.method, m.get("accept_length"), cell.output_tokens),
                 "cell_fingerprint": cell.fingerprint(),
                 "provenance": st.provenance(),

@@ -273,7 +273,26 @@ def warnings(doc: dict[str, Any]) -> list[str]:
             )
         if e.get("prefix_cache"):
             out.append(f"warning: {b['param']}: {e['prefix_cache']}")
+        for o in e.get("outlier_rounds") or ():
+            out.append(
+                f"warning: {b['param']}: timed round {o['round'] + 1} at {o['tokens_per_s']:.1f} tok/s, "
+                f"far off the median {o['median_tokens_per_s']:.1f} of its rounds (outlier; kept in the numbers)"
+            )
+        if e.get("warmup_settled") is False:
+            w = "/".join(f"{x:.0f}" for x in e.get("warmup_tokens_per_s") or ())
+            out.append(
+                f"warning: {b['param']}: warm-up did not settle ({w} tok/s in its warm-up rounds; "
+                "more warmup rounds, or a quieter machine)"
+            )
+        if (e.get("no_draft_fraction") or 0) >= NO_DRAFT_WARN:
+            out.append(
+                f"warning: {b['param']}: no draft proposed in {e['no_draft_fraction']:.0%} of verify steps "
+                "(acceptance by position counts only the steps that proposed)"
+            )
     return out
+
+
+NO_DRAFT_WARN = 0.10  # a speculative cell with no draft in this share of its verify steps is named
 
 
 def _rates(e: dict[str, Any]) -> str:

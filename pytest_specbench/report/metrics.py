@@ -1,7 +1,11 @@
 """Pure metric functions: per-request records in, one cell's numbers out.
 
 Definitions (docs/metrics.md has the long form):
-- output tokens/s = output tokens of the timed rounds / the rounds' summed wall time;
+- a round's output tokens/s: in a closed loop with more requests than slots, the tokens produced
+  in its steady-state window (every slot busy: ramp-up and drain left out) ÷ the window; with one
+  wave (lockstep) or an open loop, its tokens ÷ its wall time; a cell's tok/s is the geometric
+  mean of its rounds' (what the paired speedup rests on); ``output_tokens_per_s_total`` is all
+  tokens ÷ all wall time, ramp and drain included;
 - acceptance length = sum(output tokens) / sum(verify steps) over the cell's requests
   (SGLang: completion_tokens / spec_verify_ct), never a server-cumulative counter;
 - TTFT = submission -> first chunk carrying tokens; TPOT = (E2E - TTFT) / (output - 1);
@@ -41,6 +45,48 @@ def itl_gaps(chunks: Sequence[tuple[float, int]]) -> list[float]:
         if k > 0:
             gaps.extend([(t1 - t0) / k] * k)
     return gaps
+
+
+def tokens_by(rec: RequestRecord, t: float) -> float:
+    """Output tokens ``rec`` had produced by ``t`` (seconds on its round's clock): from its chunks
+    when streamed (each chunk's time is since submission), else spread evenly over its life."""
+    s, e = rec.start_s or 0.0, rec.end_s if rec.end_s is not None else (rec.start_s or 0.0) + rec.latency_s
+    if t <= s:
+        return 0.0
+    if t >= e:
+        return float(rec.output_tokens)
+    if rec.chunks:
+        done = 0
+        for ct, n in rec.chunks:
+            if s + ct > t:
+                break
+            done = n
+        return float(done)
+    return rec.output_tokens * (t - s) / (e - s)
+
+
+def steady_window(records: Sequence[RequestRecord], concurrency: int) -> dict[str, float] | None:
+    """A closed-loop round's steady state: from the moment the C-th request was submitted (every
+    slot busy) to the first completion after the last submission (a slot that stays empty),
+    i.e. [C-th smallest start, (N - C + 1)-th smallest end] of N requests. Its tokens: what each
+    request produced inside it (``tokens_by``; failed requests produced none). None with one
+    wave (N <= C: no refill, the round is timed by its slowest request) or without the
+    requests' times (a batch or an agentic session)."""
+    n = len(records)
+    if n <= concurrency or any(r.start_s is None or r.end_s is None for r in records):
+        return None
+    starts = sorted(r.start_s for r in records if r.start_s is not None)
+    ends = sorted(r.end_s for r in records if r.end_s is not None)
+    a, b = starts[concurrency - 1], ends[n - concurrency]
+    if b <= a:
+        return None
+    tokens = sum(tokens_by(r, b) - tokens_by(r, a) for r in records if not r.error)
+    return {"start_s": a, "end_s": b, "tokens": tokens, "tokens_per_s": tokens / (b - a)}
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals and len(vals) == len(values) else None
 
 
 def tpot(rec: RequestRecord) -> float | None:
@@ -107,6 +153,35 @@ def accept_rate_by_position(hist: Sequence[int]) -> list[float | None]:
     return out
 
 
+def drafts_proposed(records: Sequence[RequestRecord], hist: Sequence[int]) -> dict[str, Any]:
+    """Where the engine reports its drafts (hf): verify steps that carried a draft, draft tokens
+    proposed, the share of steps with no draft (an n-gram without a match), and acceptance by
+    draft position among the steps that proposed that position (after accepting every earlier
+    one), which replaces the histogram-only rate. Nothing where the engine does not say."""
+    recs = [r for r in records if r.verify_steps is not None]
+    if not recs or any(r.draft_steps is None for r in recs):
+        return {}
+    steps = sum(r.verify_steps or 0 for r in recs)
+    with_draft = sum(r.draft_steps or 0 for r in recs)
+    reached: list[int] = []
+    for r in recs:
+        for i, n in enumerate(r.position_reached):
+            if i >= len(reached):
+                reached.append(0)
+            reached[i] += n
+    out: dict[str, Any] = {
+        "draft_steps": with_draft,
+        "draft_tokens": sum(r.draft_tokens or 0 for r in recs),
+        "no_draft_fraction": (steps - with_draft) / steps if steps else None,
+        "accept_rate_by_position_basis": "steps that proposed the position",
+    }
+    if reached:
+        out["accept_rate_by_position"] = [
+            sum(hist[p + 1 :]) / n if n else None for p, n in enumerate(reached)
+        ] or None
+    return out
+
+
 def _pcts(prefix: str, values: Sequence[float], scale: float = 1.0) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for q in PCTS:
@@ -136,6 +211,7 @@ def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]
         "verify_steps": sum(r.verify_steps for r in ok if r.verify_steps is not None) or None,
         "accept_histogram": hist or None,
         "accept_rate_by_position": accept_rate_by_position(hist) or None,
+        **drafts_proposed(ok, hist),
         "cached_tokens": sum(r.cached_tokens for r in ok),
         "queue_s_p50": percentile([r.queue_s for r in ok], 50),
         "queue_s_max": max((r.queue_s for r in ok), default=None),
@@ -145,6 +221,36 @@ def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]
     m.update(_pcts("tpot_ms", tpots, 1e3))
     m.update(_pcts("itl_ms", itls, 1e3))
     return m
+
+
+# the JSON's metrics: 2 = a cell's tok/s is the geometric mean of its rounds' (steady window in a
+# closed loop), output_tokens_per_s_total the former all-tokens ÷ all-time figure
+METRICS_VERSION = 2
+
+# what each tok/s estimator measures (tok_s_estimator); the terminal and Markdown tables say it
+ESTIMATORS = {
+    "steady window": "tokens produced while all C slots were busy ÷ that window (ramp-up and drain left out)",
+    "one wave": "one wave of C requests per round: a round is timed by its slowest request (lockstep)",
+    "round wall time": "a round's tokens ÷ its wall time",
+    "open loop": "a round's tokens ÷ its wall time, which follows the offered load",
+}
+
+# a timed round is an outlier when its tok/s is off the median of the cell's rounds by more than
+# OUTLIER_MADS robust standard deviations (1.4826 x MAD of the log rates) and by at least
+# OUTLIER_MIN_RATIO (a factor): reported by name, kept in the numbers
+OUTLIER_MADS = 4.0
+OUTLIER_MIN_RATIO = 1.25
+
+
+def outlier_rounds(rates: Sequence[float]) -> list[int]:
+    """Indices of the rounds far off the others (at least 3 rounds; see OUTLIER_MADS)."""
+    if len(rates) < 3 or any(r <= 0 for r in rates):
+        return []
+    logs = [math.log(r) for r in rates]
+    med = percentile(logs, 50) or 0.0
+    mad = 1.4826 * (percentile([abs(x - med) for x in logs], 50) or 0.0)
+    limit = max(math.log(OUTLIER_MIN_RATIO), OUTLIER_MADS * mad)
+    return [i for i, x in enumerate(logs) if abs(x - med) > limit]
 
 
 SATURATION_QUEUE_S = 0.010  # an open-loop request that waited longer for a free slot: saturated
@@ -196,6 +302,8 @@ def cell_metrics(
     energy_j: float | None = None,
     roofline_tokens_per_s: float | None = None,
     server_spec: Mapping[str, Any] | None = None,
+    round_windows: Sequence[Mapping[str, float] | None] = (),
+    one_wave: bool = False,
 ) -> dict[str, Any]:
     """One cell's result metrics from its timed rounds: ``summarize`` over Σ round times, the
     tok/s of each round and their coefficient of variation, SLO attainment and goodput, the
@@ -209,8 +317,32 @@ def cell_metrics(
 
     wall_s = sum(round_times)
     m = summarize(records, wall_s)
-    rates = [n / t for n, t in zip(round_output_tokens, round_times, strict=True) if t > 0]
+    m["metrics_version"] = METRICS_VERSION
+    total_rates = [n / t for n, t in zip(round_output_tokens, round_times, strict=True) if t > 0]
+    windows = list(round_windows)
+    if windows and all(w is not None for w in windows) and not request_rate:
+        rates = [w["tokens_per_s"] for w in windows if w is not None]
+        m["tok_s_estimator"] = "steady window"
+        m["steady_windows"] = [
+            [round(w["start_s"], 6), round(w["end_s"], 6), round(w["tokens"], 3)]
+            for w in windows
+            if w is not None
+        ]
+        m["window_fraction"] = sum(w["end_s"] - w["start_s"] for w in windows if w is not None) / wall_s
+        m["round_tokens_per_s_total"] = total_rates
+    else:
+        rates = total_rates
+        m["tok_s_estimator"] = "open loop" if request_rate else "one wave" if one_wave else "round wall time"
     m["round_tokens_per_s"] = rates
+    m["output_tokens_per_s_total"] = m["output_tokens_per_s"]
+    if rates and len(rates) == len(round_times):
+        m["output_tokens_per_s"] = geomean(rates)
+    outliers = outlier_rounds(rates)
+    if outliers:
+        med = percentile(rates, 50)
+        m["outlier_rounds"] = [
+            {"round": i, "tokens_per_s": rates[i], "median_tokens_per_s": med} for i in outliers
+        ]
     if request_rate:  # an open loop's tok/s follows its arrivals: the CV of its rounds' p50 latency
         by_round: dict[str, list[float]] = {}
         for r in records:

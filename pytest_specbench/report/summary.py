@@ -186,7 +186,26 @@ def table(doc: dict[str, Any]) -> list[str]:
         e = b["extra_info"]
         vals = " ".join(_fmt(e.get(k), f"{w}{f}") for _, k, f, w in cols)
         lines.append(f"{b['param']:<48} {vals} {e.get('errors', 0):>4}")
-    return lines
+    return lines + legend(doc)
+
+
+def legend(doc: dict[str, Any]) -> list[str]:
+    """What tok/s and "vs ar" are, and the tok/s estimators the run's cells used."""
+    from .metrics import ESTIMATORS
+
+    used: dict[str, int] = {}
+    for b in doc.get("benchmarks", []):
+        est = b["extra_info"].get("tok_s_estimator")
+        if est:
+            used[est] = used.get(est, 0) + 1
+    if not used:
+        return []
+    out = [
+        "tok/s: the geometric mean of a cell's timed rounds' tok/s; vs ar: the geometric mean of its "
+        "paired rounds' ratios to AR's (the ratio of the two tok/s shown, where every round pairs)"
+    ]
+    out += [f"  {n} cells, {est}: {ESTIMATORS.get(est, est)}" for est, n in sorted(used.items())]
+    return out
 
 
 def planned_vs_engine(event: dict[str, Any]) -> str | None:
@@ -261,6 +280,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     for cell, e in _rows(doc).items():
         cols = [cell, *(_fmt(e.get(k), f) for _, k, f, _ in columns), str(e.get("errors", 0))]
         lines.append(f"| {' | '.join(cols)} |")
+    lines += ["", *legend(doc), ""] if legend(doc) else []
     spec = doc.get("specbench") or {}
     for f in spec.get("failed_cells") or []:
         lines.append(f"- failed `{f['cell']}` ({f['phase']}): {failure_headline(f)}")

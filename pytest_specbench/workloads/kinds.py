@@ -53,6 +53,8 @@ class CellRun:
     extra: dict[str, Any] = field(default_factory=dict)
     round_digests: list[str] = field(default_factory=list)  # one per timed round (request_digest)
     round_output_tokens: list[int] = field(default_factory=list)  # per timed round, failed requests excluded
+    # per timed round: its steady-state window (metrics.steady_window) or None (one wave, open loop)
+    round_windows: list[Any] = field(default_factory=list)
 
 
 def request_seed(cell: Cell, round_idx: int) -> int:
@@ -144,6 +146,22 @@ def meters(meter: Meter | None, engine: Any) -> Meter | None:
     return None if not ms else ms[0] if len(ms) == 1 else _Meters(ms)
 
 
+# warm until warm: after the configured warm-up rounds, more (of the last warm-up plan) while
+# the last two warm-up rounds' tok/s differ by more than WARM_TOLERANCE, at most WARM_EXTRA_MAX
+WARM_TOLERANCE = 0.10
+WARM_EXTRA_MAX = 3
+
+
+def _round_rate(recs: list[RequestRecord], dt: float, concurrency: int, closed: bool) -> tuple[float, Any]:
+    """A round's tok/s (its steady window's in a closed loop with refills, else tokens ÷ wall
+    time) and the window (None without one)."""
+    win = metrics.steady_window(recs, concurrency) if closed else None
+    if win is not None:
+        return win["tokens_per_s"], win
+    tokens = sum(x.output_tokens for x in recs if not x.error)
+    return (tokens / dt if dt > 0 else 0.0), None
+
+
 def _timed(
     engine: Engine,
     cell: Cell,
@@ -151,31 +169,57 @@ def _timed(
     round_fn: Callable[[Any], list[RequestRecord]],
     meter: Meter | None,
 ) -> CellRun:
-    """Warm-up rounds, then the timed ones; ``plans`` (one per round, warm-up first) are built
-    before the first clock starts, so no round times prompt building and the energy window
-    holds only the timed rounds. RoundPlans' digests become the run's round_digests."""
+    """Warm-up rounds (extended until two in a row agree within WARM_TOLERANCE, when any are
+    configured), then the timed ones; ``plans`` (one per round, warm-up first) are built before
+    the first clock starts, so no round times prompt building and the energy window holds only
+    the timed rounds. RoundPlans' digests become the run's round_digests."""
     w = cell.workload
+    closed = not cell.request_rate
     records: list[RequestRecord] = []
     times: list[float] = []
     tokens: list[int] = []
-    for r, plan in enumerate(plans):
+    windows: list[Any] = []
+    warm_rates: list[float] = []
+
+    def one(r: int, plan: Any) -> tuple[list[RequestRecord], float]:
         PROGRESS.start_round(r, len(plan.requests) if isinstance(plan, RoundPlan) else 0)
-        if r == w.warmup and meter is not None:
-            meter.start()
         engine.flush_cache()
         gc.collect()  # no collection of earlier rounds' garbage inside this round's clock
         t0 = time.perf_counter()
         recs = round_fn(plan)
-        dt = time.perf_counter() - t0
-        if r >= w.warmup:
-            records += recs
-            times.append(dt)
-            tokens.append(sum(x.output_tokens for x in recs if not x.error))
-    run = CellRun(records, times, round_output_tokens=tokens)
+        return recs, time.perf_counter() - t0
+
+    for r, plan in enumerate(plans[: w.warmup]):
+        recs, dt = one(r, plan)
+        warm_rates.append(_round_rate(recs, dt, cell.concurrency, closed)[0])
+    extra = 0
+    while w.warmup and extra < WARM_EXTRA_MAX and not _settled(warm_rates):
+        extra += 1
+        recs, dt = one(w.warmup - 1, plans[w.warmup - 1])
+        warm_rates.append(_round_rate(recs, dt, cell.concurrency, closed)[0])
+    if meter is not None:
+        meter.start()
+    for r, plan in enumerate(plans[w.warmup :], start=w.warmup):
+        recs, dt = one(r, plan)
+        records += recs
+        times.append(dt)
+        tokens.append(sum(x.output_tokens for x in recs if not x.error))
+        windows.append(_round_rate(recs, dt, cell.concurrency, closed)[1])
+    run = CellRun(records, times, round_output_tokens=tokens, round_windows=windows)
     run.round_digests = [p.digest() for p in plans[w.warmup :] if isinstance(p, RoundPlan)]
+    if w.warmup:
+        run.extra.update(
+            warmup_tokens_per_s=[round(x, 3) for x in warm_rates],
+            warmup_extra_rounds=extra,
+            warmup_settled=_settled(warm_rates),
+        )
     if meter is not None and w.rounds:
         run.extra.update(meter.stop())
     return run
+
+
+def _settled(rates: list[float]) -> bool:
+    return len(rates) >= 2 and rates[-2] > 0 and abs(rates[-1] / rates[-2] - 1) <= WARM_TOLERANCE
 
 
 def _exact_rounds(engine: Engine, cell: Cell, stream: bool, meter: Meter | None) -> CellRun:
@@ -316,6 +360,54 @@ def per_turn(records: list[RequestRecord], names: list[str]) -> list[dict[str, A
             }
         )
     return rows
+
+
+WARM_MAX_SHAPES = 8
+WARM_OUTPUT_TOKENS = 8
+
+
+def warm_shapes(cells: list[Cell]) -> list[tuple[int, int, bool]]:
+    """The (concurrency, prompt tokens, streamed) shapes a group's cells of exact prompts will
+    use, smallest first, at most WARM_MAX_SHAPES."""
+    shapes = {
+        (c.concurrency, c.context_tokens, c.workload.streamed)
+        for c in cells
+        if c.workload.kind in ("throughput", "ttft", "long_context")
+    }
+    return sorted(shapes, key=lambda s: (s[1], s[0], s[2]))[:WARM_MAX_SHAPES]
+
+
+def warm_engine(engine: Engine, cells: list[Cell]) -> dict[str, Any]:
+    """After an engine starts: one round of C requests (WARM_OUTPUT_TOKENS each) at every shape
+    its cells will use, so that no cell's first round pays for first-time allocations, kernel
+    selection or thread pools at a new batch size or prompt length. Prompts are seeded apart
+    from every cell's. What ran, how long it took and any error go into the engine event."""
+    shapes = warm_shapes(cells)
+    out: dict[str, Any] = {"shapes": [], "s": 0.0}
+    if not shapes:
+        return out
+    tok = engine.tokenizer()
+    t_all = time.perf_counter()
+    for c, n_prompt, stream in shapes:
+        ps = prompts.make_prompts(tok, n_prompt, c, 7_777_777 + n_prompt)
+        reqs = [
+            Request(tuple(p), WARM_OUTPUT_TOKENS, tag=f"warm/req{i}", stream=stream) for i, p in enumerate(ps)
+        ]
+        t0 = time.perf_counter()
+        recs = run_requests(engine, reqs, c)
+        err = next((r.error for r in recs if r.error), None)
+        out["shapes"].append(
+            {
+                "concurrency": c,
+                "prompt_tokens": n_prompt,
+                "s": round(time.perf_counter() - t0, 4),
+                "error": err,
+            }
+        )
+        if err:
+            break
+    out["s"] = round(time.perf_counter() - t_all, 4)
+    return out
 
 
 WORKLOADS: dict[str, Callable[[Engine, Cell, Meter | None], CellRun]] = {
