@@ -276,7 +276,8 @@ def warnings(doc: dict[str, Any]) -> list[str]:
         for o in e.get("outlier_rounds") or ():
             out.append(
                 f"warning: {b['param']}: timed round {o['round'] + 1} at {o['tokens_per_s']:.1f} tok/s, "
-                f"far off the median {o['median_tokens_per_s']:.1f} of its rounds (outlier; kept in the numbers)"
+                f"far off the median {o['median_tokens_per_s']:.1f} of its rounds (an outlier, kept in the "
+                "numbers)"
             )
         if e.get("warmup_settled") is False:
             w = "/".join(f"{x:.0f}" for x in e.get("warmup_tokens_per_s") or ())
