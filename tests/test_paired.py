@@ -49,16 +49,6 @@ def test_t_quantiles() -> None:
         paired.t975(0)
 
 
-def test_bootstrap_pairs_by_tag() -> None:
-    base = {f"r0/q{i}": 1.0 + 0.1 * i for i in range(9)}
-    other = {t: v / 2 for t, v in base.items()}  # every request twice as fast
-    other["only-here"] = 100.0  # not in base: ignored
-    iv = paired.bootstrap_median_ratio(base, other)
-    assert iv is not None
-    assert iv.point == pytest.approx(2.0) and iv.lo == pytest.approx(2.0) and iv.hi == pytest.approx(2.0)
-    assert iv.n == 9
-
-
 def test_cv() -> None:
     assert paired.cv([90.0, 110.0]) == pytest.approx(math.sqrt(200) / 100)
     assert paired.cv([5.0]) is None
@@ -222,7 +212,10 @@ def test_two_identical_engines_compare_one_under_every_workload(
         # on a busy 2-core machine an identical engine's interval was seen at [1.005, 1.011]
         assert lo <= 1.0 + paired.EQUIVALENCE and hi >= 1.0 - paired.EQUIVALENCE, (b["param"], lo, hi)
         assert abs(e["speedup_vs_ar"] - 1.0) <= 0.03, (b["param"], e["speedup_vs_ar"])
-        assert e["speedup_verdict"] in ("not separated", "within ±2%"), (b["param"], e["speedup_verdict"])
+        # never told apart: a tie, not separated, or no verdict when a neighbour process took the
+        # CPU during one of the two cells (the suite's other workers under -n)
+        v = e["speedup_verdict"]
+        assert v in ("not separated", "within ±2%") or v.startswith("no verdict: "), (b["param"], v)
         assert e["rounds_cv"] is not None
         if b["params"].get("request_rate"):
             open_loop += 1

@@ -14,6 +14,7 @@ client ``httpclient``) and the running cell's progress counters (``progress``). 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ class Backend:
     gpu: bool = True  # runs on GPUs: the planner sizes its groups against GPU memory
     local_models: bool = False  # model paths must exist here (or be embedded:/hub ids) before a start
     external: bool = False  # an endpoint the plugin does not start: no lifecycle, GPUs or memory plan
+    engine_args: bool = True  # takes a method's engine_args (False: giving any is a usage error)
+    needs: tuple[tuple[str, str], ...] = ()  # (module, how to install it) a run needs importable
 
     def skip_reason(self, group: EngineGroup) -> str | None:
         """Why this backend cannot run ``group`` at this TP size (checked at collection)."""
@@ -49,6 +52,18 @@ class Backend:
             return (
                 f"methods.{method.name}: backend {self.name!r} implements speculative algorithms "
                 f"{', '.join(self.algorithms)}; {spec.algorithm!r} needs the sglang backend"
+            )
+        for module, install in self.needs if sends else ():
+            if importlib.util.find_spec(module) is None:
+                return (
+                    f"methods.{method.name}: backend {self.name!r} needs {module}, which is not "
+                    f"installed: {install}"
+                )
+        if method.engine_args and not self.engine_args:
+            return (
+                f"methods.{method.name}.engine_args: backend {self.name!r} takes no engine arguments "
+                f"(given: {', '.join(k for k, _ in method.engine_args)}); remove them, or use the "
+                "sglang backend"
             )
         key_env = getattr(method, "api_key_env", None)
         if key_env and sends and not os.environ.get(key_env):
@@ -103,8 +118,12 @@ def register_backend(
     gpu: bool = True,
     local_models: bool = False,
     external: bool = False,
+    engine_args: bool = True,
+    needs: tuple[tuple[str, str], ...] = (),
 ) -> None:
-    BACKENDS[name] = Backend(name, factory, max_tp, algorithms, gpu, local_models, external)
+    BACKENDS[name] = Backend(
+        name, factory, max_tp, algorithms, gpu, local_models, external, engine_args, needs
+    )
 
 
 def get_backend(name: str) -> Backend:
@@ -121,11 +140,24 @@ register_backend(
     algorithms=("ngram", "draft"),
     gpu=False,
     local_models=True,
+    engine_args=False,  # the embedded model runs in float32 through transformers, nothing to set
 )
-register_backend("sglang", "pytest_specbench.engines.sglang:SGLangEngine", local_models=True)
+SGLANG = ("sglang", 'pip install -e ".[sglang]" on a GPU host (offline: the wheelhouse of docs/sglang.md)')
+AIOHTTP = ("aiohttp", 'pip install -e ".[server]"')
+register_backend("sglang", "pytest_specbench.engines.sglang:SGLangEngine", local_models=True, needs=(SGLANG,))
 # one `python -m sglang.launch_server` per group, driven over HTTP (engines/server.py)
-register_backend("sglang-server", "pytest_specbench.engines.server:SGLangServerEngine", local_models=True)
+register_backend(
+    "sglang-server",
+    "pytest_specbench.engines.server:SGLangServerEngine",
+    local_models=True,
+    needs=(AIOHTTP,),  # SGLang is the launched server's (its log says when it cannot import it)
+)
 # an endpoint the plugin does not start (SGLang, vLLM or any OpenAI-compatible server)
 register_backend(
-    "http", "pytest_specbench.engines.server:HTTPEngine", gpu=False, local_models=True, external=True
+    "http",
+    "pytest_specbench.engines.server:HTTPEngine",
+    gpu=False,
+    local_models=True,
+    external=True,
+    needs=(AIOHTTP,),
 )

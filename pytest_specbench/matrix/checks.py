@@ -3,7 +3,13 @@ names the file and the key path in every message, with the allowed values. No py
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+# the largest count (tokens, requests, rounds, concurrency) a matrix may ask for: a 10M-token
+# prompt or 10M requests a round is beyond any engine; more is a typo that would hang prompt
+# building or run for years
+MAX_COUNT = 10_000_000
 
 
 class MatrixError(ValueError):
@@ -35,7 +41,22 @@ class Ctx:
     def pos_int(self, value: Any, key: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise self.err(key, f"expected a positive integer; got {value!r}")
+        if value > MAX_COUNT:
+            raise self.err(key, f"{value:,} cannot be measured here; at most {MAX_COUNT:,}")
         return value
+
+    def pos_number(self, value: Any, key: str, what: str, most: float) -> float:
+        """A finite number > 0 and <= ``most`` (NaN, infinity and absurd values refused)."""
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise self.err(key, f"expected {what} > 0 (a finite number); got {value!r}")
+        if value > most:
+            raise self.err(key, f"{value:g} cannot be measured here; at most {most:g}")
+        return float(value)
 
     def int_list(self, value: Any, key: str) -> tuple[int, ...]:
         items = value if isinstance(value, list) else [value]

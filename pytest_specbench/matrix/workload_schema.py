@@ -37,6 +37,8 @@ WORKLOAD_KEYS = (
     "temperature",
     "slo",
 )
+MAX_REQUEST_RATE = 1e6  # requests per second a client can offer
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a cell's time limit: a week at most
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_s")
 OPTION_KEYS = ("stream",)
 IGNORED_BY = {"context_tokens": ("agentic", "categories"), "prompt_tokens": ("agentic", "categories")}
@@ -66,8 +68,7 @@ def _workload_axes(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Pa
     if d.get("request_rate") is not None:
         rates = d["request_rate"] if isinstance(d["request_rate"], list) else [d["request_rate"]]
         for i, r in enumerate(rates):
-            if isinstance(r, bool) or not isinstance(r, (int, float)) or r <= 0:
-                raise cx.err(f"{key}.request_rate[{i}]", f"expected requests per second > 0; got {r!r}")
+            cx.pos_number(r, f"{key}.request_rate[{i}]", "requests per second", MAX_REQUEST_RATE)
         if len({float(r) for r in rates}) != len(rates):
             raise cx.err(f"{key}.request_rate", f"lists a rate twice: {rates!r}")
         kw["request_rate"] = tuple(float(r) for r in rates)
@@ -147,10 +148,9 @@ def workload(cx: Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir:
             raise cx.err(f"{key}.warmup", f"expected an integer >= 0; got {w!r}")
         kw["warmup"] = w
     if d.get("timeout_s") is not None:
-        t = d["timeout_s"]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-            raise cx.err(f"{key}.timeout_s", f"expected a number of seconds > 0; got {t!r}")
-        kw["timeout_s"] = float(t)
+        kw["timeout_s"] = cx.pos_number(
+            d["timeout_s"], f"{key}.timeout_s", "a number of seconds", MAX_TIMEOUT_S
+        )
     if d.get("methods") is not None:
         ms = d["methods"] if isinstance(d["methods"], list) else [d["methods"]]
         for i, m in enumerate(ms):
@@ -185,8 +185,7 @@ def _slo(cx: Ctx, key: str, raw: Any, w: Workload) -> tuple[tuple[str, float], .
         raise cx.err(key, f"expected at least one of {', '.join(SLO_KEYS)}")
     out = []
     for k, v in d.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-            raise cx.err(f"{key}.{k}", f"expected a number > 0; got {v!r}")
+        cx.pos_number(v, f"{key}.{k}", "a number", MAX_TIMEOUT_S * 1e3)
         if k in ("ttft_ms", "tpot_ms") and not w.streamed:
             raise cx.err(
                 f"{key}.{k}",

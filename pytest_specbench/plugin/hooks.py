@@ -78,6 +78,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     warnings.filterwarnings("ignore", message="Not saving anything, no benchmarks have been run")
     path = _matrix_path(config)
+    if not hasattr(config, "workerinput"):
+        results.check_json_target(config)
     if path is not None:
         try:
             st.matrix = load(path, tuple(BACKENDS))
@@ -88,6 +90,7 @@ def pytest_configure(config: pytest.Config) -> None:
             why = get_backend(m.backend).refusal(m, sends=sends)
             if why:
                 raise pytest.UsageError(f"{path}: {why}")
+    _warn_cpu_engines_share_cores(config, st)
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
     inv = None
     if config.getoption("specbench_plan") and not hasattr(config, "workerinput"):
@@ -279,6 +282,28 @@ def _fired_by_pytest_timeout(call: pytest.CallInfo[Any]) -> bool:
     return False
 
 
+def _warn_cpu_engines_share_cores(config: pytest.Config, st: SpecbenchState) -> None:
+    """CPU backends under -n K: K engines at once split the cores (each gets cores // K torch
+    threads, engines/hf.py); past one thread each they oversubscribe them. Said once, up front."""
+    k = xdist_sched.workers(config)
+    cpu = st.matrix is not None and any(
+        not get_backend(m.backend).gpu and not get_backend(m.backend).external for m in st.matrix.methods
+    )
+    if hasattr(config, "workerinput") or k <= 1 or not cpu:
+        return
+    cores = os.cpu_count() or 1
+    share = f"{max(1, cores // k)} thread(s) each"
+    over = " (more engines than cores: they oversubscribe them)" if k > cores else ""
+    config.issue_config_time_warning(
+        pytest.PytestConfigWarning(
+            f"-n {k} runs {k} CPU engines at once on {cores} cores, {share}{over}: CPU cells run "
+            "slower and noisier than serially, and cells that overlap disturb each other (marked "
+            "'disturbed'); run CPU matrices without -n to compare methods"
+        ),
+        stacklevel=2,
+    )
+
+
 def _item_cell(item: pytest.Item) -> Cell | None:
     cs = getattr(item, "callspec", None)
     cell = cs.params.get("cell") if cs is not None else None
@@ -389,7 +414,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         results.mark_interrupted(st)
     if st.results or st.engine_events or st.interrupted:
-        results.write_json(config, st)
+        results.write_json(config, st, final=True)
+        if st.write_errors and st.written_to != str(config.getoption("benchmark_json")):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the results are not where asked
         plots = config.getoption("specbench_plots")
         if plots and st.doc is not None:
             report.write_plots(st.doc, Path(plots))

@@ -63,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--specbench-timeout",
         metavar="S",
-        type=float,
+        type=_seconds,
         default=None,
         help="every cell's time limit in seconds, overriding the workloads' timeout_s (enforced in "
         "the engine's event loop; a cell over it fails and its engine is torn down). pytest-timeout's "
@@ -72,7 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--specbench-start-timeout",
         metavar="S",
-        type=float,
+        type=_seconds,
         default=900.0,
         help="an engine start taking longer fails its group's cells (the run goes on). "
         "Cells have their own limit (the workload's timeout_s or --specbench-timeout), "
@@ -158,6 +158,20 @@ def _memory(value: str) -> int:
         return parse_memory(value)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _seconds(value: str) -> float:
+    """A time limit: a finite number of seconds > 0 (a week at most)."""
+    import argparse
+    import math
+
+    try:
+        v = float(value)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and 0 < v <= 7 * 24 * 3600):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0 (at most a week); got {value!r}")
+    return v
 
 
 def _bandwidth(value: str) -> float:

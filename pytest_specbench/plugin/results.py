@@ -192,27 +192,108 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
     )
 
 
-def write_json(config: pytest.Config, st: SpecbenchState) -> None:
-    """(Re)write the whole document: after every finished cell and at the end of the session."""
+def write_json(config: pytest.Config, st: SpecbenchState, final: bool = False) -> None:
+    """(Re)write the whole document: after every finished cell and at the end of the session.
+
+    A write that fails (disk full, directory gone) never stops the run: the document stays in
+    memory, the failure is said once on the terminal and kept in ``st.write_errors``, and the
+    next cell's write tries again. When the session's last write fails too, the document goes to
+    a rescue file (``rescue_paths``) and the summary says where, or that nothing could be written.
+    """
     st.doc = build_doc(config, st)
     target = config.getoption("benchmark_json", None)
     if not target:
         return
+    text = report.dumps(st.doc)
     if hasattr(target, "write"):  # older pytest-benchmark: an open binary file
         target.seek(0)
         target.truncate()
-        target.write(report.dumps(st.doc).encode())
+        target.write(text.encode())
         target.flush()
-    else:
-        tmp = Path(str(target) + ".tmp")
-        tmp.write_text(report.dumps(st.doc))
+        return
+    error = _write(Path(target), text)
+    if error is None:
+        if st.write_errors and st.written_to is None:
+            _say(config, f"specbench: {target} written again after {len(st.write_errors)} failed write(s)")
+        st.written_to = str(target)
+        return
+    st.written_to = None
+    if not st.write_errors or st.write_errors[-1] != error:
+        _say(
+            config,
+            f"specbench: could not write {error}; the results are kept and written after the next cell",
+        )
+    st.write_errors.append(error)
+    if final:
+        for rescue in rescue_paths(Path(target)):
+            if _write(rescue, text) is None:
+                st.written_to = str(rescue)
+                return
+
+
+def _write(target: Path, text: str) -> str | None:
+    """Write ``text`` to ``target`` through a temporary file; the reason when it failed."""
+    tmp = Path(str(target) + ".tmp")
+    try:
+        tmp.write_text(text)
         tmp.replace(target)
+    except OSError as e:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return f"{target}: {e.strerror or e}"
+    return None
+
+
+def rescue_paths(target: Path) -> list[Path]:
+    """Where the last write goes when the target fails: beside it, the working directory, the
+    system's temporary directory."""
+    import os
+    import tempfile
+
+    name = f"{target.stem}.rescued-{os.getpid()}.json"
+    return [target.with_name(name), Path.cwd() / name, Path(tempfile.gettempdir()) / name]
+
+
+def _say(config: pytest.Config, line: str) -> None:
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(line)
+
+
+def check_json_target(config: pytest.Config) -> None:
+    """Before any engine starts: --benchmark-json's directory exists and is writable."""
+    import os
+
+    target = config.getoption("benchmark_json", None)
+    if not target or hasattr(target, "write"):
+        return
+    parent = Path(target).resolve().parent
+    if not parent.is_dir():
+        raise pytest.UsageError(f"--benchmark-json {target}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise pytest.UsageError(f"--benchmark-json {target}: directory {parent} is not writable")
 
 
 def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if st.doc is None:
         return []
     out: list[str] = []
+    target = config.getoption("benchmark_json", None)
+    if st.write_errors:
+        where = (
+            f"the results are in {st.written_to}"
+            if st.written_to
+            else "the results could not be written anywhere (this summary is all that is left)"
+        )
+        out.append(
+            f"JSON NOT WRITTEN to {target}: {len(st.write_errors)} failed write(s), the last: "
+            f"{st.write_errors[-1]}; {where}"
+            if st.written_to != str(target)
+            else f"JSON written to {target} after {len(st.write_errors)} failed write(s), the last: "
+            f"{st.write_errors[-1]}"
+        )
     out += report.table(st.doc)
     spec = st.doc["specbench"]
     out.append(
@@ -233,7 +314,7 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if shapes:
         out.append(
             "fastest method per cell shape (closed loop: tok/s, x = paired-rounds speedup vs AR [95% CI]; "
-            "open loop: p50 latency, x = AR p50 / method p50, > 1 faster [bootstrap 95% CI]; ≈: this "
+            "open loop: p50 latency, x = AR p50 / method p50, > 1 faster [paired-rounds 95% CI]; ≈: this "
             "neighbour pair is not separated, not transitive):"
         )
         out += [f"  {label}: {decide.ranking(rows)}" for label, rows in shapes]

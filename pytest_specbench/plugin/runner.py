@@ -59,7 +59,7 @@ class CellRunner:
         try:
             if n == 0:  # the group's first cell: warm the engine at every shape its cells use
                 warm = workloads.warm_engine(engine, _group_cells(self.item, cell))
-            run = workloads.run(engine, cell, workloads.meters(_energy_meter(st, cell), engine))
+            run = workloads.run(engine, cell, workloads.meters(_meters(st, cell), engine))
         except CellTimeout as e:
             timed_out = str(e)
         except (Interrupted, KeyboardInterrupt) as e:  # SIGTERM / Ctrl-C: stop the run, keep the rest
@@ -75,13 +75,18 @@ class CellRunner:
             if ticker is not None:
                 ticker.stop()
         if timed_out is not None:  # failed outside the except: no chained traceback in the report
+            from ..engines.progress import PROGRESS
+
+            done = f"{PROGRESS.done}/{PROGRESS.total}" if PROGRESS.total else f"{PROGRESS.done}"
             why = (
-                f"engine of group {cell.group.id} torn down: cell {cell.id} made no progress within "
-                f"timeout_s={limit:g} s"
+                f"engine of group {cell.group.id} torn down: cell {cell.id} did not finish within its "
+                f"time limit of {limit:g} s (in round {PROGRESS.round} of {PROGRESS.rounds}, {done} of its "
+                "requests done)"
             )
             st.abandon_engine(cell.group, why)
             pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)
         cp = st.get_plan().cells.get(cell.id)
+        disturbed = run.extra.pop("disturbed", None)
         m = metrics.cell_metrics(
             run.records,
             run.round_times,
@@ -96,6 +101,8 @@ class CellRunner:
             one_wave=cell.workload.kind in ("throughput", "ttft", "long_context")
             and cell.workload.requests_per_round(cell.concurrency) <= cell.concurrency,
         )
+        if disturbed:  # in the metrics, where comparisons read it: no verdict for this cell
+            m["disturbed"] = disturbed
         result = {
             "nodeid": self.item.nodeid,
             "name": self.item.name,
@@ -160,6 +167,16 @@ def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell) -> Any:
     ticker = Ticker(write)
     ticker.start(cell.id, w.warmup + w.rounds, w.warmup, eta)
     return ticker
+
+
+def _meters(st: SpecbenchState, cell: Cell) -> Any:
+    """What is measured over a cell's timed rounds besides its requests: other processes' CPU
+    time (disturbance.DisturbanceMeter) and, on leased GPUs, their energy."""
+    from ..workloads.kinds import Meters
+    from .disturbance import DisturbanceMeter
+
+    energy = _energy_meter(st, cell)
+    return Meters([DisturbanceMeter(), *([energy] if energy is not None else [])])
 
 
 def _energy_meter(st: SpecbenchState, cell: Cell) -> Any:

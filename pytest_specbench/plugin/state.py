@@ -41,6 +41,8 @@ class SpecbenchState:
     engine_events: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     doc: dict[str, Any] | None = None
+    write_errors: list[str] = field(default_factory=list)  # failed writes of the JSON, in order
+    written_to: str | None = None  # where the last successful write went (None: the last failed)
     gpus: tuple[int, ...] | None = None  # the run's GPU pool (None: unknown, no NVML)
     gpu_notes: list[str] = field(default_factory=list)
     gpu_unavailable: list[str] = field(default_factory=list)  # GPUs left out of the pool, and why
@@ -111,7 +113,9 @@ class SpecbenchState:
                     ) from None
             gpu_backends = frozenset(n for n, b in BACKENDS.items() if b.gpu)
             cells = self.matrix.cells()
-            self.plan = plan.make_plan(cells, self.gpu_budget, prev, gpu_backends)
+            self.plan = plan.make_plan(
+                cells, self.gpu_budget, prev, gpu_backends, self.config.getoption("specbench_timeout", None)
+            )
             for c in cells:  # wider than the run's GPU pool: skipped, and not in the plan's ETA
                 why = self.gpu_skip_reason(c)
                 cp = self.plan.cells.get(c.id)

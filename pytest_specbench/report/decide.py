@@ -206,7 +206,7 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
             "",
             "Fastest method per cell shape (closed loop: output tok/s; open loop: p50 E2E latency).",
             "x: speedup vs the AR method of the same model with its 95% interval over paired rounds",
-            "(open loop: latency ratio, paired bootstrap); ≈: a paired comparison does not separate",
+            "(open loop: p50 latency ratio over paired rounds); ≈: a paired comparison does not separate",
             "the two neighbours:",
             "",
             "| shape | fastest | all methods, fastest first |",
@@ -279,6 +279,8 @@ def warnings(doc: dict[str, Any]) -> list[str]:
                 f"far off the median {o['median_tokens_per_s']:.1f} of its rounds (an outlier, kept in the "
                 "numbers)"
             )
+        if e.get("disturbed"):
+            out.append(f"warning: {b['param']}: disturbed: {e['disturbed']}; no faster/slower verdict")
         if e.get("warmup_settled") is False:
             w = "/".join(f"{x:.0f}" for x in e.get("warmup_tokens_per_s") or ())
             out.append(

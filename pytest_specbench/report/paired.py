@@ -7,20 +7,24 @@ its AR baseline did the same work and can be compared pair by pair:
 - closed loop: the speedup is the geometric mean over paired rounds of M's round tok/s ÷ the
   baseline's, with a 95 % t-interval on the log ratios (n - 1 degrees of freedom);
 - open loop (``request_rate``): tok/s follows the offered load, so the speedup is the ratio of
-  median E2E latencies (baseline p50 ÷ M p50; > 1: M is faster), its 95 % interval a paired
-  bootstrap over the requests (the same tags resampled for both methods);
+  median E2E latencies (baseline p50 ÷ M p50; > 1: M is faster), per paired round (every round
+  replays the same arrival schedule for both), with the same t-interval over rounds. Requests of
+  one round share a queue (a slow moment delays everything behind it), so they are not
+  independent draws and an interval over them is far too narrow; rounds are. A cell that
+  saturated (its client queue grew) gets no verdict;
 - acceptance between two speculative methods: the mean per-request difference of accept
   lengths over the requests both ran, with a 95 % t-interval.
 
-An interval that excludes 1.0 (0.0 for a difference) is "faster" / "slower" (higher / lower);
-one that contains it is "not separated"; a ratio whose whole interval lies within 1 ± 2 % is
-"within ±2%" (EQUIVALENCE). One pair gives a point estimate and no interval.
+A ratio is "faster" / "slower" only when its whole interval lies beyond 1 ± 2 % (EQUIVALENCE,
+the drift between groups that run one after the other, which the rounds' spread does not hold);
+one whose whole interval lies within 1 ± 2 % is "within ±2%"; anything else is "not separated". A
+difference (null 0.0) is "higher" / "lower" when its interval excludes 0. One pair gives a point
+estimate and no interval.
 """
 
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +36,6 @@ _T975 = (
     2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
     2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
 )  # fmt: skip
-BOOTSTRAP_RESAMPLES = 2000
 CV_WARN = 0.05  # the summary warns about cells whose round-to-round CV is above this
 # Ratios whose whole interval lies within 1 ± this are reported as a tie ("within ±2%"): methods
 # run one after the other (one engine per group), so slow drift of the machine between groups is
@@ -59,12 +62,18 @@ class Interval:
         "not separated". For a difference (null 0.0): "higher" / "lower" / "not separated"."""
         if self.lo is None or self.hi is None:
             return "one pair: no interval"
-        if null == 1.0 and 1 - EQUIVALENCE <= self.lo and self.hi <= 1 + EQUIVALENCE:
-            return f"within ±{EQUIVALENCE:.0%}"
+        if null == 1.0:
+            if 1 - EQUIVALENCE <= self.lo and self.hi <= 1 + EQUIVALENCE:
+                return f"within ±{EQUIVALENCE:.0%}"
+            if self.lo > 1 + EQUIVALENCE:
+                return "faster"
+            if self.hi < 1 - EQUIVALENCE:
+                return "slower"
+            return "not separated"
         if self.lo > null:
-            return "faster" if null == 1.0 else "higher"
+            return "higher"
         if self.hi < null:
-            return "slower" if null == 1.0 else "lower"
+            return "lower"
         return "not separated"
 
 
@@ -93,35 +102,6 @@ def mean_interval(values: Sequence[float]) -> Interval | None:
 
 def _median(v: Sequence[float]) -> float:
     return statistics.median(v)
-
-
-def bootstrap_median_ratio(
-    base: Mapping[str, float], other: Mapping[str, float], seed: int = 0
-) -> Interval | None:
-    """median(base) ÷ median(other) over the tags both have, with a paired percentile bootstrap
-    (tags resampled with replacement, the same draw for both)."""
-    tags = sorted(set(base) & set(other))
-    if not tags:
-        return None
-    a = [base[t] for t in tags]
-    b = [other[t] for t in tags]
-    if _median(b) <= 0:
-        return None
-    point = _median(a) / _median(b)
-    if len(tags) < 2:
-        return Interval(point, None, None, 1)
-    rng = random.Random(seed)
-    n = len(tags)
-    stats = []
-    for _ in range(BOOTSTRAP_RESAMPLES):
-        idx = [rng.randrange(n) for _ in range(n)]
-        mb = _median([b[i] for i in idx])
-        if mb > 0:
-            stats.append(_median([a[i] for i in idx]) / mb)
-    stats.sort()
-    lo = stats[int(0.025 * (len(stats) - 1))]
-    hi = stats[int(math.ceil(0.975 * (len(stats) - 1)))]
-    return Interval(point, lo, hi, n)
 
 
 def cv(values: Sequence[float]) -> float | None:
@@ -158,11 +138,6 @@ def _paired_rounds(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[int
     return list(range(min(len(a.get("rates", [])), len(b.get("rates", []))))), "unverified"
 
 
-def _latencies(m: Mapping[str, Any]) -> dict[str, float]:
-    pr = m.get("per_request") or {}
-    return dict(zip(pr.get("tag") or [], pr.get("latency_s") or [], strict=False))
-
-
 def _accepts(m: Mapping[str, Any]) -> dict[str, float]:
     pr = m.get("per_request") or {}
     out = {}
@@ -186,8 +161,9 @@ def compare(cell: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
         out["speedup_verdict"] = "unpaired: the two cells got different requests (request_digests differ)"
         return out
     if cell["params"].get("request_rate"):
-        iv = bootstrap_median_ratio(_latencies(base["metrics"]), _latencies(cell["metrics"]))
-        out["speedup_metric"] = "latency_s_p50 ratio (open loop; paired bootstrap over requests)"
+        pa, pb = round_p50s(cell["metrics"]), round_p50s(base["metrics"])
+        iv = ratio_interval([pb[i] for i in idx if i < len(pb)], [pa[i] for i in idx if i < len(pa)])
+        out["speedup_metric"] = "latency_s_p50 ratio (open loop; paired rounds' p50 latency, t-interval)"
         if iv is None:  # an older JSON without per-request latencies
             la, lb = cell["metrics"].get("latency_s_p50"), base["metrics"].get("latency_s_p50")
             iv = Interval(lb / la, None, None, 0) if la and lb else None
@@ -203,7 +179,37 @@ def compare(cell: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
         speedup_pairs=iv.n,
         speedup_verdict=iv.verdict(),
     )
+    withheld = no_verdict_reason(cell["metrics"], "the cell") or no_verdict_reason(
+        base["metrics"], "its baseline"
+    )
+    if withheld:
+        out["speedup_verdict"] = f"no verdict: {withheld}"
     return out
+
+
+def no_verdict_reason(m: Mapping[str, Any], who: str) -> str | None:
+    """Why a comparison with this cell gets no faster/slower verdict: a saturated open loop (the
+    engine did not keep up with the offered rate) or a run disturbed by other processes."""
+    if m.get("saturated"):
+        offered = m.get("offered_request_rate")
+        got = m.get("achieved_request_rate")
+        at = f" at {got:.2f} of {offered:g} req/s offered" if got is not None and offered else ""
+        return f"{who} saturated{at}"
+    if m.get("disturbed"):
+        return f"{who} was disturbed ({m['disturbed']})"
+    return None
+
+
+def round_p50s(m: Mapping[str, Any]) -> list[float]:
+    """Per timed round (in order), the median E2E latency of its requests (from per_request tags
+    ``roundN/...``); empty for an older JSON without them."""
+    pr = m.get("per_request") or {}
+    by: dict[int, list[float]] = {}
+    for tag, lat in zip(pr.get("tag") or [], pr.get("latency_s") or [], strict=False):
+        head = str(tag).split("/", 1)[0]
+        if head.startswith("round") and head[5:].isdigit():
+            by.setdefault(int(head[5:]), []).append(float(lat))
+    return [statistics.median(by[r]) for r in sorted(by)]
 
 
 def accept_difference(cell: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -122,7 +122,7 @@ class Meter(Protocol):
     def stop(self) -> dict[str, Any]: ...
 
 
-class _Meters:
+class Meters:
     """Several meters over the same window, their results merged."""
 
     def __init__(self, meters: list[Meter]):
@@ -143,7 +143,7 @@ def meters(meter: Meter | None, engine: Any) -> Meter | None:
     """``meter`` together with the engine's own (``cell_meter()``: a server's counters)."""
     own = getattr(engine, "cell_meter", None)
     ms = [m for m in (meter, own() if own is not None else None) if m is not None]
-    return None if not ms else ms[0] if len(ms) == 1 else _Meters(ms)
+    return None if not ms else ms[0] if len(ms) == 1 else Meters(ms)
 
 
 # warm until warm: after the configured warm-up rounds, more (of the last warm-up plan) while
@@ -364,13 +364,16 @@ def per_turn(records: list[RequestRecord], names: list[str]) -> list[dict[str, A
 
 WARM_MAX_SHAPES = 8
 WARM_OUTPUT_TOKENS = 8
+WARM_MAX_PROMPT = (
+    16384  # longer prompts warm at this length (a 100k-token prefill per start is minutes on a CPU)
+)
 
 
 def warm_shapes(cells: list[Cell]) -> list[tuple[int, int, bool]]:
     """The (concurrency, prompt tokens, streamed) shapes a group's cells of exact prompts will
-    use, smallest first, at most WARM_MAX_SHAPES."""
+    use, smallest first, at most WARM_MAX_SHAPES, prompts capped at WARM_MAX_PROMPT tokens."""
     shapes = {
-        (c.concurrency, c.context_tokens, c.workload.streamed)
+        (c.concurrency, min(c.context_tokens, WARM_MAX_PROMPT), c.workload.streamed)
         for c in cells
         if c.workload.kind in ("throughput", "ttft", "long_context")
     }

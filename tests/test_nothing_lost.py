@@ -1,0 +1,242 @@
+"""Nothing lost: a JSON write that fails (disk full, directory gone) never ends the run or loses
+its cells, and a --benchmark-json path that cannot be written is refused before any engine
+starts (FakeEngine, tests/fake_engine.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+CONFTEST = f"""
+import errno, os, pathlib, sys
+sys.path.insert(0, {str(HERE)!r})
+from fake_engine import FakeEngine
+from pytest_specbench.engines import register_backend
+register_backend("fake", FakeEngine, max_tp=4, gpu=False)
+
+# the disk "fills" for the results file's writes number FULL_FROM..FULL_TO (1-based)
+_write_text = pathlib.Path.write_text
+_n = [0]
+
+
+def _full(self, *a, **k):
+    if self.name == "out.json.tmp":
+        _n[0] += 1
+        lo, hi = int(os.environ.get("FULL_FROM", "0")), int(os.environ.get("FULL_TO", "0"))
+        if lo <= _n[0] <= hi:
+            _write_text(self, "partial")  # what a full disk leaves: a truncated temporary file
+            raise OSError(errno.ENOSPC, "No space left on device")
+    return _write_text(self, *a, **k)
+
+
+pathlib.Path.write_text = _full
+"""
+
+MATRIX = """
+models: {m: /nonexistent/model}
+methods:
+  ar: {backend: fake, model: m}
+  ngram: {backend: fake, model: m, speculative: {algorithm: ngram, num_draft_tokens: 3}}
+workloads:
+  throughput: {concurrency: [1, 2], output_tokens: [8, 16], prompt_tokens: 8, rounds: 2, warmup: 0}
+"""
+CELLS = 8
+
+
+def _project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "benches").mkdir(exist_ok=True)
+    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
+    (pytester.path / "benches" / "test_b.py").write_text(
+        (HERE.parent / "benches" / "test_specbench.py").read_text()
+    )
+    return pytester
+
+
+def test_a_disk_full_mid_run_loses_no_cell_and_the_next_write_catches_up(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes 3 to 5 fail: every cell still runs, the message says so once, no .tmp is left, and
+    the write after the disk frees up holds every cell."""
+    _project(pytester)
+    monkeypatch.setenv("FULL_FROM", "3")
+    monkeypatch.setenv("FULL_TO", "5")
+    res = pytester.runpytest_subprocess("benches", "--benchmark-json", "out.json", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=CELLS)
+    assert res.ret == 0
+    out = res.stdout.str()
+    assert out.count("could not write") == 1 and "No space left on device" in out
+    assert "written again after 3 failed write(s)" in out
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert len(doc["benchmarks"]) == CELLS
+    assert not (pytester.path / "out.json.tmp").exists()
+
+
+def test_a_disk_full_to_the_end_rescues_the_results_and_says_where(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the 3rd write on, the target cannot be written: the run goes on to its end, the last
+    write goes to a rescue file beside it, the summary names it, and the exit status says failure."""
+    _project(pytester)
+    monkeypatch.setenv("FULL_FROM", "3")
+    monkeypatch.setenv("FULL_TO", "1000")
+    res = pytester.runpytest_subprocess("benches", "--benchmark-json", "out.json", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=CELLS)
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    rescued = list(pytester.path.glob("out.rescued-*.json"))
+    assert len(rescued) == 1
+    assert len(json.loads(rescued[0].read_text())["benchmarks"]) == CELLS
+    res.stdout.fnmatch_lines(
+        [f"*JSON NOT WRITTEN to out.json: * No space left on device; the results are in *{rescued[0].name}*"]
+    )
+    # what the target holds is the last complete write (2 cells), never a truncated file
+    assert len(json.loads((pytester.path / "out.json").read_text())["benchmarks"]) == 2
+    assert not (pytester.path / "out.json.tmp").exists()
+
+
+def test_a_json_path_that_cannot_be_written_is_refused_before_any_engine_starts(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _project(pytester)
+    starts = tmp_path / "starts.txt"
+    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(starts))
+    res = pytester.runpytest_subprocess("benches", "--benchmark-json", "/nonexistent_dir/out.json")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(
+        ["*--benchmark-json /nonexistent_dir/out.json: directory /nonexistent_dir does not exist*"]
+    )
+    assert not starts.exists()
+
+
+# ----------------------------------------------------------------------------- refused input
+
+BASE = {
+    "models": {"m": "embedded:tiny"},
+    "methods": {"ar": {"backend": "hf", "model": "m"}},
+    "workloads": {"throughput": {"concurrency": [1], "output_tokens": [8], "prompt_tokens": 8}},
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "request_rate",
+            [float("nan")],
+            "workloads.throughput.request_rate[0]: expected requests per second > 0 (a finite number); "
+            "got nan",
+        ),
+        (
+            "request_rate",
+            [float("inf")],
+            "workloads.throughput.request_rate[0]: expected requests per second > 0 (a finite number); "
+            "got inf",
+        ),
+        (
+            "timeout_s",
+            float("inf"),
+            "workloads.throughput.timeout_s: expected a number of seconds > 0 (a finite number); got inf",
+        ),
+        ("timeout_s", 1e9, "workloads.throughput.timeout_s: 1e+09 cannot be measured here; at most 604800"),
+        (
+            "prompt_tokens",
+            10**9,
+            "workloads.throughput.prompt_tokens: 1,000,000,000 cannot be measured here; at most 10,000,000",
+        ),
+        (
+            "requests",
+            10**12,
+            "workloads.throughput.requests: 1,000,000,000,000 cannot be measured here; at most 10,000,000",
+        ),
+        (
+            "slo",
+            {"e2e_s": float("nan")},
+            "workloads.throughput.slo.e2e_s: expected a number > 0 (a finite number); got nan",
+        ),
+    ],
+)
+def test_values_that_cannot_be_measured_are_refused_with_file_key_and_what_is_valid(
+    key: str, value: object, message: str
+) -> None:
+    import copy
+
+    from pytest_specbench.matrix.schema import MatrixError, parse
+
+    doc = copy.deepcopy(BASE)
+    doc["workloads"]["throughput"][key] = value
+    with pytest.raises(MatrixError) as e:
+        parse(doc, "m.yaml")
+    assert str(e.value) == f"m.yaml: {message}"
+
+
+def test_engine_args_on_the_hf_backend_are_refused_not_ignored() -> None:
+    import copy
+
+    from pytest_specbench.engines import get_backend
+    from pytest_specbench.matrix.schema import parse
+
+    doc = copy.deepcopy(BASE)
+    doc["methods"]["ar"]["engine_args"] = {"dtype": "float16"}
+    (method,) = parse(doc, "m.yaml").methods
+    assert get_backend("hf").refusal(method) == (
+        "methods.ar.engine_args: backend 'hf' takes no engine arguments (given: dtype); remove them, "
+        "or use the sglang backend"
+    )
+    assert get_backend("sglang").refusal(method, sends=False) is None
+
+
+@pytest.mark.parametrize(
+    "option", ["--specbench-timeout=-5", "--specbench-start-timeout=0", "--specbench-timeout=nan"]
+)
+def test_time_limits_on_the_command_line_must_be_positive_and_finite(
+    pytester: pytest.Pytester, option: str
+) -> None:
+    _project(pytester)
+    res = pytester.runpytest_subprocess("benches", option, "--collect-only")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(
+        [f"*{option.split('=')[0]}: expected a number of seconds > 0 (at most a week); got*"]
+    )
+
+
+def test_a_cell_planned_past_its_time_limit_says_so_in_the_plan() -> None:
+    import copy
+
+    from pytest_specbench.matrix.schema import parse
+    from pytest_specbench.planning import plan
+
+    doc = copy.deepcopy(BASE)
+    doc["workloads"]["throughput"].update(output_tokens=[4096], requests=64, timeout_s=1)
+    cells = parse(doc, "m.yaml").cells()
+    cp = plan.make_plan(cells, None).cells[cells[0].id]
+    assert cp.feasible and cp.eta_s is not None and cp.eta_s > 1
+    assert "over its time limit: eta" in (cp.note or "") and "> 1 s" in (cp.note or "")
+    # --specbench-timeout overrides the workload's limit, in the plan too
+    assert "over its time limit" not in (
+        plan.make_plan(cells, None, timeout_s=1e6).cells[cells[0].id].note or ""
+    )
+
+
+def test_a_backend_whose_library_is_missing_is_one_line_before_any_start() -> None:
+    import copy
+    import importlib.util
+
+    from pytest_specbench.engines import get_backend
+    from pytest_specbench.matrix.schema import parse
+
+    if importlib.util.find_spec("sglang") is not None:
+        pytest.skip("sglang is installed here")
+    doc = copy.deepcopy(BASE)
+    doc["methods"]["ar"]["backend"] = "sglang"
+    (method,) = parse(doc, "m.yaml").methods
+    why = get_backend("sglang").refusal(method)
+    assert why is not None and why.startswith(
+        "methods.ar: backend 'sglang' needs sglang, which is not installed: pip install"
+    )
+    assert (
+        get_backend("sglang").refusal(method, sends=False) is None
+    )  # a plan or a collection needs no sglang
