@@ -12,6 +12,8 @@
 #   tp48       benches/gpu/h200-tp.yaml: -k "tp4 or tp8" (a 4- or 8-GPU kind), then two TP2 groups under -n 2
 #              serial and -k tp1 -n 2 (wall times in logs/walltimes.txt; CMPK narrows their -k)
 #   paired     benches/gpu/h200-paired.yaml: ar, ngram d4/d8/d12, standalone (draft = target) s1/s3/s5, c1/c32
+#   verdicts   benches/gpu/h200-verdicts.yaml: ar and its twin (same engine args) and ngram, c1/c32 closed
+#              loop and Poisson at 4 and 60 req/s (8 in flight): identical engines never told apart
 #   steady     benches/gpu/h200-steady.yaml: ar, ngram-d8, standalone (draft = target), c1/c8/c32, each
 #              shape with refilled slots (steady window) and as one wave (lockstep)
 #   gpuci      scripts/gpu_ci.sh (the GPU workflow's job body) twice on benches/gpu/h200-paired.yaml
@@ -70,6 +72,8 @@ case "$PART" in
     bench h200-paired benches/gpu/h200-paired.yaml ;;
   steady)
     bench h200-steady benches/gpu/h200-steady.yaml ;;
+  verdicts)
+    bench h200-verdicts benches/gpu/h200-verdicts.yaml ;;
   gpuci)  # the GPU workflow's script, twice: the second run gated against the first
     for i in 1 2; do
       B=""; [ "$i" = 2 ] && B="$OUT/gpu-ci-1/out.json"
