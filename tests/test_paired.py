@@ -220,7 +220,9 @@ def test_two_identical_engines_compare_one_under_every_workload(
         if b["params"].get("request_rate"):
             open_loop += 1
             assert e["speedup_metric"].startswith("latency_s_p50")
-            assert e["offered_request_rate"] == b["params"]["request_rate"]
+            assert e["nominal_request_rate"] == b["params"]["request_rate"]
+            # what the rounds' arrivals offered: the same draw for both (same request digests)
+            assert e["offered_request_rate"] == a["offered_request_rate"]
             assert e["saturated"] is False
     assert open_loop == 2  # the poisson workload at T = 0 and T = 1
     # the input ids of every request, tag by tag, in order: identical for the two methods

@@ -55,7 +55,7 @@ def test_a_saturated_or_disturbed_cell_gets_no_verdict() -> None:
         "ng", [[0.5, 0.5], [0.5, 0.5]], saturated=True, offered_request_rate=4.0, achieved_request_rate=2.72
     )
     out = paired.compare(sat, base)
-    assert out["speedup_verdict"] == "no verdict: the cell saturated at 2.72 of 4 req/s offered"
+    assert out["speedup_verdict"] == "no verdict: the cell saturated at 2.72 of 4.00 req/s offered"
     assert out["speedup_vs_ar"] == pytest.approx(2.0)  # the number stays, the verdict goes
     noisy = _open("ar", [[1.0, 1.0], [1.0, 1.0]], disturbed="other processes took 40% of the 2 cores")
     out = paired.compare(_open("ng", [[0.5, 0.5], [0.5, 0.5]]), noisy)
@@ -91,3 +91,36 @@ def test_disturbance_counts_cpu_taken_outside_the_run() -> None:
     own = meter.stop()
     child.wait()
     assert not any("pid " + str(child.pid) in x for x in own["other_cpu_top"]), own
+
+
+def test_saturation_is_the_engine_not_keeping_up_and_the_clients_lateness_is_apart() -> None:
+    """A request that waited 50 ms for a slot saturates; one whose arrival the client woke 50 ms
+    late for, with a free slot, does not, and its lateness is neither in its latency nor judged."""
+    from pytest_specbench.engines.base import RequestRecord
+    from pytest_specbench.report.metrics import open_loop_metrics
+
+    late = [RequestRecord(1, 8, 0.1, client_late_s=0.05), RequestRecord(1, 8, 0.1)]
+    m = open_loop_metrics(late, 1.0, 4.0, offered=[2.89, 3.11])
+    assert m["saturated"] is False and m["client_late_s_max"] == 0.05
+    assert m["offered_request_rate"] == pytest.approx(3.0) and m["nominal_request_rate"] == 4.0
+    waited = [RequestRecord(1, 8, 0.15, queue_s=0.05), RequestRecord(1, 8, 0.1)]
+    assert open_loop_metrics(waited, 1.0, 4.0)["saturated"] is True
+
+
+def test_the_open_loop_client_keeps_lateness_out_of_latency() -> None:
+    """Through the real client: a slot free at every arrival means no queue time, whatever the
+    event loop's lateness; a cap of one slot and simultaneous arrivals means queue time."""
+    import asyncio
+
+    from pytest_specbench.engines.base import Request, RequestRecord, open_loop
+
+    class Sleepy:
+        async def agenerate(self, request: Request) -> RequestRecord:
+            await asyncio.sleep(0.05)
+            return RequestRecord(1, 1, 0.05, tag=request.tag)
+
+    reqs = [Request((1,), 1, tag=f"r{i}") for i in range(3)]
+    spread = asyncio.run(open_loop(Sleepy(), reqs, [0.0, 0.2, 0.4], 1))  # type: ignore[arg-type]
+    assert all(r.queue_s < 0.01 for r in spread)
+    together = asyncio.run(open_loop(Sleepy(), reqs, [0.0, 0.0, 0.0], 1))  # type: ignore[arg-type]
+    assert sorted(r.queue_s > 0.03 for r in together) == [False, True, True]

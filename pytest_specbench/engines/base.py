@@ -60,6 +60,7 @@ class RequestRecord:
     # set them): what the steady-state window of a closed-loop round is cut from
     start_s: float | None = None
     end_s: float | None = None
+    client_late_s: float = 0.0  # open loop: how late the client's event loop woke for the arrival
     # drafts: verify steps that carried at least one draft token, draft tokens proposed, and per
     # draft position p (1-based, index p - 1) the steps that proposed a token at p after accepting
     # every position before it; None / () where the engine does not say (acceptance by position
@@ -303,9 +304,11 @@ async def open_loop(
 ) -> list[RequestRecord]:
     """Open loop: request i arrives at ``arrivals[i]`` s whatever the engine does.
 
-    At most ``max_in_flight`` are submitted at once; a request that arrives while the
-    client is full waits. That wait (and any lateness of the client's own event loop) is
-    the record's ``queue_s``, and it is counted in its E2E latency and TTFT, not hidden.
+    At most ``max_in_flight`` are submitted at once; a request that arrives while every slot
+    is taken waits for one. That wait is the record's ``queue_s``: the engine did not keep up,
+    and it is counted in the request's E2E latency and TTFT, not hidden. How late the client's
+    own event loop woke for an arrival (``client_late_s``) is measured apart and charged to
+    nobody: it is the client's, not the method's.
     """
     sem = asyncio.Semaphore(max_in_flight)
     t_start = time.perf_counter()
@@ -314,11 +317,17 @@ async def open_loop(
         delay = t_start + at - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
+        woke = time.perf_counter()
         async with sem:
-            queued = max(0.0, time.perf_counter() - (t_start + at))
+            queued = time.perf_counter() - woke
             start = time.perf_counter() - t_start
             rec = await safe_generate(engine, req)
-        rec = dataclasses.replace(rec, start_s=start, end_s=time.perf_counter() - t_start)
+        rec = dataclasses.replace(
+            rec,
+            start_s=start,
+            end_s=time.perf_counter() - t_start,
+            client_late_s=max(0.0, woke - (t_start + at)),
+        )
         return with_queue(rec, queued)
 
     return list(await asyncio.gather(*(one(r, a) for r, a in zip(requests, arrivals, strict=True))))

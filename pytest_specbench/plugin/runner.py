@@ -98,8 +98,8 @@ class CellRunner:
             roofline_tokens_per_s=cp.roofline_tokens_per_s if cp is not None else None,
             server_spec=run.extra.get("server_spec"),
             round_windows=run.round_windows,
-            one_wave=cell.workload.kind in ("throughput", "ttft", "long_context")
-            and cell.workload.requests_per_round(cell.concurrency) <= cell.concurrency,
+            offered_rates=run.extra.get("offered_request_rates") or (),
+            one_wave=run.one_wave,
         )
         if disturbed:  # in the metrics, where comparisons read it: no verdict for this cell
             m["disturbed"] = disturbed

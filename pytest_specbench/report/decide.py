@@ -258,7 +258,7 @@ def warnings(doc: dict[str, Any]) -> list[str]:
             out.append(
                 f"warning: {b['param']}: open loop saturated ({e.get('queued_requests')} requests "
                 f"waited for a free slot; completed {e.get('achieved_request_rate') or 0:.2f} of "
-                f"{e.get('offered_request_rate')} req/s offered)"
+                f"{e.get('offered_request_rate') or 0:.2f} req/s its arrivals offered)"
             )
         if e.get("accept_scope") == "server" and e.get("server_exclusive") is False:
             out.append(
@@ -287,11 +287,17 @@ def warnings(doc: dict[str, Any]) -> list[str]:
                 f"warning: {b['param']}: warm-up did not settle ({w} tok/s in its warm-up rounds; "
                 "more warmup rounds, or a quieter machine)"
             )
-        if (e.get("no_draft_fraction") or 0) >= NO_DRAFT_WARN:
-            out.append(
-                f"warning: {b['param']}: no draft proposed in {e['no_draft_fraction']:.0%} of verify steps "
-                "(acceptance by position counts only the steps that proposed)"
-            )
+    dry = [
+        f"{b['param']} {b['extra_info']['no_draft_fraction']:.0%}"
+        for b in doc.get("benchmarks", [])
+        if (b["extra_info"].get("no_draft_fraction") or 0) >= NO_DRAFT_WARN
+    ]
+    if dry:
+        out.append(
+            f"warning: {len(dry)} speculative cells proposed no draft in {NO_DRAFT_WARN:.0%} or more of "
+            "their verify steps (an n-gram without a match; acceptance by position counts only the steps "
+            f"that proposed): {', '.join(dry)}"
+        )
     return out
 
 

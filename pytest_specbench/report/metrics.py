@@ -276,18 +276,26 @@ def _round(v: float | None, scale: float = 1.0) -> float | None:
     return None if v is None else round(v * scale, 4)
 
 
-def open_loop_metrics(records: Sequence[RequestRecord], wall_s: float, rate: float) -> dict[str, Any]:
-    """What an open loop measures besides latency: the offered rate, the rate the engine
-    completed requests at (requests ÷ the rounds' wall time, which includes the last requests'
-    service), and whether the client queue grew (a request waited > SATURATION_QUEUE_S for a
-    free slot: the engine did not keep up with the offered load at this concurrency cap)."""
+def open_loop_metrics(
+    records: Sequence[RequestRecord], wall_s: float, rate: float, offered: Sequence[float] = ()
+) -> dict[str, Any]:
+    """What an open loop measures besides latency: the rate its rounds' arrivals actually offered
+    (``offered``: per round, requests ÷ the last arrival; the nominal ``rate`` when not given),
+    the rate the engine completed requests at (requests ÷ the rounds' wall time, which includes
+    the last requests' service), and whether the engine kept up: saturated when a request waited
+    > SATURATION_QUEUE_S for a free slot (every slot taken at its arrival). The client's own
+    lateness in waking for arrivals is reported apart (``client_late_s_max``), never judged as
+    saturation nor charged to latency."""
     ok = [r for r in records if not r.error]
     queued = sum(1 for r in ok if r.queue_s > SATURATION_QUEUE_S)
     return {
-        "offered_request_rate": rate,
+        "nominal_request_rate": rate,
+        "offered_request_rate": sum(offered) / len(offered) if offered else rate,
         "achieved_request_rate": len(ok) / wall_s if wall_s > 0 else None,
         "queued_requests": queued,
         "saturated": queued > 0,
+        "client_late_s_max": max((r.client_late_s for r in ok), default=None),
+        "client_late_s_p99": percentile([r.client_late_s for r in ok], 99),
     }
 
 
@@ -304,6 +312,7 @@ def cell_metrics(
     server_spec: Mapping[str, Any] | None = None,
     round_windows: Sequence[Mapping[str, float] | None] = (),
     one_wave: bool = False,
+    offered_rates: Sequence[float] = (),
 ) -> dict[str, Any]:
     """One cell's result metrics from its timed rounds: ``summarize`` over Σ round times, the
     tok/s of each round and their coefficient of variation, SLO attainment and goodput, the
@@ -363,7 +372,7 @@ def cell_metrics(
     if slo:
         m.update(slo_metrics(records, wall_s, slo))
     if request_rate:
-        m.update(open_loop_metrics(records, wall_s, request_rate))
+        m.update(open_loop_metrics(records, wall_s, request_rate, offered_rates))
     if roofline_tokens_per_s:  # decode bound without speculation
         tps = m.get("output_tokens_per_s")
         m["roofline_tokens_per_s"] = roofline_tokens_per_s

@@ -193,7 +193,7 @@ def no_verdict_reason(m: Mapping[str, Any], who: str) -> str | None:
     if m.get("saturated"):
         offered = m.get("offered_request_rate")
         got = m.get("achieved_request_rate")
-        at = f" at {got:.2f} of {offered:g} req/s offered" if got is not None and offered else ""
+        at = f" at {got:.2f} of {offered:.2f} req/s offered" if got is not None and offered else ""
         return f"{who} saturated{at}"
     if m.get("disturbed"):
         return f"{who} was disturbed ({m['disturbed']})"

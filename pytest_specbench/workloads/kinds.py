@@ -55,6 +55,7 @@ class CellRun:
     round_output_tokens: list[int] = field(default_factory=list)  # per timed round, failed requests excluded
     # per timed round: its steady-state window (metrics.steady_window) or None (one wave, open loop)
     round_windows: list[Any] = field(default_factory=list)
+    one_wave: bool = False  # a closed loop whose rounds never refill a slot (requests <= concurrency)
 
 
 def request_seed(cell: Cell, round_idx: int) -> int:
@@ -206,7 +207,17 @@ def _timed(
         tokens.append(sum(x.output_tokens for x in recs if not x.error))
         windows.append(_round_rate(recs, dt, cell.concurrency, closed)[1])
     run = CellRun(records, times, round_output_tokens=tokens, round_windows=windows)
+    run.one_wave = closed and all(
+        isinstance(p, RoundPlan) and len(p.requests) <= cell.concurrency for p in plans[w.warmup :]
+    )
     run.round_digests = [p.digest() for p in plans[w.warmup :] if isinstance(p, RoundPlan)]
+    offered = [
+        len(p.arrivals) / p.arrivals[-1]
+        for p in plans[w.warmup :]
+        if isinstance(p, RoundPlan) and p.arrivals and p.arrivals[-1] > 0
+    ]
+    if offered:  # what each round's arrivals actually offered (a Poisson draw, not the nominal rate)
+        run.extra["offered_request_rates"] = [round(x, 4) for x in offered]
     if w.warmup:
         run.extra.update(
             warmup_tokens_per_s=[round(x, 3) for x in warm_rates],
