@@ -124,3 +124,129 @@ def test_the_open_loop_client_keeps_lateness_out_of_latency() -> None:
     assert all(r.queue_s < 0.01 for r in spread)
     together = asyncio.run(open_loop(Sleepy(), reqs, [0.0, 0.0, 0.0], 1))  # type: ignore[arg-type]
     assert sorted(r.queue_s > 0.03 for r in together) == [False, True, True]
+
+
+# ----------------------------------------------------------------------------- twins behind a queue
+
+
+class FakeBatchServer:
+    """One batch loop serves every request: each step advances all running requests (at most
+    ``batch``) by one token and takes STEP_S x a noise factor drawn per step (lognormal, and now
+    and then a stall 8x as long), so a slow moment delays every request in flight and the
+    requests of a round are correlated, as on a real server. Two instances are identical engines
+    with their own noise."""
+
+    def __init__(self, seed: int, batch: int = 8, step_s: float = 0.002):
+        import asyncio
+        import random
+
+        self.rng = random.Random(seed)
+        self.batch, self.step_s = batch, step_s
+        self._loop = asyncio.new_event_loop()
+        self.deadline = None
+        self.backend = "fake"
+
+    def tokenizer(self):  # noqa: ANN201
+        sys.path.insert(0, os.path.dirname(__file__))
+        from fake_engine import FakeTokenizer
+
+        return FakeTokenizer()
+
+    def flush_cache(self) -> None:
+        pass
+
+    def run(self, coro):  # noqa: ANN001, ANN201
+        from pytest_specbench.engines.base import guard
+
+        return self._loop.run_until_complete(self._serve(guard(coro, None)))
+
+    async def _serve(self, coro):  # noqa: ANN001, ANN202
+        import asyncio
+
+        self.waiting: list = []
+        self.running: list = []
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(coro)
+        task.add_done_callback(lambda _: stop.set())
+        while not stop.is_set():
+            while self.waiting and len(self.running) < self.batch:
+                self.running.append(self.waiting.pop(0))
+            if not self.running:
+                await asyncio.sleep(0.0005)
+                continue
+            noise = self.rng.lognormvariate(0.0, 0.25) * (8.0 if self.rng.random() < 0.02 else 1.0)
+            await asyncio.sleep(self.step_s * noise)
+            for r in list(self.running):
+                r[1] += 1
+                if r[1] >= r[2]:
+                    self.running.remove(r)
+                    r[0].set_result(None)
+        return task.result()
+
+    async def agenerate(self, request):  # noqa: ANN001, ANN201
+        import asyncio
+        import time
+
+        from pytest_specbench.engines.base import RequestRecord
+
+        t0 = time.perf_counter()
+        done = asyncio.get_running_loop().create_future()
+        self.waiting.append([done, 0, request.max_new_tokens])
+        await done
+        return RequestRecord(1, request.max_new_tokens, time.perf_counter() - t0, tag=request.tag)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_identical_engines_behind_a_queue_are_never_told_apart(temperature: float) -> None:
+    """Closed loop at c8 (4 waves), an open loop well below capacity (40 req/s, about 1.3 in flight)
+    and one beyond it (4 client
+    slots, 2000 req/s offered): no "faster"/"slower", no interval wholly outside 1 ± 3 %, and no
+    verdict at all for the saturated one."""
+    from pytest_specbench.matrix.schema import parse
+    from pytest_specbench.plugin.disturbance import DisturbanceMeter
+    from pytest_specbench.report.metrics import cell_metrics
+    from pytest_specbench.workloads import kinds
+
+    w = {"output_tokens": [16], "prompt_tokens": 8, "rounds": 5, "warmup": 1}
+    if temperature:
+        w["temperature"] = [temperature]
+    doc = {
+        "models": {"m": "embedded:tiny"},
+        "methods": {"ar": {"backend": "hf", "model": "m"}, "twin": {"backend": "hf", "model": "m"}},
+        "workloads": {
+            "closed": {"kind": "throughput", "concurrency": [8], **w},
+            "calm": {"kind": "throughput", "concurrency": [8], "request_rate": [40], "requests": 32, **w},
+            "flood": {"kind": "throughput", "concurrency": [4], "request_rate": [2000], "requests": 32, **w},
+        },
+    }
+    cells = parse(doc, "m.yaml").cells()
+    out: dict[str, dict] = {}
+    for i, c in enumerate(cells):
+        eng = FakeBatchServer(seed=1000 + i)
+        run = kinds.run(eng, c, DisturbanceMeter())  # as the plugin measures a cell
+        eng._loop.close()
+        disturbed = run.extra.pop("disturbed", None)
+        m = cell_metrics(
+            run.records,
+            run.round_times,
+            run.round_output_tokens,
+            request_digests=run.round_digests,
+            request_rate=c.request_rate,
+            round_windows=run.round_windows,
+            one_wave=run.one_wave,
+            offered_rates=run.extra.get("offered_request_rates") or (),
+        )
+        if disturbed:  # a busy machine (another test worker, a neighbour): no verdict, as in a run
+            m["disturbed"] = disturbed
+        out[c.id] = {"params": c.params(), "round_times": run.round_times, "metrics": m}
+    for cid, r in out.items():
+        if r["params"]["method"] != "twin":
+            continue
+        base = out[cid.replace("twin", "ar", 1)]
+        cmp = paired.compare(r, base)
+        v = cmp["speedup_verdict"]
+        assert v in ("not separated", "within ±2%") or v.startswith("no verdict: "), (cid, cmp)
+        lo, hi = cmp["speedup_vs_ar_ci95"]
+        assert (lo <= 1.03 and hi >= 0.97) or v.startswith("no verdict: "), (cid, lo, hi)
+        if r["params"]["workload"] == "flood":  # (calm may queue too on a loaded machine: then no verdict)
+            assert r["metrics"]["saturated"] and v.startswith("no verdict: the cell saturated at "), (cid, v)
