@@ -250,3 +250,40 @@ def test_identical_engines_behind_a_queue_are_never_told_apart(temperature: floa
         assert (lo <= 1.03 and hi >= 0.97) or v.startswith("no verdict: "), (cid, lo, hi)
         if r["params"]["workload"] == "flood":  # (calm may queue too on a loaded machine: then no verdict)
             assert r["metrics"]["saturated"] and v.startswith("no verdict: the cell saturated at "), (cid, v)
+
+
+def test_the_open_loop_ranks_methods_by_the_rate_they_sustain() -> None:
+    """Per method: the highest rate it ran unsaturated, and where it saturated; a method that
+    sustains more comes first; in a shape's ranking the saturated cells come after the others."""
+    from pytest_specbench.report import decide
+
+    def cell(method: str, rate: float, p50: float, saturated: bool) -> dict:
+        e = {
+            "output_tokens_per_s": 100.0,
+            "offered_request_rate": rate * 0.97,
+            "achieved_request_rate": rate * (0.5 if saturated else 0.97),
+            "saturated": saturated,
+            "latency_s_p50": p50,
+            "speedup_baseline": "ar",
+        }
+        params = {"method": method, "workload": "poisson", "tp": 1, "concurrency": 8, "request_rate": rate}
+        return {"param": f"{method}-{rate}", "params": params, "extra_info": e}
+
+    doc = {
+        "benchmarks": [
+            cell("ar", 4, 0.30, False),
+            cell("ar", 16, 0.15, True),  # lower latency than ng, but saturated: ranked after
+            cell("ng", 4, 0.10, False),
+            cell("ng", 16, 0.20, False),
+            cell("ng", 64, 0.80, True),
+        ]
+    }
+    lines = decide.sustained_rates(doc)
+    assert lines[0].startswith("ng poisson tp1 c8") and "sustains 16 req/s (p50 0.200 s)" in lines[0]
+    assert "saturated at 64 req/s (completed 32.00 of 62.08 offered)" in lines[0]
+    assert (
+        lines[1].startswith("ar poisson") and "sustains 4 req/s" in lines[1] and "saturated at 16" in lines[1]
+    )
+    shapes = dict(decide.ranked_shapes(doc))
+    (label,) = [k for k in shapes if "request_rate=16" in k]
+    assert [r["method"] for r in shapes[label]] == ["ng", "ar"]

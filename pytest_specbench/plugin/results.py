@@ -333,6 +333,10 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if tps:
         out.append("output tok/s by TP size (and per GPU):")
         out += [f"  {ln}" for ln in tps]
+    held = decide.sustained_rates(st.doc)
+    if held:
+        out.append("open loop, the highest request rate each method sustained unsaturated:")
+        out += [f"  {ln}" for ln in held]
     cap = decide.slo_capacity(st.doc)
     if cap:
         out.append(f"concurrency that holds the SLO for >= {decide.SLO_TARGET:.0%} of requests:")

@@ -107,8 +107,8 @@ def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]
         if len(cells) < 2:
             continue
         rows = [{"method": m, **b["extra_info"], "_entry": b} for m, b in cells]
-        if any(r.get("offered_request_rate") for r in rows):  # open loop: lower latency first
-            rows.sort(key=lambda r: r.get("latency_s_p50") or float("inf"))
+        if any(r.get("offered_request_rate") for r in rows):  # open loop: unsaturated, lower latency first
+            rows.sort(key=lambda r: (bool(r.get("saturated")), r.get("latency_s_p50") or float("inf")))
         else:
             rows.sort(key=lambda r: -r["output_tokens_per_s"])
         label = _shape_label(dict(key[1:]))
@@ -169,6 +169,34 @@ def tp_scaling(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def sustained_rates(doc: dict[str, Any]) -> list[str]:
+    """For each method and open-loop shape: the highest request rate it sustained without
+    saturating (its p50 latency there), and the lowest at which it saturated (what it completed
+    of what was offered), methods that sustain more first: the open loop's capacity ranking."""
+    rows = []
+    for key, cells in _varying(doc, "request_rate").items():
+        vals = [(float(r), b["extra_info"]) for r, b in cells if b["extra_info"].get("offered_request_rate")]
+        if not vals:
+            continue
+        ok = [(r, e) for r, e in vals if not e.get("saturated")]
+        bad = [(r, e) for r, e in vals if e.get("saturated")]
+        parts = []
+        if ok:
+            r, e = max(ok, key=lambda x: x[0])
+            parts.append(f"sustains {r:g} req/s (p50 {e.get('latency_s_p50') or 0:.3f} s)")
+        else:
+            parts.append("sustains none of the rates run")
+        if bad:
+            r, e = min(bad, key=lambda x: x[0])
+            parts.append(
+                f"saturated at {r:g} req/s (completed {e.get('achieved_request_rate') or 0:.2f} of "
+                f"{e.get('offered_request_rate') or 0:.2f} offered)"
+            )
+        best = max((r for r, _ in ok), default=0.0)
+        rows.append((-best, _method_and_label(key), "; ".join(parts)))
+    return [f"{label}: {text}" for _, label, text in sorted(rows)]
+
+
 SLO_TARGET = 0.9  # a concurrency "holds" the SLO when at least this fraction of requests met it
 
 
@@ -216,6 +244,10 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     tps = tp_scaling(doc)
     if tps:
         out += ["", "Output tok/s by TP size (and per GPU):", "", *(f"- {ln}" for ln in tps)]
+    held = sustained_rates(doc)
+    if held:
+        out += ["", "Open loop: the highest request rate each method sustained unsaturated:", ""]
+        out += [f"- {ln}" for ln in held]
     cap = slo_capacity(doc)
     if cap:
         out += ["", f"Concurrency that holds the SLO for >= {SLO_TARGET:.0%} of requests:", ""]
