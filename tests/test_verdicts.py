@@ -287,3 +287,21 @@ def test_the_open_loop_ranks_methods_by_the_rate_they_sustain() -> None:
     shapes = dict(decide.ranked_shapes(doc))
     (label,) = [k for k in shapes if "request_rate=16" in k]
     assert [r["method"] for r in shapes[label]] == ["ng", "ar"]
+
+
+def test_another_process_on_the_engines_gpu_disturbs_the_cell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML's compute processes on the leased GPUs: the run's own (this process, its children)
+    are not a disturbance; any other is named."""
+    from pytest_specbench.gpus import inventory
+    from pytest_specbench.plugin.disturbance import DisturbanceMeter
+
+    seen = {0: [(os.getpid(), 30_000)], 1: [(os.getpid(), 30_000)]}
+    monkeypatch.setattr(inventory, "gpu_processes", lambda idx: {i: seen[i] for i in idx})
+    meter = DisturbanceMeter(share=1.0, gpus=(0, 1))
+    meter.start()
+    assert "disturbed" not in meter.stop()
+    seen[1] = [(os.getpid(), 30_000), (424242, 56_000)]  # someone else's service on GPU 1
+    meter.start()
+    out = meter.stop()
+    assert out["other_gpu_processes"] == {"GPU 1: pid 424242": "56000 MiB"}
+    assert out["disturbed"] == "another process used the engine's GPUs: GPU 1: pid 424242 (56000 MiB)"

@@ -85,6 +85,22 @@ def inventory() -> list[GPU]:
     return out
 
 
+def gpu_processes(indices: tuple[int, ...]) -> dict[int, list[tuple[int, int]]]:
+    """Per GPU index, the compute processes NVML sees on it: (pid, MiB used). Empty without NVML."""
+    nv = _nvml()
+    if nv is None:
+        return {}
+    out: dict[int, list[tuple[int, int]]] = {}
+    for i in indices:
+        try:
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
+        except Exception:
+            continue
+        out[i] = [(int(p.pid), int((p.usedGpuMemory or 0) >> 20)) for p in procs]
+    return out
+
+
 def energy_mj(indices: tuple[int, ...]) -> dict[int, int] | None:
     """Each GPU's energy counter (millijoules since the driver loaded; NVML, Volta and newer),
     or None when NVML or the counter is not available."""

@@ -3,7 +3,9 @@ rounds ran. The run itself is this process and everything under it (the engine's
 process that started it (pytest's controller under xdist) and that one's other children (the
 other xdist workers are the run's too, but their engines compete for the same cores: they count
 as disturbance). A cell over DISTURBED_SHARE of the machine's CPU capacity taken by others is
-``disturbed``: its numbers are kept, and its comparisons get no faster/slower verdict."""
+``disturbed``: its numbers are kept, and its comparisons get no faster/slower verdict. On GPUs, a
+compute process on the engine's GPUs that is not the run's, seen by NVML at the start or the end
+of the timed rounds, disturbs the cell too."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ import time
 from typing import Any
 
 DISTURBED_SHARE = 0.10  # of all cores' time over the timed rounds
+# and at least this much CPU time: process CPU times tick in 10 ms steps, so over a window of a
+# few milliseconds one tick of a background daemon would read as a large share
+MIN_OTHER_CPU_S = 0.05
 
 
 def _cpu(p: Any) -> float | None:
@@ -26,12 +31,14 @@ class DisturbanceMeter:
     """``start`` before a cell's first timed round, ``stop`` after its last: what other processes
     took of the CPU in between (psutil)."""
 
-    def __init__(self, share: float = DISTURBED_SHARE):
+    def __init__(self, share: float = DISTURBED_SHARE, gpus: tuple[int, ...] = ()):
         self.share = share
+        self.gpus = gpus
         self._t0 = 0.0
         self._before: dict[tuple[int, float], float] = {}
+        self._gpu_others: dict[str, str] = {}
 
-    def _others(self) -> dict[tuple[int, float], tuple[Any, float]]:
+    def _ours(self) -> set[int]:
         import psutil
 
         me = psutil.Process(os.getpid())
@@ -40,6 +47,24 @@ class DisturbanceMeter:
             ours.update(c.pid for c in me.children(recursive=True))
         except psutil.Error:
             pass
+        return ours
+
+    def _look_at_gpus(self) -> None:
+        """Compute processes on the engine's GPUs that are not the run's (NVML)."""
+        if not self.gpus:
+            return
+        from ..gpus.inventory import gpu_processes
+
+        ours = self._ours()
+        for gpu, procs in gpu_processes(self.gpus).items():
+            for pid, mib in procs:
+                if pid not in ours:
+                    self._gpu_others[f"GPU {gpu}: pid {pid}"] = f"{mib} MiB"
+
+    def _others(self) -> dict[tuple[int, float], tuple[Any, float]]:
+        import psutil
+
+        ours = self._ours()
         out = {}
         for p in psutil.process_iter():
             if p.pid in ours or p.pid == 0:
@@ -53,6 +78,8 @@ class DisturbanceMeter:
         return out
 
     def start(self) -> None:
+        self._gpu_others = {}
+        self._look_at_gpus()
         self._before = {k: t for k, (_, t) in self._others().items()}
         self._t0 = time.perf_counter()
 
@@ -76,9 +103,19 @@ class DisturbanceMeter:
             "other_cpu_s": round(total, 3),
             "other_cpu_top": [f"{name}: {d:.1f} s" for d, name in top],
         }
-        if share > self.share:
-            out["disturbed"] = (
+        self._look_at_gpus()
+        why = []
+        if share > self.share and total >= MIN_OTHER_CPU_S:
+            why.append(
                 f"other processes took {share:.0%} of the {cores} cores over the timed rounds "
                 f"(more than {self.share:.0%}): {', '.join(out['other_cpu_top'])}"
             )
+        if self._gpu_others:
+            out["other_gpu_processes"] = dict(self._gpu_others)
+            why.append(
+                "another process used the engine's GPUs: "
+                + ", ".join(f"{k} ({v})" for k, v in self._gpu_others.items())
+            )
+        if why:
+            out["disturbed"] = "; ".join(why)
         return out

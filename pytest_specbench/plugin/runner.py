@@ -176,7 +176,8 @@ def _meters(st: SpecbenchState, cell: Cell) -> Any:
     from .disturbance import DisturbanceMeter
 
     energy = _energy_meter(st, cell)
-    return Meters([DisturbanceMeter(), *([energy] if energy is not None else [])])
+    leased = tuple(st.lease.gpus) if st.lease is not None and get_backend(cell.method.backend).gpu else ()
+    return Meters([DisturbanceMeter(gpus=leased), *([energy] if energy is not None else [])])
 
 
 def _energy_meter(st: SpecbenchState, cell: Cell) -> Any:
