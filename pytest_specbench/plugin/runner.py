@@ -80,8 +80,12 @@ class CellRunner:
             done = f"{PROGRESS.done}/{PROGRESS.total}" if PROGRESS.total else f"{PROGRESS.done}"
             why = (
                 f"engine of group {cell.group.id} torn down: cell {cell.id} did not finish within its "
-                f"time limit of {limit:g} s (in round {PROGRESS.round} of {PROGRESS.rounds}, {done} of its "
-                "requests done)"
+                f"time limit of {limit:g} s ("
+                + (
+                    f"in round {PROGRESS.round} of {PROGRESS.rounds}, {done} of its requests done)"
+                    if PROGRESS.round
+                    else "while warming the engine at its cells' shapes)"
+                )
             )
             st.abandon_engine(cell.group, why)
             pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)
