@@ -240,3 +240,61 @@ def test_a_backend_whose_library_is_missing_is_one_line_before_any_start() -> No
     assert (
         get_backend("sglang").refusal(method, sends=False) is None
     )  # a plan or a collection needs no sglang
+
+
+# ----------------------------------------------------------------------------- a worker that dies
+
+KILLER_CONFTEST = f"""
+import os, signal, sys
+sys.path.insert(0, {str(HERE)!r})
+from fake_engine import FakeEngine
+from pytest_specbench.engines import register_backend
+
+
+class KillerEngine(FakeEngine):
+    async def agenerate(self, request):
+        marker = os.environ["FAKE_KILL_ONCE"]
+        if self.group.method.name == "killer" and not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)  # the worker dies mid-cell, as under the OOM killer
+        return await super().agenerate(request)
+
+
+register_backend("fake", KillerEngine, max_tp=4, gpu=False)
+"""
+
+KILLER_MATRIX = """
+models: {m: /nonexistent/model}
+methods:
+  ar: {backend: fake, model: m}
+  killer: {backend: fake, model: m}
+workloads:
+  throughput: {concurrency: [1, 2], output_tokens: [8], prompt_tokens: 8, rounds: 1, warmup: 0}
+"""
+
+
+def test_a_worker_killed_mid_cell_is_a_crashed_failed_cell_in_the_json(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("xdist")
+    pytester.makeconftest(KILLER_CONFTEST)
+    (pytester.path / "benches").mkdir()
+    (pytester.path / "benches" / "specbench.yaml").write_text(KILLER_MATRIX)
+    (pytester.path / "benches" / "test_b.py").write_text(
+        (HERE.parent / "benches" / "test_specbench.py").read_text()
+    )
+    monkeypatch.setenv("FAKE_KILL_ONCE", str(tmp_path / "killed"))
+    res = pytester.runpytest_subprocess(
+        "benches", "-n", "2", "--benchmark-json", "out.json", "-p", "no:cacheprovider"
+    )
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    doc = json.loads((pytester.path / "out.json").read_text())
+    spec = doc["specbench"]
+    (crash,) = spec["crashed_workers"]
+    assert crash["cell"].startswith("killer-tp1-") and "crashed while running" in crash["xdist"]
+    # xdist ran the cell again on the replacement worker: a result, not a failed cell; without that
+    # re-run it would be in failed_cells marked crashed
+    assert crash["measured_again"] is True
+    assert crash["cell"] in {b["param"] for b in doc["benchmarks"]} and len(doc["benchmarks"]) == 4
+    assert not [f for f in spec["failed_cells"] if f["cell"] == crash["cell"]]
+    res.stdout.fnmatch_lines(["*CRASHED: 1 xdist worker(s) died mid-cell*measured again*"])

@@ -24,6 +24,8 @@ class Collector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props: list[tuple[str, Any]] = list(report.user_properties)
+        if report.failed and not any(name == FAILED_PROP for name, _ in props):
+            self._unrecorded_failure(report)
         for name, value in props:
             if name == FAILED_PROP:
                 self.st.failures.append(value)
@@ -45,6 +47,39 @@ class Collector:
                 self.st.results.append(value)
         if report.user_properties:  # a run that dies halfway keeps what it measured
             write_json(self.st.config, self.st)
+
+    def _unrecorded_failure(self, report: pytest.TestReport) -> None:
+        """A cell's failure that reached the controller without the plugin's record: a crashed
+        xdist worker (xdist reports "worker 'gw0' crashed while running ...") or anything that
+        failed before the plugin's report hook ran. It goes into failed_cells as what it was, so
+        the JSON never looks clean while the exit status says failure."""
+        cell = report.nodeid.rpartition("[")[2].rstrip("]") if "[" in report.nodeid else None
+        if self._cells is None:
+            self._cells = {c.id: c for c in self.st.matrix.cells()} if self.st.matrix is not None else {}
+        if cell not in self._cells:
+            return
+        text = str(getattr(report, "longreprtext", "") or report.longrepr or "").strip()
+        crashed = "crashed while running" in text
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        first = next((ln for ln in lines if "crashed while running" in ln), lines[0] if lines else "failed")
+        self.st.failures.append(
+            {
+                "nodeid": report.nodeid,
+                "cell": cell,
+                "group": self._cells[cell].group.id,
+                "phase": report.when,
+                "error": (
+                    f"the xdist worker running this cell crashed ({first.strip()}); its engine's "
+                    "processes went with it, and the cell measured nothing"
+                    if crashed
+                    else first.strip()
+                ),
+                "reason": "\n".join(text.splitlines()[-15:]),
+                **({"crashed": True} if crashed else {}),
+            }
+        )
+        if crashed:
+            self.st.crashed_workers.append({"cell": cell, "xdist": first.strip()})
 
     def _worker_line(self, report: pytest.TestReport) -> None:
         tr = self.st.config.pluginmanager.get_plugin("terminalreporter")
@@ -170,6 +205,7 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
         st.commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
     machine = st.machine_info
     starts = [e for e in st.engine_events if "ok" in e]
+    measured = {r["cell_id"] for r in st.results}
     return report.build(
         st.results,
         baseline=st.matrix.baselines(),
@@ -182,7 +218,10 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "engine_stops": [e for e in st.engine_events if e.get("event") == "stop"],
             "gpus_used": list(st.gpus) if st.gpus is not None else None,
             "gpu_notes": st.gpu_notes,
-            "failed_cells": st.failures,
+            # a crashed worker's cell that xdist ran again and that then measured is a result,
+            # not a failed cell; the crash stays in crashed_workers either way
+            "failed_cells": [f for f in st.failures if not (f.get("crashed") and f["cell"] in measured)],
+            "crashed_workers": [{**c, "measured_again": c["cell"] in measured} for c in st.crashed_workers],
             "interrupted": st.interrupted,
             "resumed_cells": sorted(
                 r["cell_id"] for r in st.results if (r.get("extra_info") or {}).get("resumed_from")
@@ -359,6 +398,15 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
         )
     for f in spec["failed_cells"]:
         out.append(f"failed: {f['nodeid']} ({f['phase']}): {failure_headline(f)}")
+    if spec.get("crashed_workers"):
+        out.append(
+            f"CRASHED: {len(spec['crashed_workers'])} xdist worker(s) died mid-cell (xdist replaced them and "
+            "ran the rest): "
+            + "; ".join(
+                f"{c['cell']} ({'measured again' if c['measured_again'] else 'not measured'}; {c['xdist']})"
+                for c in spec["crashed_workers"]
+            )
+        )
     if spec.get("interrupted"):
         target = config.getoption("benchmark_json", None)
         out.append(

@@ -42,6 +42,7 @@ class SpecbenchState:
     failures: list[dict[str, Any]] = field(default_factory=list)
     doc: dict[str, Any] | None = None
     write_errors: list[str] = field(default_factory=list)  # failed writes of the JSON, in order
+    crashed_workers: list[str] = field(default_factory=list)  # xdist's words for each crashed worker
     written_to: str | None = None  # where the last successful write went (None: the last failed)
     gpus: tuple[int, ...] | None = None  # the run's GPU pool (None: unknown, no NVML)
     gpu_notes: list[str] = field(default_factory=list)
