@@ -432,3 +432,64 @@ def test_resume_refuses_cells_of_another_machine_unless_asked(
     }
     assert a["ar-tp1-c1-out8"]["resumed_from_other_machine"]["gpus"] == ["NVIDIA RTX PRO 6000"]
     assert "resumed_from_other_machine" not in a["ngram-tp1-c1-out8"]
+
+
+SLOW_TWO = """
+models: {m: /nonexistent/model}
+methods:
+  slow-a: {backend: fake, model: m}
+  slow-b: {backend: fake, model: m}
+baseline: slow-a
+workloads:
+  throughput: {concurrency: [1], output_tokens: [8], prompt_tokens: 8, rounds: 1, warmup: 0}
+"""
+
+
+def test_sigterm_to_the_controller_under_n2_marks_the_running_cells_and_names_the_signal(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """The controller gets SIGTERM while cells run on the workers: the JSON and the summary say
+    SIGTERM (not SIGINT, not "outside a cell"), every running cell is a failed cell marked
+    interrupted, and the exit status says interrupted."""
+    pytest.importorskip("xdist")
+    _project(pytester, SLOW_TWO)
+    env = {**os.environ, "FAKE_SLOW_S": "60"}
+    env.pop("FAKE_ENGINE_STARTS", None)
+    out = pytester.path / "out.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benches",
+            "-n",
+            "2",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-json",
+            str(out),
+        ],
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        time.sleep(12)  # both workers collected and started their cell (each takes 60 s)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
+    doc = json.loads(out.read_text())
+    spec = doc["specbench"]
+    assert spec["interrupted"]["why"] == "interrupted by SIGTERM", spec["interrupted"]
+    # every cell that was running (its group's engine had started) is a failed cell marked
+    # interrupted: none is lost as "outside a cell"
+    marked = {f["group"] for f in spec["failed_cells"] if f.get("interrupted")}
+    started = {e["group"] for e in spec["engine_groups"]}
+    assert marked and marked == started, (spec["failed_cells"], spec["engine_groups"])
+    assert spec["interrupted"]["cell"] in {f["cell"] for f in spec["failed_cells"]}
+    assert "INTERRUPTED (interrupted by SIGTERM) in cell slow-" in output

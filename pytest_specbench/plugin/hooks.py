@@ -44,7 +44,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
-def _sigterm_stops_the_run() -> None:
+def _sigterm_stops_the_run(st: SpecbenchState) -> None:
     """SIGTERM (a cancelled CI job, a time limit) is handled like Ctrl-C: pytest stops, tears the
     engine down (no process left behind) and the JSON is written with the interrupted cell marked.
     While requests run the engine's event loop catches it itself (engines.base.guard)."""
@@ -57,6 +57,7 @@ def _sigterm_stops_the_run() -> None:
         return  # someone (a wrapper, xdist) handles it already
 
     def on_sigterm(signum: int, frame: Any) -> None:
+        st.signal = "SIGTERM"  # outside a cell too, the run says which signal stopped it
         raise KeyboardInterrupt("interrupted by SIGTERM")
 
     signal.signal(signal.SIGTERM, on_sigterm)
@@ -70,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     st = SpecbenchState(config)
     config.stash[STATE] = st
-    _sigterm_stops_the_run()
+    _sigterm_stops_the_run(st)
     # pytest-benchmark warns that it saved nothing when no test used its own fixture; the
     # specbench cells are written by this plugin instead
     config.addinivalue_line("filterwarnings", "ignore:Not saving anything, no benchmarks have been run")

@@ -22,7 +22,12 @@ class Collector:
         self.st = st
         self._cells: dict[str, Any] | None = None
 
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.st.running[nodeid] = None  # (under -n: forwarded from the worker that started it)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            self.st.running.pop(report.nodeid, None)
         props: list[tuple[str, Any]] = list(report.user_properties)
         if report.failed and not any(name == FAILED_PROP for name, _ in props):
             self._unrecorded_failure(report)
@@ -100,15 +105,33 @@ class Collector:
 def mark_interrupted(st: SpecbenchState) -> None:
     """A run stopped by SIGTERM or Ctrl-C: the cell it stopped in becomes a failed cell marked
     interrupted (resume runs it again); the document says the run was interrupted."""
-    info = st.interrupted or {"cell": None, "why": "interrupted (SIGTERM or Ctrl-C) outside a cell"}
+    why = f"interrupted by {st.signal}" if st.signal else "interrupted by SIGINT (Ctrl-C)"
+    info = st.interrupted or {"cell": None, "why": why}
+    # the cells that were running when it came (under -n, on the workers: started, no teardown
+    # report yet), each a failed cell marked interrupted
+    cells = {c.id: c for c in st.matrix.cells()} if st.matrix is not None else {}
+    running = [(n, n.rpartition("[")[2].rstrip("]")) for n in st.running]
+    running = [(n, c) for n, c in running if c in cells]
+    if info.get("cell") is None and running:
+        info = {
+            **info,
+            "nodeid": running[0][0],
+            "cell": running[0][1],
+            "group": cells[running[0][1]].group.id,
+        }
+    if running:
+        info["cells"] = [c for _, c in running]
     st.interrupted = info
-    cell = info.get("cell")
-    if cell and not any(f.get("cell") == cell for f in st.failures):
+    stopped = [(info.get("nodeid", ""), info["cell"])] if info.get("cell") else []
+    stopped += [(n, c) for n, c in running if c != info.get("cell")]
+    for nodeid, cell in stopped:
+        if any(f.get("cell") == cell for f in st.failures):
+            continue
         st.failures.append(
             {
-                "nodeid": info.get("nodeid", ""),
+                "nodeid": nodeid,
                 "cell": cell,
-                "group": info.get("group"),
+                "group": cells[cell].group.id if cell in cells else info.get("group"),
                 "phase": "call",
                 "interrupted": True,
                 "error": f"{info['why']}: the run stopped in this cell; its requests were cancelled",

@@ -63,6 +63,8 @@ class SpecbenchState:
     resumed: dict[str, dict[str, Any]] = field(default_factory=dict)  # --specbench-resume: id -> result
     saved_environ: dict[str, str] | None = None  # os.environ before the live engine's start
     interrupted: dict[str, Any] | None = None  # SIGTERM / Ctrl-C during a cell: which, and why
+    signal: str | None = None  # the signal that stopped the run outside a cell (SIGTERM)
+    running: dict[str, None] = field(default_factory=dict)  # controller: nodeids started, not finished
     resume_refused: list[str] = field(default_factory=list)  # --specbench-resume: cells not copied, why
     _provenance: dict[str, Any] | None = None
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
