@@ -298,3 +298,36 @@ def test_a_worker_killed_mid_cell_is_a_crashed_failed_cell_in_the_json(
     assert crash["cell"] in {b["param"] for b in doc["benchmarks"]} and len(doc["benchmarks"]) == 4
     assert not [f for f in spec["failed_cells"] if f["cell"] == crash["cell"]]
     res.stdout.fnmatch_lines(["*CRASHED: 1 xdist worker(s) died mid-cell*measured again*"])
+
+
+# ----------------------------------------------------------------------------- one-line messages
+
+
+def test_a_malformed_server_sent_event_names_the_url_and_the_event() -> None:
+    from pytest_specbench.engines.httpclient import sse_events
+
+    with pytest.raises(ValueError) as e:
+        sse_events(
+            ['data: {"text": "ok"}\n', "\n", 'data: {"text": oops}\n', "\n"], "POST http://h:1/generate"
+        )
+    msg = str(e.value)
+    assert msg.startswith("POST http://h:1/generate: malformed server-sent event (")
+    assert msg.endswith("""'{"text": oops}'""")
+
+
+def test_a_hub_model_without_network_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    import copy
+
+    from pytest_specbench.engines.base import EngineStartError
+    from pytest_specbench.engines.hf import HFEngine
+    from pytest_specbench.matrix.schema import parse
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    doc = copy.deepcopy(BASE)
+    doc["models"]["m"] = "nonexistent-org/no-such-model-here"
+    (group,) = {c.group.id: c.group for c in parse(doc, "m.yaml").cells()}.values()
+    with pytest.raises(EngineStartError) as e:
+        HFEngine(group)
+    msg = str(e.value)
+    assert msg.startswith("ar-tp1: cannot load model 'nonexistent-org/no-such-model-here': ")
+    assert "\n" not in msg and msg.endswith("(no network here? give a local path, or download it first)")

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from ..inputs import tinymodel
 from ..matrix.cells import EngineGroup
 from ..planning import plan
-from .base import Request, RequestRecord, guard
+from .base import EngineStartError, Request, RequestRecord, guard
 
 T = TypeVar("T")
 
@@ -145,7 +145,16 @@ class HFEngine:
         self.group = group
         self.spec = m.speculative
         path = tinymodel.resolve(m.model.path)
-        self._tok = AutoTokenizer.from_pretrained(m.model.tokenizer or path)
+        try:
+            self._tok = AutoTokenizer.from_pretrained(m.model.tokenizer or path)
+        except (
+            OSError
+        ) as e:  # a hub id without network, a path without a tokenizer: one line, not a traceback
+            first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+            raise EngineStartError(
+                f"{group.id}: cannot load model {m.model.tokenizer or path!r}: {first.strip()} "
+                "(no network here? give a local path, or download it first)"
+            ) from None
         # the context the cells need; beyond the config's max_position_embeddings it is
         # overridden (RoPE extrapolates; what it means for quality is the user's call)
         self.context = plan.engine_context(group)

@@ -57,15 +57,24 @@ class SSEParser:
         return [event]
 
 
-def sse_events(lines: Iterable[str]) -> list[dict[str, Any]]:
+def event_json(data: str, where: str = "the server") -> Any:
+    """One SSE event's JSON; a malformed one is a ValueError naming where it came from and
+    showing the event (a bare JSONDecodeError says neither)."""
+    try:
+        return json.loads(data)
+    except ValueError as e:
+        raise ValueError(f"{where}: malformed server-sent event ({e.msg}): {data[:200]!r}") from None
+
+
+def sse_events(lines: Iterable[str], where: str = "the server") -> list[dict[str, Any]]:
     """Every JSON event of an SSE stream, in order (pure; what the streaming client does)."""
     p = SSEParser()
     out: list[dict[str, Any]] = []
     for ln in lines:
-        out += [json.loads(e) for e in p.feed(ln)]
+        out += [event_json(e, where) for e in p.feed(ln)]
         if p.done:
             return out
-    return out + [json.loads(e) for e in p.close()]
+    return out + [event_json(e, where) for e in p.close()]
 
 
 class ServerError(RuntimeError):
@@ -261,7 +270,7 @@ class Client:
                 # not streamed (asked so, or a server that ignored stream: true): one JSON answer
                 getattr(st, feed)(_check_event(await resp.json(content_type=None)))
                 return record_from(request, st, [], time.perf_counter() - t0)
-            async for ev in _events(resp.content):
+            async for ev in _events(resp.content, f"POST {url}"):
                 now = time.perf_counter() - t0
                 before = st.n
                 getattr(st, feed)(_check_event(ev))
@@ -272,15 +281,15 @@ class Client:
         return record_from(request, st, t_chunks, time.perf_counter() - t0)
 
 
-async def _events(content: Any) -> AsyncIterator[Any]:
+async def _events(content: Any, where: str = "the server") -> AsyncIterator[Any]:
     p = SSEParser()
     async for raw in content:
         for e in p.feed(raw.decode("utf-8", errors="replace")):
-            yield json.loads(e)
+            yield event_json(e, where)
         if p.done:
             return
     for e in p.close():
-        yield json.loads(e)
+        yield event_json(e, where)
 
 
 # ------------------------------------------------------------------------------ synchronous calls
