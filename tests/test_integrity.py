@@ -320,6 +320,28 @@ workloads:
 """
 
 
+def _start(pytester: pytest.Pytester, env: dict[str, str], out: Path, *args: str) -> subprocess.Popen[str]:
+    """The bench run as its own process (so that it can be signalled), output captured."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "benches",
+            *args,
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-json",
+            str(out),
+        ],
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_mid_cell_keeps_the_json_marks_the_cell_and_leaves_no_process(
@@ -337,14 +359,7 @@ def test_sigterm_mid_cell_keeps_the_json_marks_the_cell_and_leaves_no_process(
         env["FAKE_UVLOOP"] = "1"
     env.pop("FAKE_ENGINE_STARTS", None)
     out = pytester.path / "out.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "benches", "-p", "no:cacheprovider", "--benchmark-json", str(out)],
-        cwd=pytester.path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = _start(pytester, env, out)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the first cell measured, the second one running
@@ -456,25 +471,7 @@ def test_sigterm_to_the_controller_under_n2_marks_the_running_cells_and_names_th
     env = {**os.environ, "FAKE_SLOW_S": "60"}
     env.pop("FAKE_ENGINE_STARTS", None)
     out = pytester.path / "out.json"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "benches",
-            "-n",
-            "2",
-            "-p",
-            "no:cacheprovider",
-            "--benchmark-json",
-            str(out),
-        ],
-        cwd=pytester.path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = _start(pytester, env, out, "-n", "2")
     try:
         time.sleep(12)  # both workers collected and started their cell (each takes 60 s)
         proc.send_signal(signal.SIGTERM)
