@@ -320,20 +320,25 @@ workloads:
 """
 
 
+def _bench(out: Path, *args: str) -> list[str]:
+    """The command line of a bench run writing ``out``."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "benches",
+        *args,
+        "-p",
+        "no:cacheprovider",
+        "--benchmark-json",
+        str(out),
+    ]
+
+
 def _start(pytester: pytest.Pytester, env: dict[str, str], out: Path, *args: str) -> subprocess.Popen[str]:
     """The bench run as its own process (so that it can be signalled), output captured."""
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "benches",
-            *args,
-            "-p",
-            "no:cacheprovider",
-            "--benchmark-json",
-            str(out),
-        ],
+        _bench(out, *args),
         cwd=pytester.path,
         env=env,
         stdout=subprocess.PIPE,
@@ -386,18 +391,7 @@ def test_sigterm_mid_cell_keeps_the_json_marks_the_cell_and_leaves_no_process(
     # resume runs only the interrupted cell
     env["FAKE_SLOW_S"] = "0"
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "benches",
-            "-p",
-            "no:cacheprovider",
-            "--specbench-resume",
-            str(out),
-            "--benchmark-json",
-            str(pytester.path / "r.json"),
-        ],
+        _bench(pytester.path / "r.json", "--specbench-resume", str(out)),
         cwd=pytester.path,
         env=env,
         capture_output=True,

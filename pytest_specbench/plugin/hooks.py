@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 from ..engines import BACKENDS, get_backend
-from ..matrix.cells import Cell, EngineGroup
+from ..matrix.cells import EngineGroup
 from ..matrix.schema import MatrixError, load
 from ..report import summary as report
 from . import hookspec, results, xdist_sched
 from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
 from .runner import CellRunner, cell_timeout
+from .runner import item_cell as _item_cell
 from .state import (
     DEFAULT_MATRIX,
     ENGINE_PROP,
@@ -303,12 +304,6 @@ def _warn_cpu_engines_share_cores(config: pytest.Config, st: SpecbenchState) -> 
         ),
         stacklevel=2,
     )
-
-
-def _item_cell(item: pytest.Item) -> Cell | None:
-    cs = getattr(item, "callspec", None)
-    cell = cs.params.get("cell") if cs is not None else None
-    return cell if isinstance(cell, Cell) else None
 
 
 # ------------------------------------------------------------------------------ fixtures

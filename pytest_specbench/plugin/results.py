@@ -20,7 +20,6 @@ class Collector:
 
     def __init__(self, st: SpecbenchState):
         self.st = st
-        self._cells: dict[str, Any] | None = None
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self.st.running[nodeid] = None  # (under -n: forwarded from the worker that started it)
@@ -58,11 +57,10 @@ class Collector:
         xdist worker (xdist reports "worker 'gw0' crashed while running ...") or anything that
         failed before the plugin's report hook ran. It goes into failed_cells as what it was, so
         the JSON never looks clean while the exit status says failure."""
-        cell = report.nodeid.rpartition("[")[2].rstrip("]") if "[" in report.nodeid else None
-        if self._cells is None:
-            self._cells = {c.id: c for c in self.st.matrix.cells()} if self.st.matrix is not None else {}
-        if cell not in self._cells:
+        c = self.st.cell_of(report.nodeid)
+        if c is None:
             return
+        cell = c.id
         text = str(getattr(report, "longreprtext", "") or report.longrepr or "").strip()
         crashed = "crashed while running" in text
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -71,7 +69,7 @@ class Collector:
             {
                 "nodeid": report.nodeid,
                 "cell": cell,
-                "group": self._cells[cell].group.id,
+                "group": c.group.id,
                 "phase": report.when,
                 "error": (
                     f"the xdist worker running this cell crashed ({first.strip()}); its engine's "
@@ -88,16 +86,13 @@ class Collector:
 
     def _worker_line(self, report: pytest.TestReport) -> None:
         tr = self.st.config.pluginmanager.get_plugin("terminalreporter")
-        cell = report.nodeid.rpartition("[")[2].rstrip("]")
-        if self._cells is None:
-            self._cells = {c.id: c for c in self.st.matrix.cells()} if self.st.matrix is not None else {}
-        cells = self._cells
-        if tr is None or cell not in cells or self.st.config.get_verbosity() < 0:
+        cell = self.st.cell_of(report.nodeid)
+        if tr is None or cell is None or self.st.config.get_verbosity() < 0:
             return
         worker = getattr(report.node, "gateway", None)
         tr.ensure_newline()
         tr.write_line(
-            f"[{getattr(worker, 'id', '?')}] group {cells[cell].group.id}: {cell} {report.outcome} "
+            f"[{getattr(worker, 'id', '?')}] group {cell.group.id}: {cell.id} {report.outcome} "
             f"in {report.duration:.1f} s"
         )
 
@@ -109,21 +104,15 @@ def mark_interrupted(st: SpecbenchState) -> None:
     info = st.interrupted or {"cell": None, "why": why}
     # the cells that were running when it came (under -n, on the workers: started, no teardown
     # report yet), each a failed cell marked interrupted
-    cells = {c.id: c for c in st.matrix.cells()} if st.matrix is not None else {}
-    running = [(n, n.rpartition("[")[2].rstrip("]")) for n in st.running]
-    running = [(n, c) for n, c in running if c in cells]
+    running = [(n, c) for n, c in ((n, st.cell_of(n)) for n in st.running) if c is not None]
     if info.get("cell") is None and running:
-        info = {
-            **info,
-            "nodeid": running[0][0],
-            "cell": running[0][1],
-            "group": cells[running[0][1]].group.id,
-        }
+        info = {**info, "nodeid": running[0][0], "cell": running[0][1].id, "group": running[0][1].group.id}
     if running:
-        info["cells"] = [c for _, c in running]
+        info["cells"] = [c.id for _, c in running]
     st.interrupted = info
+    groups = {c.id: c.group.id for _, c in running}
     stopped = [(info.get("nodeid", ""), info["cell"])] if info.get("cell") else []
-    stopped += [(n, c) for n, c in running if c != info.get("cell")]
+    stopped += [(n, c.id) for n, c in running if c.id != info.get("cell")]
     for nodeid, cell in stopped:
         if any(f.get("cell") == cell for f in st.failures):
             continue
@@ -131,7 +120,7 @@ def mark_interrupted(st: SpecbenchState) -> None:
             {
                 "nodeid": nodeid,
                 "cell": cell,
-                "group": cells[cell].group.id if cell in cells else info.get("group"),
+                "group": groups.get(cell, info.get("group")),
                 "phase": "call",
                 "interrupted": True,
                 "error": f"{info['why']}: the run stopped in this cell; its requests were cancelled",

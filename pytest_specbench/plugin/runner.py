@@ -15,15 +15,16 @@ from .state import PARTIAL, RESULT_PROP, SpecbenchState, jsonable
 from .state import get_state as _state
 
 
+def item_cell(item: pytest.Item) -> Cell | None:
+    """The matrix cell a bench item measures (its ``cell`` parameter), or None."""
+    cs = getattr(item, "callspec", None)
+    cell = cs.params.get("cell") if cs is not None else None
+    return cell if isinstance(cell, Cell) else None
+
+
 def _group_cells(item: pytest.Item, cell: Cell) -> list[Cell]:
     """The selected cells of ``cell``'s engine group (all of them run on this process)."""
-    out = []
-    for i in item.session.items:
-        cs = getattr(i, "callspec", None)
-        c = cs.params.get("cell") if cs is not None else None
-        if isinstance(c, Cell) and c.group.id == cell.group.id:
-            out.append(c)
-    return out
+    return [c for c in map(item_cell, item.session.items) if c is not None and c.group.id == cell.group.id]
 
 
 def cell_timeout(config: pytest.Config, cell: Cell) -> float:
@@ -175,20 +176,11 @@ def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell) -> Any:
 
 def _meters(st: SpecbenchState, cell: Cell) -> Any:
     """What is measured over a cell's timed rounds besides its requests: other processes' CPU
-    time (disturbance.DisturbanceMeter) and, on leased GPUs, their energy."""
+    time and GPU use (disturbance.DisturbanceMeter) and, on leased GPUs, their NVML energy."""
+    from ..gpus import inventory as gpus
     from ..workloads.kinds import Meters
     from .disturbance import DisturbanceMeter
 
-    energy = _energy_meter(st, cell)
+    # the GPUs its engine leased (none for CPU backends or without a lease: GPUs unknown)
     leased = tuple(st.lease.gpus) if st.lease is not None and get_backend(cell.method.backend).gpu else ()
-    return Meters([DisturbanceMeter(gpus=leased), *([energy] if energy is not None else [])])
-
-
-def _energy_meter(st: SpecbenchState, cell: Cell) -> Any:
-    """NVML energy over the cell's timed rounds on the GPUs its engine leased; None for CPU
-    backends or without a lease (GPUs unknown)."""
-    from ..gpus import inventory as gpus
-
-    if st.lease is None or not get_backend(cell.method.backend).gpu:
-        return None
-    return gpus.EnergyMeter(tuple(st.lease.gpus))
+    return Meters([DisturbanceMeter(gpus=leased), *([gpus.EnergyMeter(leased)] if leased else [])])

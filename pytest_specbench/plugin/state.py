@@ -41,6 +41,7 @@ class SpecbenchState:
     engine_events: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     doc: dict[str, Any] | None = None
+    _cells_by_id: dict[str, Any] | None = None  # cell_of's map, made at its first call
     write_errors: list[str] = field(default_factory=list)  # failed writes of the JSON, in order
     crashed_workers: list[str] = field(default_factory=list)  # xdist's words for each crashed worker
     written_to: str | None = None  # where the last successful write went (None: the last failed)
@@ -98,6 +99,12 @@ class SpecbenchState:
                 },
             }
         return self._provenance
+
+    def cell_of(self, nodeid: str) -> Any:
+        """The matrix cell a bench item's node id names (``...[cell-id]``), or None."""
+        if self._cells_by_id is None:
+            self._cells_by_id = {c.id: c for c in self.matrix.cells()} if self.matrix is not None else {}
+        return self._cells_by_id.get(nodeid.rpartition("[")[2].rstrip("]")) if "[" in nodeid else None
 
     def get_plan(self) -> Any:
         if self.plan is None and self.matrix is not None:
