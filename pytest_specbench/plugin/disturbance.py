@@ -49,22 +49,20 @@ class DisturbanceMeter:
             pass
         return ours
 
-    def _look_at_gpus(self) -> None:
+    def _look_at_gpus(self, ours: set[int]) -> None:
         """Compute processes on the engine's GPUs that are not the run's (NVML)."""
         if not self.gpus:
             return
         from ..gpus.inventory import gpu_processes
 
-        ours = self._ours()
         for gpu, procs in gpu_processes(self.gpus).items():
             for pid, mib in procs:
                 if pid not in ours:
                     self._gpu_others[f"GPU {gpu}: pid {pid}"] = f"{mib} MiB"
 
-    def _others(self) -> dict[tuple[int, float], tuple[Any, float]]:
+    def _others(self, ours: set[int]) -> dict[tuple[int, float], tuple[Any, float]]:
         import psutil
 
-        ours = self._ours()
         out = {}
         for p in psutil.process_iter():
             if p.pid in ours or p.pid == 0:
@@ -79,14 +77,16 @@ class DisturbanceMeter:
 
     def start(self) -> None:
         self._gpu_others = {}
-        self._look_at_gpus()
-        self._before = {k: t for k, (_, t) in self._others().items()}
+        ours = self._ours()
+        self._look_at_gpus(ours)
+        self._before = {k: t for k, (_, t) in self._others(ours).items()}
         self._t0 = time.perf_counter()
 
     def stop(self) -> dict[str, Any]:
         wall = time.perf_counter() - self._t0
         taken: list[tuple[float, str]] = []
-        for key, (p, t) in self._others().items():
+        ours = self._ours()
+        for key, (p, t) in self._others(ours).items():
             d = t - self._before.get(key, 0.0)
             if d > 0:
                 try:
@@ -103,7 +103,7 @@ class DisturbanceMeter:
             "other_cpu_s": round(total, 3),
             "other_cpu_top": [f"{name}: {d:.1f} s" for d, name in top],
         }
-        self._look_at_gpus()
+        self._look_at_gpus(ours)
         why = []
         if share > self.share and total >= MIN_OTHER_CPU_S:
             why.append(
