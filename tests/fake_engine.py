@@ -139,12 +139,15 @@ class FakeTimedEngine(FakeEngine):
                 f.writelines(f"{self.group.id} {line}\n" for line in self.seen)
         super().close()
 
+    def token_s(self) -> float:
+        return float(os.environ.get("FAKE_TOKEN_S", "0.002"))
+
     async def agenerate(self, request: Request) -> RequestRecord:
         import hashlib
 
         digest = hashlib.sha256(repr(request.input_ids).encode()).hexdigest()[:16]
         self.seen.append(f"{request.tag} {request.temperature:g} {digest}")
-        step = float(os.environ.get("FAKE_TOKEN_S", "0.002"))
+        step = self.token_s()
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         chunks = []
@@ -167,3 +170,19 @@ class FakeTimedEngine(FakeEngine):
             tag=request.tag,
             engine_prompt_tokens=len(request.input_ids),
         )
+
+
+class FakeDriftingEngine(FakeTimedEngine):
+    """FakeTimedEngine on a machine that slows down as the run goes on: each token takes
+    FAKE_TOKEN_S x (1 + (now - FAKE_DRIFT_T0) x FAKE_DRIFT_PER_S), the same for every engine in
+    the process (the machine's drift, not the engine's). Two methods on it are the same engine:
+    measured minutes (here: seconds) apart, the later one reads slower."""
+
+    backend = "fake-drifting"
+
+    def token_s(self) -> float:
+        import time
+
+        t0 = float(os.environ.get("FAKE_DRIFT_T0", "0")) or time.monotonic()
+        drift = float(os.environ.get("FAKE_DRIFT_PER_S", "0.5"))
+        return super().token_s() * (1.0 + (time.monotonic() - t0) * drift)

@@ -7,6 +7,8 @@ and keeps Prometheus counters (/metrics) in vLLM's and SGLang's names. Run as a 
 launch it. The script, from the environment:
 
 - FAKE_TTFT_MS (default 50): first chunk this long after the request arrived;
+- FAKE_HEADERS_MS (default 0): the response headers this long after the request arrived (a
+  server that answers its headers late, as one that queues the request does);
 - FAKE_ITL_MS (default 10): per token; a chunk of k tokens follows the previous one by k x this;
 - tokens per chunk = accept length: --speculative-num-steps + 1 when speculating, else 1
   (FAKE_ACCEPT overrides); verify steps = ceil(tokens / accept length);
@@ -187,6 +189,7 @@ class FakeServer:
             if not stream:
                 await _sleep_until(t0 + (sched[-1][0] if sched else 0))
                 return await _send(w, 200, self._final(api, ids, out, n, steps, hist))
+            await _sleep_until(t0 + float(os.environ.get("FAKE_HEADERS_MS", "0")) / 1e3)
             w.write(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
             )

@@ -107,7 +107,6 @@ def test_each_start_leases_its_tp_in_one_process(project: pytest.Pytester, tmp_p
     starts = {e["group"]: e for e in doc["specbench"]["engine_groups"]}
     assert starts["ar-tp2"]["lease"]["gpus"] == [0, 1]
     assert starts["ar-tp2"]["cuda_visible_devices"] == "0,1"
-    assert starts["ar-tp2"]["lease"]["waited_s"] < 1.0
     assert starts["ar-tp2"]["lease"]["taken_at"] >= starts["ar-tp2"]["lease"]["requested_at"]
     stops = {e["group"]: e for e in doc["specbench"]["engine_stops"]}
     assert stops["ar-tp4"]["lease"]["gpus"] == [0, 1, 2, 3]

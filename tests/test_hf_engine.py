@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import filecmp
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -161,3 +163,32 @@ def test_xdist_workers_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")  # one process: torch's default
     _share_cores(t)
     assert t.threads == [4]
+
+
+class FakeQueuedPool(ThreadPoolExecutor):
+    """One worker that starts each request 1 s after it was handed over: a request that waits
+    in the engine before its prefill."""
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        def later():  # type: ignore[no-untyped-def]
+            time.sleep(1.0)
+            return fn(*args, **kwargs)
+
+        return super().submit(later)
+
+
+def test_hf_ttft_counts_from_submission_not_from_the_prefill() -> None:
+    """A request that waited 1 s inside the engine before its prefill began has a TTFT and a
+    latency of at least 1 s: both count from the submission. Timed from the prefill, a tiny
+    model's TTFT reads a few ms. Only lower bounds: a busy machine can only make it later."""
+    eng = HFEngine(EngineGroup(MATRIX.methods[0], 1))
+    try:
+        eng._pool.shutdown()
+        eng._pool = FakeQueuedPool(max_workers=1)
+        (p,) = prompts.make_prompts(eng.tokenizer(), 40, 1, seed=7)
+        (rec,) = run_requests(eng, [Request(p, 4)], concurrency=1)
+    finally:
+        eng.close()
+    assert rec.error is None and rec.output_tokens == 4
+    assert rec.ttft_s is not None and rec.ttft_s >= 1.0, rec.ttft_s
+    assert rec.latency_s >= 1.0 and rec.chunks[0][0] == rec.ttft_s

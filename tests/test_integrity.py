@@ -298,13 +298,13 @@ def test_timeout_option_fires_in_the_first_cell_of_a_group(pytester: pytest.Pyte
     _project(
         pytester, GOOD.replace("prompt_tokens: 8}", "prompt_tokens: 8, rounds: 1, warmup: 0, timeout_s: 15}")
     )
-    t0 = time.monotonic()
     res = pytester.runpytest(
         "benches", "-p", "timeout", "--timeout", "2", "--specbench-hang-engine", "ar-tp1@0"
     )
-    assert time.monotonic() - t0 < 12  # not the cell's own 15 s limit
     res.assert_outcomes(failed=1)
+    # pytest-timeout's alarm fired, not the cell's own 15 s limit
     res.stdout.fnmatch_lines(["*Timeout (>2.0s) from pytest-timeout*"])
+    assert "timeout_s" not in res.stdout.str()
 
 
 # ----------------------------------------------------------------------------- interruptions

@@ -187,12 +187,14 @@ def test_a_queued_start_that_never_asks_drops_out(tmp_path: Path, monkeypatch: p
     pool = LeasePool.create(tmp_path, (0, 1))
     pool.set_order(["never-tp2", "later-tp2"], expected={"never-tp2": 2})  # handed out, never asks
     t0 = time.monotonic()
-    lease = LeasePool(tmp_path).acquire("later-tp2", 2, poll_s=0.01)
-    assert 0.25 <= time.monotonic() - t0 < 2.0  # waited for the expected group, then went ahead
+    # waited for the expected group, then went ahead (a start that waited forever would fail
+    # with the 30 s limit's LeaseError)
+    lease = LeasePool(tmp_path).acquire("later-tp2", 2, poll_s=0.01, timeout_s=30)
+    assert time.monotonic() - t0 >= 0.25
     pool.release(lease, then=("never-tp2", 2))  # queued again by a release, and again never asks
     t0 = time.monotonic()
-    LeasePool(tmp_path).acquire("later-tp2", 2, poll_s=0.01)
-    assert 0.25 <= time.monotonic() - t0 < 2.0
+    LeasePool(tmp_path).acquire("later-tp2", 2, poll_s=0.01, timeout_s=30)
+    assert time.monotonic() - t0 >= 0.25
 
 
 def test_groups_handed_out_first_keep_their_place_before_they_ask(tmp_path: Path) -> None:

@@ -269,11 +269,12 @@ workloads:
 def test_http_streams_on_the_servers_schedule_at_c1_and_c256(
     pytester: pytest.Pytester, fake_server, api: str
 ) -> None:
-    """Every token's ITL gap on the script (p50 within 1 ms), exact token counts and acceptance
-    (per request from meta_info for SGLang's API, from /metrics deltas for the OpenAI one), 256
-    requests really in flight at c256 (aiohttp's default pool would hold 100), and TTFT p50 on
-    the script plus the client's own cost: about 1 ms at c1; at c256 one Python process issues
-    256 requests while the server shares the same cores (about 25 ms measured on 2 cores)."""
+    """Exact token counts and acceptance (per request from meta_info for SGLang's API, from
+    /metrics deltas for the OpenAI one), 256 requests really in flight at c256 (aiohttp's default
+    pool would hold 100), and TTFT and ITL never below the server's script. How far above it
+    they read is the client's and the machine's own cost (about 1 ms at c1 on 2 idle cores), a
+    timing this test does not assert; the spreading of a chunk's gap over its tokens is checked
+    on hand-made chunks in test_metrics."""
     ttft_ms, itl_ms, accept, out = 80.0, 20.0, 3, 10
     srv = fake_server(FAKE_TTFT_MS=str(ttft_ms), FAKE_ITL_MS=str(itl_ms), FAKE_ACCEPT=str(accept))
     _project(pytester, HTTP_MATRIX.format(url=srv.url, api=api, extra="", conc="[1, 256]", out=out))
@@ -287,15 +288,12 @@ def test_http_streams_on_the_servers_schedule_at_c1_and_c256(
         conc = 256 if "c256" in cid else 1
         assert m["requests"] == 2 * conc
         assert m["output_tokens"] == 2 * conc * out
-        # never below the script; above it by the client's own cost: about 1 ms at c1 on 2 idle
-        # cores (up to 4.4 ms seen while other processes loaded them), and at c256 what one
-        # process issuing 256 requests costs (+25 ms on 2 idle cores): not asserted
+        # never below the script (the server cannot send early); above it by the client's and
+        # the machine's own cost, which is not asserted
         assert m["ttft_ms_p50"] > ttft_ms - 0.5, (cid, m["ttft_ms_p50"])
-        if conc == 1:
-            assert m["ttft_ms_p50"] < ttft_ms + 6.0, (cid, m["ttft_ms_p50"])
-        # each chunk of k tokens follows the previous one by k x ITL: spread over its tokens,
-        # every gap is the script's ITL
-        assert abs(m["itl_ms_p50"] - itl_ms) < 1.0, (cid, m["itl_ms_p50"])
+        # each chunk of k tokens follows the previous one by at least k x ITL: spread over its
+        # tokens, no gap is below the script's ITL (k x ITL each if the chunk were not spread)
+        assert m["itl_ms_p50"] > itl_ms - 0.5, (cid, m["itl_ms_p50"])
         assert m["accept_length"] == pytest.approx(out / steps)
         if api == "sglang":
             assert m["accept_scope"] == "request"
@@ -310,6 +308,23 @@ def test_http_streams_on_the_servers_schedule_at_c1_and_c256(
     assert srv.stats()["peak_in_flight"] == 256
     ev = [e for e in doc["specbench"]["engine_groups"] if e.get("ok")]
     assert len(ev) == 1 and ev[0]["info"]["url"] == srv.url and ev[0]["info"]["api"] == api
+
+
+@pytest.mark.parametrize("api", ["sglang", "openai"])
+def test_http_ttft_counts_from_submission_not_from_the_response_headers(
+    pytester: pytest.Pytester, fake_server, api: str
+) -> None:
+    """A server that answers its headers 70 ms after the request arrived and its first token at
+    80 ms (as one that queues the request does): TTFT is at least 80 ms, counted from the
+    submission as SGLang's and vLLM's benchmark clients count it. Timed from the headers it
+    would read about 10 ms. Only lower bounds: a busy machine can only make it later."""
+    srv = fake_server(FAKE_HEADERS_MS="70", FAKE_TTFT_MS="80", FAKE_ITL_MS="5")
+    _project(pytester, HTTP_MATRIX.format(url=srv.url, api=api, extra="", conc="[1, 4]", out=6))
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json", "-p", "no:randomly")
+    res.assert_outcomes(passed=2)
+    for cid, b in _cells(json.loads((pytester.path / "out.json").read_text())).items():
+        ttfts = [t * 1e3 for t in b["extra_info"]["per_request"]["ttft_s"]]
+        assert ttfts and min(ttfts) >= 79.5, (cid, ttfts)
 
 
 def test_openai_without_prefix_cache_reset_says_so_per_cell(pytester: pytest.Pytester, fake_server) -> None:

@@ -34,6 +34,9 @@ class Backend:
     external: bool = False  # an endpoint the plugin does not start: no lifecycle, GPUs or memory plan
     engine_args: bool = True  # takes a method's engine_args (False: giving any is a usage error)
     needs: tuple[tuple[str, str], ...] = ()  # (module, how to install it) a run needs importable
+    # engines live side by side in one process (in-process, CPU, cheap): a cell's baseline runs
+    # as a second engine, its rounds interleaved with the cell's (workloads/rounds.py)
+    interleave: bool = False
 
     def skip_reason(self, group: EngineGroup) -> str | None:
         """Why this backend cannot run ``group`` at this TP size (checked at collection)."""
@@ -120,9 +123,10 @@ def register_backend(
     external: bool = False,
     engine_args: bool = True,
     needs: tuple[tuple[str, str], ...] = (),
+    interleave: bool = False,
 ) -> None:
     BACKENDS[name] = Backend(
-        name, factory, max_tp, algorithms, gpu, local_models, external, engine_args, needs
+        name, factory, max_tp, algorithms, gpu, local_models, external, engine_args, needs, interleave
     )
 
 
@@ -141,6 +145,7 @@ register_backend(
     gpu=False,
     local_models=True,
     engine_args=False,  # the embedded model runs in float32 through transformers, nothing to set
+    interleave=True,
 )
 SGLANG = ("sglang", 'pip install -e ".[sglang]" on a GPU host (offline: the wheelhouse of docs/sglang.md)')
 AIOHTTP = ("aiohttp", 'pip install -e ".[server]"')

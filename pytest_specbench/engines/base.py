@@ -318,8 +318,9 @@ async def open_loop(
         if delay > 0:
             await asyncio.sleep(delay)
         woke = time.perf_counter()
+        full = sem.locked()  # every slot taken: this request waits for one
         async with sem:
-            queued = time.perf_counter() - woke
+            queued = time.perf_counter() - woke if full else 0.0
             start = time.perf_counter() - t_start
             rec = await safe_generate(engine, req)
         rec = dataclasses.replace(

@@ -150,6 +150,8 @@ class Workload:
     requests: int | None = None
     waves: int | None = None  # requests per round = waves x concurrency (instead of requests)
     rounds: int = 5  # enough paired rounds for a speedup interval to mean something (paired.py)
+    # more timed rounds, up to this many, while the cell's interval is not decided (rounds.timed)
+    max_rounds: int | None = None
     warmup: int = 1
     timeout_s: float = 900.0
     methods: tuple[str, ...] = ()
@@ -168,6 +170,11 @@ class Workload:
         if self.kind in ("throughput", "categories"):  # options.stream; throughput defaults to off
             return bool(dict(self.options).get("stream", self.kind == "categories"))
         return True  # ttft, long_context, agentic
+
+    @property
+    def round_cap(self) -> int:
+        """The most timed rounds a cell of this workload may run."""
+        return max(self.rounds, self.max_rounds or 0)
 
     def requests_per_round(self, concurrency: int) -> int:
         if self.requests:
@@ -308,6 +315,8 @@ class Cell:
         w = self.workload
         if w.kind in WAVE_KINDS and w.requests is None and w.waves is None:
             key += (("default_waves", DEFAULT_WAVES),)
+        if w.max_rounds is not None:
+            key += (("max_rounds", w.max_rounds),)
         return key
 
     @property
@@ -374,6 +383,7 @@ NOT_FINGERPRINTED: dict[tuple[type, str], str] = {
     (Method, "api_key_env"): "names the variable holding the API key; no measurement depends on it",
     (Workload, "temperature"): "a temperature > 0 is the cell's axis (Cell.extra); greedy adds nothing",
     (Workload, "slo"): "Cell.fingerprint adds ('slo', ...) when set; a workload without SLOs keeps its own",
+    (Workload, "max_rounds"): "Cell.fingerprint adds ('max_rounds', n) when set; without it, unchanged",
 }
 
 

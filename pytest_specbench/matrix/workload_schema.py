@@ -26,6 +26,7 @@ WORKLOAD_KEYS = (
     "requests",
     "waves",
     "rounds",
+    "max_rounds",
     "warmup",
     "timeout_s",
     "methods",
@@ -140,6 +141,14 @@ def workload(cx: Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir:
     for k in ("prompt_tokens", "requests", "waves", "rounds"):
         if d.get(k) is not None:
             kw[k] = cx.pos_int(d[k], f"{key}.{k}")
+    if d.get("max_rounds") is not None:
+        kw["max_rounds"] = cx.pos_int(d["max_rounds"], f"{key}.max_rounds")
+        if kw["max_rounds"] < kw.get("rounds", Workload.rounds):
+            raise cx.err(
+                f"{key}.max_rounds",
+                f"{kw['max_rounds']} is below rounds ({kw.get('rounds', Workload.rounds)}): give "
+                "max_rounds >= rounds (rounds run always, then more up to max_rounds until decided)",
+            )
     if "requests" in kw and "waves" in kw:
         raise cx.err(f"{key}.waves", "give requests (per round) or waves (x concurrency per round), not both")
     if d.get("warmup") is not None:

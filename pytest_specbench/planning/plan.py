@@ -429,9 +429,12 @@ def make_plan(
     previous: dict[str, Any] | None = None,
     gpu_backends: frozenset[str] = frozenset({"sglang"}),
     timeout_s: float | None = None,
+    interleaved: dict[str, str] | None = None,
 ) -> Plan:
     """The plan of ``cells``; ``timeout_s`` overrides every cell's time limit (as
-    --specbench-timeout does): a cell planned to run past its limit gets a note saying so."""
+    --specbench-timeout does): a cell planned to run past its limit gets a note saying so.
+    ``interleaved``: cell id -> the baseline cell whose rounds run interleaved with it (the
+    cell's ETA includes them)."""
     groups: dict[str, GroupPlan] = {}
     out: dict[str, CellPlan] = {}
     for c in cells:
@@ -448,6 +451,11 @@ def make_plan(
             {c.id: c.fingerprint() for c in cells},
             {c.group.id: (c.method.backend, c.method.model.path) for c in cells},
         )
+    for cid, base in (interleaved or {}).items():
+        cp, bp = out.get(cid), out.get(base)
+        if cp is not None and bp is not None and cp.eta_s is not None and bp.eta_s is not None:
+            cp.eta_s += bp.eta_s
+            cp.note = ((cp.note + "; ") if cp.note else "") + f"eta includes {base}'s interleaved rounds"
     for c in cells:
         cp, limit = out[c.id], timeout_s or c.workload.timeout_s
         if cp.feasible and cp.eta_s is not None and cp.eta_s > limit:

@@ -403,6 +403,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     st = _state(config)
+    st.close_references()
     if hasattr(config, "workerinput") or st.matrix is None:
         return
     st.engine_events += st.pending  # the last engine's stop (fixture teardown ran just before this)

@@ -135,6 +135,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "CPU, torch/transformers/sglang versions); they are marked resumed_from_other_machine. "
         "Default: such cells run again",
     )
+    g.addoption(
+        "--specbench-no-interleave",
+        action="store_true",
+        default=False,
+        help="on backends whose engines share one process (hf), do not run each cell's baseline "
+        "interleaved with it (a second engine, round by round); the speedup then divides by the "
+        "baseline's own cell, measured minutes apart",
+    )
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
 
 

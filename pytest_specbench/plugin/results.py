@@ -228,6 +228,8 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "engine_starts": len(starts),
             "engine_groups": starts,
             "engine_stops": [e for e in st.engine_events if e.get("event") == "stop"],
+            # baseline instances run beside a group's engine, their rounds interleaved with its cells'
+            "reference_engines": [e for e in st.engine_events if e.get("event") == "reference"],
             "gpus_used": list(st.gpus) if st.gpus is not None else None,
             "gpu_notes": st.gpu_notes,
             # a crashed worker's cell that xdist ran again and that then measured is a result,
@@ -353,9 +355,16 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
         )
     out += report.table(st.doc)
     spec = st.doc["specbench"]
+    refs = spec.get("reference_engines") or []
     out.append(
         f"engine starts: {spec['engine_starts']} "
         f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in spec['engine_groups'])})"
+        + (
+            f"; baseline instances for interleaved rounds: {len(refs)} "
+            f"({', '.join(e['group'] + ' in ' + e['worker'] for e in refs)})"
+            if refs
+            else ""
+        )
     )
     if spec.get("resumed_cells"):
         out.append(

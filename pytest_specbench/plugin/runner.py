@@ -60,7 +60,9 @@ class CellRunner:
         try:
             if n == 0:  # the group's first cell: warm the engine at every shape its cells use
                 warm = workloads.warm_engine(engine, _group_cells(self.item, cell))
-            run = workloads.run(engine, cell, workloads.meters(_meters(st, cell), engine))
+            # the baseline as a second engine, its rounds interleaved with this cell's (hf)
+            ref = st.reference_for(cell, _group_cells(self.item, cell))
+            run = workloads.run(engine, cell, workloads.meters(_meters(st, cell), engine), ref)
         except CellTimeout as e:
             timed_out = str(e)
         except (Interrupted, KeyboardInterrupt) as e:  # SIGTERM / Ctrl-C: stop the run, keep the rest
@@ -108,6 +110,8 @@ class CellRunner:
         )
         if disturbed:  # in the metrics, where comparisons read it: no verdict for this cell
             m["disturbed"] = disturbed
+        if run.reference is not None:  # the baseline's interleaved rounds: what "vs ar" divides by
+            m["reference"] = run.reference
         result = {
             "nodeid": self.item.nodeid,
             "name": self.item.name,

@@ -1,7 +1,10 @@
 """Per-process plugin state: the matrix, the live engine, what was measured, the plan.
 
 Kept apart from hooks.py (hooks and fixtures) so both stay readable. One live engine per
-process: starting a group's engine stops the previous one first.
+process: starting a group's engine stops the previous one first. Beside it, on backends whose
+engines share a process (``Backend.interleave``: hf), one instance per baseline group, whose
+rounds are interleaved with the cells that compare with it (``reference_for``); they stop at the
+session's end.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pytest
 
 from ..engines import BACKENDS
 from ..matrix.cells import EngineGroup, Matrix
+from ..matrix.interleave import interleaved_baselines, interleaves
 
 STATE = pytest.StashKey["SpecbenchState"]()
 DEFAULT_MATRIX = "benches/specbench.yaml"
@@ -68,6 +72,7 @@ class SpecbenchState:
     running: dict[str, None] = field(default_factory=dict)  # controller: nodeids started, not finished
     resume_refused: list[str] = field(default_factory=list)  # --specbench-resume: cells not copied, why
     _provenance: dict[str, Any] | None = None
+    references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
 
     def provenance(self) -> dict[str, Any]:
@@ -123,8 +128,18 @@ class SpecbenchState:
                     ) from None
             gpu_backends = frozenset(n for n, b in BACKENDS.items() if b.gpu)
             cells = self.matrix.cells()
+            interleaved = (
+                {}
+                if self.config.getoption("specbench_no_interleave", False)
+                else interleaved_baselines(cells, self.matrix.baselines(), interleaving_backends())
+            )
             self.plan = plan.make_plan(
-                cells, self.gpu_budget, prev, gpu_backends, self.config.getoption("specbench_timeout", None)
+                cells,
+                self.gpu_budget,
+                prev,
+                gpu_backends,
+                self.config.getoption("specbench_timeout", None),
+                interleaved,
             )
             for c in cells:  # wider than the run's GPU pool: skipped, and not in the plan's ETA
                 why = self.gpu_skip_reason(c)
@@ -212,6 +227,43 @@ class SpecbenchState:
         self.live = (group, eng)
         self.lease = lease
         return eng
+
+    def interleaved_baseline(self, cell: Any) -> Any:
+        """The method whose rounds are interleaved with ``cell``'s (cells.interleaves): its
+        baseline (same model and TP) where both backends can share a process, unless
+        --specbench-no-interleave; else None (also for the baseline itself)."""
+        if self.matrix is None or self.config.getoption("specbench_no_interleave", False):
+            return None
+        name = self.matrix.baselines().get(cell.method.name)
+        base = self.matrix.method(name) if name else None
+        return base if interleaves(cell, base, interleaving_backends()) else None
+
+    def reference_for(self, cell: Any, shapes: list[Any]) -> Any:
+        """A ``rounds.Reference`` for ``cell``: its baseline method (same model and TP) as a
+        second engine in this process, started and warmed at ``shapes`` (cells) on first use;
+        None where the cell is its own baseline, the baseline does not run this workload, either
+        backend cannot share the process, or --specbench-no-interleave."""
+        base = self.interleaved_baseline(cell)
+        if base is None:
+            return None
+        name = base.name
+        from ..workloads.kinds import Reference, warm_engine
+
+        group = EngineGroup(base, cell.tp)
+        if group.id not in self.references:
+            t0 = time.perf_counter()
+            eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
+            self.references[group.id] = eng
+            ev = {"group": group.id, "worker": self.worker, "event": "reference", "for": cell.group.id}
+            ev["start_s"] = time.perf_counter() - t0
+            ev["warm"] = jsonable(warm_engine(eng, shapes))
+            self.pending.append(ev)
+        return Reference(self.references[group.id], name, group.id)
+
+    def close_references(self) -> None:
+        refs, self.references = self.references, {}
+        for eng in refs.values():
+            eng.close()
 
     def _restore_environ(self) -> None:
         saved, self.saved_environ = self.saved_environ, None
@@ -303,6 +355,11 @@ def _cpu_model() -> str | None:
     except OSError:
         pass
     return None
+
+
+def interleaving_backends() -> frozenset[str]:
+    """Backends whose engines can share a process (Backend.interleave), as registered now."""
+    return frozenset(n for n, b in BACKENDS.items() if b.interleave)
 
 
 def get_state(config: pytest.Config) -> SpecbenchState:

@@ -96,6 +96,16 @@ def _natural(key: tuple[Any, ...]) -> tuple[Any, ...]:
     return (key[0], *((k, num(pairs[k])) for k in names))
 
 
+def rank_closed_loop(rows: list[dict[str, Any]]) -> None:
+    """Fastest first: by the speedup over the baseline's interleaved rounds when every row but
+    the baseline has one (tok/s of groups run minutes apart carry the machine's drift), else
+    by output tok/s."""
+    if all(_baseline_row(r) or r.get("speedup_pairing") == "interleaved" for r in rows):
+        rows.sort(key=lambda r: -(1.0 if _baseline_row(r) else r.get("speedup_vs_ar") or 0.0))
+    else:
+        rows.sort(key=lambda r: -r["output_tokens_per_s"])
+
+
 def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
     """For each cell shape (workload, TP, concurrency, prompt and output tokens, other axes, and
     the target model, named by its AR baseline) measured with two or more methods: a label and
@@ -110,7 +120,7 @@ def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]
         if any(r.get("offered_request_rate") for r in rows):  # open loop: unsaturated, lower latency first
             rows.sort(key=lambda r: (bool(r.get("saturated")), r.get("latency_s_p50") or float("inf")))
         else:
-            rows.sort(key=lambda r: -r["output_tokens_per_s"])
+            rank_closed_loop(rows)
         label = _shape_label(dict(key[1:]))
         if several_models:
             label += f" (model of {key[0]})"
@@ -319,6 +329,8 @@ def warnings(doc: dict[str, Any]) -> list[str]:
                 f"warning: {b['param']}: warm-up did not settle ({w} tok/s in its warm-up rounds; "
                 "more warmup rounds, or a quieter machine)"
             )
+        if str(e.get("rounds_stop") or "").startswith("max_rounds"):
+            out.append(f"warning: {b['param']}: {e['rounds_stop']}")
     dry = [
         f"{b['param']} {b['extra_info']['no_draft_fraction']:.0%}"
         for b in doc.get("benchmarks", [])
@@ -355,7 +367,7 @@ def _setting_summary(row: dict[str, Any]) -> str:
 
 def tuning(doc: dict[str, Any]) -> list[str]:
     """The tuning view: per cell shape and swept method (a ``speculative:`` knob given as a list),
-    its best setting by tok/s with its speedup interval over AR, the runner-up, whether a paired
+    its best setting (rank_closed_loop) with its speedup interval over AR, the runner-up, whether a paired
     comparison separates the two, and every setting's acceptance and accept rate by position
     (where longer drafts stop paying)."""
     by: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = {}
@@ -371,7 +383,7 @@ def tuning(doc: dict[str, Any]) -> list[str]:
         for sweep, rows in sweeps.items():
             if len(rows) < 2:  # one setting of the sweep in this shape: nothing to tune here
                 continue
-            rows.sort(key=lambda r: -r["output_tokens_per_s"])
+            rank_closed_loop(rows)
             c = compare(rows[0]["_entry"], rows[1]["_entry"])
             sep = "separated" if c.get("speedup_verdict") == "faster" else "not separated"
             ratio = (

@@ -153,6 +153,13 @@ def compare(cell: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
     """``cell`` against ``base`` (each a cell's result: "params", "round_times" and "metrics",
     with its "request_digests"):
     the speedup of cell over base with its interval, the metric it rests on and the verdict."""
+    ref, bref = cell["metrics"].get("reference"), base["metrics"].get("reference")
+    if ref and ref.get("method") == base["params"]["method"]:
+        return _interleaved(cell, ref)
+    if ref and bref and ref.get("method") == bref.get("method"):  # two methods, one baseline each
+        return _interleaved(cell, ref, base)
+    if bref and bref.get("method") == cell["params"]["method"]:  # the baseline against a method
+        return _inverse(_interleaved(base, bref))
     a = {**cell, "rates": round_rates(cell["metrics"], cell.get("round_times") or [])}
     b = {**base, "rates": round_rates(base["metrics"], base.get("round_times") or [])}
     idx, how = _paired_rounds(a, b)
@@ -184,6 +191,79 @@ def compare(cell: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
     )
     if withheld:
         out["speedup_verdict"] = f"no verdict: {withheld}"
+    return out
+
+
+def _speeds(cell: Mapping[str, Any], ref: Mapping[str, Any]) -> list[float | None]:
+    """Per timed round, the cell's speed relative to its interleaved baseline round: tok/s ÷ the
+    baseline's (closed loop) or the baseline's p50 latency ÷ the cell's (open loop); None where
+    a round has no figure."""
+    m = cell["metrics"]
+    if cell["params"].get("request_rate"):
+        own, theirs = round_p50s(m), list(ref.get("round_latency_s_p50") or [])
+        return [b / a if a and b else None for a, b in zip(own, theirs, strict=False)]
+    own = round_rates(m, cell.get("round_times") or [])
+    return [
+        a / b if a and b else None for a, b in zip(own, ref.get("round_tokens_per_s") or [], strict=False)
+    ]
+
+
+def _interleaved(
+    cell: Mapping[str, Any], ref: Mapping[str, Any], other: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``cell`` against its baseline's rounds interleaved with its own (``metrics.reference``):
+    round k of the cell with round k of the baseline, run within seconds of each other on the
+    same requests, so the pairs share the machine's state; the t-interval is over those pairs.
+    ``other``: a second cell with its own interleaved rounds of the same baseline (two methods
+    of a shape): round k's speed relative to its baseline, the cell's ÷ the other's."""
+    s = _speeds(cell, ref)
+    o = _speeds(other, other["metrics"]["reference"]) if other is not None else [1.0] * len(s)
+    pairs = [(a, b) for a, b in zip(s, o, strict=False) if a and b]
+    m = cell["metrics"]
+    open_loop = bool(cell["params"].get("request_rate"))
+    out: dict[str, Any] = {
+        "speedup_pairing": "interleaved",
+        "speedup_metric": (
+            "latency_s_p50 ratio (open loop; the baseline's rounds interleaved with the cell's, "
+            "paired rounds' p50 latency, t-interval)"
+            if open_loop
+            else "output tok/s ratio (the baseline's rounds interleaved with the cell's; "
+            "paired rounds, t-interval)"
+        ),
+    }
+    iv = ratio_interval([p[0] for p in pairs], [p[1] for p in pairs])
+    if iv is None:
+        return out
+    out.update(
+        speedup_vs_ar=iv.point,
+        speedup_vs_ar_ci95=None if iv.lo is None else [iv.lo, iv.hi],
+        speedup_pairs=iv.n,
+        speedup_verdict=iv.verdict(),
+    )
+    withheld = no_verdict_reason(m, "the cell") or (
+        no_verdict_reason(other["metrics"], "the other cell") if other is not None else None
+    )
+    for r in (ref, other["metrics"]["reference"] if other is not None else None):
+        if not withheld and r and r.get("errors"):
+            withheld = f"a baseline's interleaved rounds had {r['errors']} failed requests"
+        if not withheld and r and r.get("saturated"):
+            withheld = "a baseline's interleaved rounds saturated (requests waited for a free slot)"
+    if withheld:
+        out["speedup_verdict"] = f"no verdict: {withheld}"
+    return out
+
+
+def _inverse(c: dict[str, Any]) -> dict[str, Any]:
+    """A comparison of A against B as one of B against A: 1/x, the interval flipped."""
+    out = dict(c)
+    if c.get("speedup_vs_ar"):
+        out["speedup_vs_ar"] = 1 / c["speedup_vs_ar"]
+    if c.get("speedup_vs_ar_ci95"):
+        lo, hi = c["speedup_vs_ar_ci95"]
+        out["speedup_vs_ar_ci95"] = [1 / hi, 1 / lo]
+    flip = {"faster": "slower", "slower": "faster"}
+    if c.get("speedup_verdict") in flip:
+        out["speedup_verdict"] = flip[c["speedup_verdict"]]
     return out
 
 
@@ -254,11 +334,14 @@ def compare_all(
         base = by.get((shape, name)) if name else None
         if name == method and r["metrics"].get("output_tokens_per_s"):  # the baseline itself
             fields.update(speedup_vs_ar=1.0, speedup_verdict="baseline")
+        elif base is None and name and (r["metrics"].get("reference") or {}).get("method") == name:
+            fields.update(_interleaved(r, r["metrics"]["reference"]))  # its own cell not in this run
         elif base is not None and r["metrics"].get("output_tokens_per_s"):
             fields.update(compare(r, base))
             ra = (r.get("extra_info") or {}).get("resumed_from")
             rb = (base.get("extra_info") or {}).get("resumed_from")
-            if ra != rb and "speedup_verdict" in fields:  # one of the two was copied from another run
+            interleaved = fields.get("speedup_pairing") == "interleaved"  # within the cell: one run
+            if ra != rb and "speedup_verdict" in fields and not interleaved:  # one copied from another run
                 fields["speedup_across_runs"] = True
                 fields["speedup_verdict"] += " (across runs: the baseline or the cell was resumed)"
         if method in speculative:

@@ -206,6 +206,13 @@ def legend(doc: dict[str, Any]) -> list[str]:
         "open loop: AR's p50 latency ÷ the cell's, per paired round (its tok/s follows the offered load)"
     ]
     out += [f"  {n} cells, {est}: {ESTIMATORS.get(est, est)}" for est, n in sorted(used.items())]
+    benches = doc.get("benchmarks", [])
+    inter = sum(1 for b in benches if b["extra_info"].get("speedup_pairing") == "interleaved")
+    if inter:
+        out.append(
+            f"  {inter} cells, vs ar interleaved: AR's rounds ran between the cell's own (A B, B A, ...; "
+            "a second engine in the process), and vs ar divides by those, not by AR's own cell (shown)"
+        )
     return out
 
 

@@ -21,15 +21,11 @@ free prefill. Greedy unless the workload lists ``temperature`` values (an axis),
 
 from __future__ import annotations
 
-import array
 import asyncio
-import gc
-import hashlib
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ..engines.base import (
     Engine,
@@ -40,22 +36,12 @@ from ..engines.base import (
     run_requests,
     safe_generate,
 )
-from ..engines.progress import PROGRESS
 from ..inputs import prompts
 from ..matrix.cells import Cell
 from ..report import metrics
+from .rounds import CellRun, Meter, Meters, Reference, RoundPlan, meters, request_digest, timed
 
-
-@dataclass
-class CellRun:
-    records: list[RequestRecord]  # timed rounds only
-    round_times: list[float]
-    extra: dict[str, Any] = field(default_factory=dict)
-    round_digests: list[str] = field(default_factory=list)  # one per timed round (request_digest)
-    round_output_tokens: list[int] = field(default_factory=list)  # per timed round, failed requests excluded
-    # per timed round: its steady-state window (metrics.steady_window) or None (one wave, open loop)
-    round_windows: list[Any] = field(default_factory=list)
-    one_wave: bool = False  # a closed loop whose rounds never refill a slot (requests <= concurrency)
+__all__ = ["CellRun", "Meter", "Meters", "Reference", "RoundPlan", "meters", "request_digest", "run"]
 
 
 def request_seed(cell: Cell, round_idx: int) -> int:
@@ -78,30 +64,6 @@ def _request(cell: Cell, ids: Any, tag: str, stream: bool) -> Request:
     )
 
 
-@dataclass(frozen=True)
-class RoundPlan:
-    """One round's requests, built before its clock starts: in order, with their arrival
-    offsets (s) for an open loop (None: closed loop)."""
-
-    requests: list[Request]
-    arrivals: list[float] | None = None
-
-    def digest(self) -> str:
-        """sha256 (16 hex digits) of what the round sends: per request in order its tag, input
-        ids, output length, temperature, seed and arrival offset. Two cells whose digests agree
-        got the same requests at the same times."""
-        return request_digest(self.requests, self.arrivals)
-
-
-def request_digest(requests: list[Request], arrivals: list[float] | None = None) -> str:
-    h = hashlib.sha256()
-    for i, r in enumerate(requests):
-        at = "-" if arrivals is None else f"{arrivals[i]:.9f}"
-        h.update(f"{r.tag}|{r.max_new_tokens}|{r.temperature!r}|{r.seed}|{at}|".encode())
-        h.update(array.array("q", r.input_ids).tobytes())
-    return h.hexdigest()[:16]
-
-
 def _plan(cell: Cell, reqs: list[Request], round_idx: int) -> RoundPlan:
     rate = cell.request_rate
     arrivals = poisson_arrivals(rate, len(reqs), request_seed(cell, round_idx)) if rate else None
@@ -114,126 +76,9 @@ def _submit(engine: Engine, cell: Cell, plan: RoundPlan) -> list[RequestRecord]:
     return run_requests(engine, plan.requests, cell.concurrency)
 
 
-class Meter(Protocol):
-    """Measures something over a cell's timed rounds (e.g. GPU energy): ``start`` before the
-    first timed round, ``stop`` after the last one returns what goes into the cell's extra."""
-
-    def start(self) -> None: ...
-
-    def stop(self) -> dict[str, Any]: ...
-
-
-class Meters:
-    """Several meters over the same window, their results merged."""
-
-    def __init__(self, meters: list[Meter]):
-        self.meters = meters
-
-    def start(self) -> None:
-        for m in self.meters:
-            m.start()
-
-    def stop(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for m in self.meters:
-            out.update(m.stop())
-        return out
-
-
-def meters(meter: Meter | None, engine: Any) -> Meter | None:
-    """``meter`` together with the engine's own (``cell_meter()``: a server's counters)."""
-    own = getattr(engine, "cell_meter", None)
-    ms = [m for m in (meter, own() if own is not None else None) if m is not None]
-    return None if not ms else ms[0] if len(ms) == 1 else Meters(ms)
-
-
-# warm until warm: after the configured warm-up rounds, more (of the last warm-up plan) while
-# the last two warm-up rounds' tok/s differ by more than WARM_TOLERANCE, at most WARM_EXTRA_MAX
-WARM_TOLERANCE = 0.10
-WARM_EXTRA_MAX = 3
-
-
-def _round_rate(recs: list[RequestRecord], dt: float, concurrency: int, closed: bool) -> tuple[float, Any]:
-    """A round's tok/s (its steady window's in a closed loop with refills, else tokens ÷ wall
-    time) and the window (None without one)."""
-    win = metrics.steady_window(recs, concurrency) if closed else None
-    if win is not None:
-        return win["tokens_per_s"], win
-    tokens = sum(x.output_tokens for x in recs if not x.error)
-    return (tokens / dt if dt > 0 else 0.0), None
-
-
-def _timed(
-    engine: Engine,
-    cell: Cell,
-    plans: list[Any],
-    round_fn: Callable[[Any], list[RequestRecord]],
-    meter: Meter | None,
+def _exact_rounds(
+    engine: Engine, cell: Cell, stream: bool, meter: Meter | None, reference: Reference | None
 ) -> CellRun:
-    """Warm-up rounds (extended until two in a row agree within WARM_TOLERANCE, when any are
-    configured), then the timed ones; ``plans`` (one per round, warm-up first) are built before
-    the first clock starts, so no round times prompt building and the energy window holds only
-    the timed rounds. RoundPlans' digests become the run's round_digests."""
-    w = cell.workload
-    closed = not cell.request_rate
-    records: list[RequestRecord] = []
-    times: list[float] = []
-    tokens: list[int] = []
-    windows: list[Any] = []
-    warm_rates: list[float] = []
-
-    def one(r: int, plan: Any) -> tuple[list[RequestRecord], float]:
-        PROGRESS.start_round(r, len(plan.requests) if isinstance(plan, RoundPlan) else 0)
-        engine.flush_cache()
-        gc.collect()  # no collection of earlier rounds' garbage inside this round's clock
-        t0 = time.perf_counter()
-        recs = round_fn(plan)
-        return recs, time.perf_counter() - t0
-
-    for r, plan in enumerate(plans[: w.warmup]):
-        recs, dt = one(r, plan)
-        warm_rates.append(_round_rate(recs, dt, cell.concurrency, closed)[0])
-    extra = 0
-    while w.warmup and extra < WARM_EXTRA_MAX and not _settled(warm_rates):
-        extra += 1
-        recs, dt = one(w.warmup - 1, plans[w.warmup - 1])
-        warm_rates.append(_round_rate(recs, dt, cell.concurrency, closed)[0])
-    if meter is not None:
-        meter.start()
-    for r, plan in enumerate(plans[w.warmup :], start=w.warmup):
-        recs, dt = one(r, plan)
-        records += recs
-        times.append(dt)
-        tokens.append(sum(x.output_tokens for x in recs if not x.error))
-        windows.append(_round_rate(recs, dt, cell.concurrency, closed)[1])
-    run = CellRun(records, times, round_output_tokens=tokens, round_windows=windows)
-    run.one_wave = closed and all(
-        isinstance(p, RoundPlan) and len(p.requests) <= cell.concurrency for p in plans[w.warmup :]
-    )
-    run.round_digests = [p.digest() for p in plans[w.warmup :] if isinstance(p, RoundPlan)]
-    offered = [
-        len(p.arrivals) / p.arrivals[-1]
-        for p in plans[w.warmup :]
-        if isinstance(p, RoundPlan) and p.arrivals and p.arrivals[-1] > 0
-    ]
-    if offered:  # what each round's arrivals actually offered (a Poisson draw, not the nominal rate)
-        run.extra["offered_request_rates"] = [round(x, 4) for x in offered]
-    if w.warmup:
-        run.extra.update(
-            warmup_tokens_per_s=[round(x, 3) for x in warm_rates],
-            warmup_extra_rounds=extra,
-            warmup_settled=_settled(warm_rates),
-        )
-    if meter is not None and w.rounds:
-        run.extra.update(meter.stop())
-    return run
-
-
-def _settled(rates: list[float]) -> bool:
-    return len(rates) >= 2 and rates[-2] > 0 and abs(rates[-1] / rates[-2] - 1) <= WARM_TOLERANCE
-
-
-def _exact_rounds(engine: Engine, cell: Cell, stream: bool, meter: Meter | None) -> CellRun:
     tok = engine.tokenizer()
     n = cell.workload.requests_per_round(cell.concurrency)
 
@@ -241,8 +86,8 @@ def _exact_rounds(engine: Engine, cell: Cell, stream: bool, meter: Meter | None)
         ps = prompts.make_prompts(tok, cell.context_tokens, n, request_seed(cell, r))
         return _plan(cell, [_request(cell, p, f"round{r}/req{i}", stream) for i, p in enumerate(ps)], r)
 
-    plans = [build(r) for r in range(cell.workload.warmup + cell.workload.rounds)]
-    run = _timed(engine, cell, plans, lambda p: _submit(engine, cell, p), meter)
+    plans = [build(r) for r in range(cell.workload.warmup + cell.workload.round_cap)]
+    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference)
     counted = [r.engine_prompt_tokens for r in run.records if not r.error]
     if counted and all(n is not None for n in counted):  # what the engine saw, not what was sent
         run.extra["prompt_tokens_exact"] = all(n == cell.context_tokens for n in counted)
@@ -255,16 +100,22 @@ def _exact_rounds(engine: Engine, cell: Cell, stream: bool, meter: Meter | None)
     return run
 
 
-def throughput(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
-    return _exact_rounds(engine, cell, cell.workload.streamed, meter)
+def throughput(
+    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+) -> CellRun:
+    return _exact_rounds(engine, cell, cell.workload.streamed, meter, reference)
 
 
-def ttft(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
-    return _exact_rounds(engine, cell, True, meter)
+def ttft(
+    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+) -> CellRun:
+    return _exact_rounds(engine, cell, True, meter, reference)
 
 
-def long_context(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
-    run = _exact_rounds(engine, cell, True, meter)
+def long_context(
+    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+) -> CellRun:
+    run = _exact_rounds(engine, cell, True, meter, reference)
     if run.extra["prompt_tokens_exact"] is False:
         seen = sorted({r.engine_prompt_tokens for r in run.records if r.engine_prompt_tokens is not None})
         raise AssertionError(
@@ -273,7 +124,9 @@ def long_context(engine: Engine, cell: Cell, meter: Meter | None = None) -> Cell
     return run
 
 
-def categories(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+def categories(
+    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+) -> CellRun:
     """The category's questions through the chat template; at least ``concurrency`` requests a
     round (the questions cycle), or ``requests`` when given."""
     w = cell.workload
@@ -292,13 +145,15 @@ def categories(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRu
         ]
         return _plan(cell, [_request(cell, p, t, stream) for t, p in zip(tags, ids, strict=True)], r)
 
-    plans = [build(r) for r in range(w.warmup + w.rounds)]
-    run = _timed(engine, cell, plans, lambda p: _submit(engine, cell, p), meter)
+    plans = [build(r) for r in range(w.warmup + w.round_cap)]
+    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference)
     run.extra.update(category=cat, questions=w.questions or "builtin", prompts=len(qs))
     return run
 
 
-def agentic(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+def agentic(
+    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+) -> CellRun:
     """C sessions at once, each going through the scenario's turns in order. A round's digest
     covers each session's first request (system prompt and first user message); later turns
     carry the model's own replies, identical across methods only where their outputs are."""
@@ -319,11 +174,11 @@ def agentic(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
             for s in range(cell.concurrency)
         ]
 
-    async def session(r: int, s: int, history: list[int]) -> list[RequestRecord]:
+    async def session(eng: Engine, r: int, s: int, history: list[int]) -> list[RequestRecord]:
         recs = []
         for t in range(len(sc.turns)):
             ids = history + user_ids[t]
-            rec = await safe_generate(engine, _request(cell, ids, f"round{r}/s{s}/t{t}", True))
+            rec = await safe_generate(eng, _request(cell, ids, f"round{r}/s{s}/t{t}", True))
             recs.append(rec)
             if rec.error:
                 break
@@ -331,13 +186,13 @@ def agentic(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
             history = ids + reply + end_ids
         return recs
 
-    async def all_sessions(r: int, systems: list[list[int]]) -> list[RequestRecord]:
-        out = await asyncio.gather(*(session(r, s, h) for s, h in enumerate(systems)))
+    async def all_sessions(eng: Engine, r: int, systems: list[list[int]]) -> list[RequestRecord]:
+        out = await asyncio.gather(*(session(eng, r, s, h) for s, h in enumerate(systems)))
         return [rec for sess in out for rec in sess]
 
     w = cell.workload
-    plans = [(r, build(r)) for r in range(w.warmup + w.rounds)]
-    run = _timed(engine, cell, plans, lambda p: engine.run(all_sessions(*p)), meter)
+    plans = [(r, build(r)) for r in range(w.warmup + w.round_cap)]
+    run = timed(engine, cell, plans, lambda e, p: e.run(all_sessions(e, *p)), meter, reference)
     run.round_digests = [
         request_digest([_request(cell, h + user_ids[0], f"round{r}/s{s}/t0", True) for s, h in enumerate(hs)])
         for r, hs in plans[w.warmup :]
@@ -424,7 +279,7 @@ def warm_engine(engine: Engine, cells: list[Cell]) -> dict[str, Any]:
     return out
 
 
-WORKLOADS: dict[str, Callable[[Engine, Cell, Meter | None], CellRun]] = {
+WORKLOADS: dict[str, Callable[[Engine, Cell, Meter | None, Reference | None], CellRun]] = {
     "throughput": throughput,
     "ttft": ttft,
     "long_context": long_context,
@@ -433,11 +288,15 @@ WORKLOADS: dict[str, Callable[[Engine, Cell, Meter | None], CellRun]] = {
 }
 
 
-def run(engine: Engine, cell: Cell, meter: Meter | None = None) -> CellRun:
+def run(
+    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+) -> CellRun:
+    """The cell's workload on ``engine``; with ``reference`` (its baseline's engine in this
+    process) the baseline's rounds interleaved with the cell's (rounds.timed)."""
     try:
         fn = WORKLOADS[cell.workload.kind]
     except KeyError:
         raise NotImplementedError(
             f"workload kind {cell.workload.kind!r} is not implemented; implemented: {', '.join(WORKLOADS)}"
         ) from None
-    return fn(engine, cell, meter)
+    return fn(engine, cell, meter, reference)
