@@ -14,6 +14,8 @@
 #   paired     benches/gpu/h200-paired.yaml: ar, ngram d4/d8/d12, standalone (draft = target) s1/s3/s5, c1/c32
 #   verdicts   benches/gpu/h200-verdicts.yaml: ar and its twin (same engine args) and ngram, c1/c32 closed
 #              loop and Poisson at 4 and 60 req/s (8 in flight): identical engines never told apart
+#   breakeven  benches/gpu/h200-breakeven.yaml: EAGLE3 forced 1-4 and DFLASH forced 1/2/4/6/8 against AR,
+#              c1/c8/c32 (the plan first, in breakeven-plan.txt; plots in breakeven-plots.tgz)
 #   steady     benches/gpu/h200-steady.yaml: ar, ngram-d8, standalone (draft = target), c1/c8/c32, each
 #              shape with refilled slots (steady window) and as one wave (lockstep)
 #   gpuci      scripts/gpu_ci.sh (the GPU workflow's job body) twice on benches/gpu/h200-paired.yaml
@@ -74,6 +76,11 @@ case "$PART" in
     bench h200-steady benches/gpu/h200-steady.yaml ;;
   verdicts)
     bench h200-verdicts benches/gpu/h200-verdicts.yaml ;;
+  breakeven)  # the plan first (its ETA against the wall time), then the run, with its plots
+    timeout 120 python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+      --specbench-matrix benches/gpu/h200-breakeven.yaml --specbench-plan ${KEXPR:+-k "$KEXPR"} > "$OUT/breakeven-plan.txt" 2>&1
+    bench h200-breakeven benches/gpu/h200-breakeven.yaml --specbench-plots "$OUT/breakeven-plots" ${KEXPR:+-k "$KEXPR"}
+    tar czf "$OUT/breakeven-plots.tgz" -C "$OUT" breakeven-plots logs && rm -rf "$OUT/breakeven-plots" ;;
   gpuci)  # the GPU workflow's script, twice: the second run gated against the first
     for i in 1 2; do
       B=""; [ "$i" = 2 ] && B="$OUT/gpu-ci-1/out.json"

@@ -37,6 +37,9 @@ class Backend:
     # engines live side by side in one process (in-process, CPU, cheap): a cell's baseline runs
     # as a second engine, its rounds interleaved with the cell's (workloads/rounds.py)
     interleave: bool = False
+    # how it forces a speculative method's accept length: "env" (SGLANG_SIMULATE_ACC_LEN for the
+    # engine's processes), "engine" (its own verify), None (it cannot: refused)
+    forced_accept: str | None = None
 
     def skip_reason(self, group: EngineGroup) -> str | None:
         """Why this backend cannot run ``group`` at this TP size (checked at collection)."""
@@ -51,6 +54,13 @@ class Backend:
         """Why this backend cannot run ``method`` at all (a usage error before any start);
         ``sends`` False (a plan, a collection): what only sending requests needs is not checked."""
         spec = method.speculative
+        if spec and spec.simulate_accept_length is not None and self.forced_accept is None:
+            return f"methods.{method.name}: backend {self.name!r} cannot force an accept length " + (
+                "(a server the plugin does not start: SGLANG_SIMULATE_ACC_LEN is set where it was "
+                "started, and its cells would not be labelled as forced); use sglang-server"
+                if self.external
+                else "; forced acceptance runs on the sglang, sglang-server and hf backends"
+            )
         if spec and self.algorithms is not None and spec.algorithm not in self.algorithms:
             return (
                 f"methods.{method.name}: backend {self.name!r} implements speculative algorithms "
@@ -124,10 +134,34 @@ def register_backend(
     engine_args: bool = True,
     needs: tuple[tuple[str, str], ...] = (),
     interleave: bool = False,
+    forced_accept: str | None = None,
 ) -> None:
     BACKENDS[name] = Backend(
-        name, factory, max_tp, algorithms, gpu, local_models, external, engine_args, needs, interleave
+        name,
+        factory,
+        max_tp,
+        algorithms,
+        gpu,
+        local_models,
+        external,
+        engine_args,
+        needs,
+        interleave,
+        forced_accept,
     )
+
+
+def forced_env(method: Any) -> dict[str, str]:
+    """The variables that force a method's accept length on a backend that forces it through
+    the environment (SGLang: read once per engine process, so one engine start per value)."""
+    spec = method.speculative
+    b = BACKENDS.get(method.backend)
+    if spec is None or spec.simulate_accept_length is None or b is None or b.forced_accept != "env":
+        return {}
+    env = {"SGLANG_SIMULATE_ACC_LEN": f"{spec.simulate_accept_length:g}"}
+    if spec.simulate_accept_method:
+        env["SGLANG_SIMULATE_ACC_METHOD"] = spec.simulate_accept_method
+    return env
 
 
 def get_backend(name: str) -> Backend:
@@ -146,16 +180,24 @@ register_backend(
     local_models=True,
     engine_args=False,  # the embedded model runs in float32 through transformers, nothing to set
     interleave=True,
+    forced_accept="engine",
 )
 SGLANG = ("sglang", 'pip install -e ".[sglang]" on a GPU host (offline: the wheelhouse of docs/sglang.md)')
 AIOHTTP = ("aiohttp", 'pip install -e ".[server]"')
-register_backend("sglang", "pytest_specbench.engines.sglang:SGLangEngine", local_models=True, needs=(SGLANG,))
+register_backend(
+    "sglang",
+    "pytest_specbench.engines.sglang:SGLangEngine",
+    local_models=True,
+    needs=(SGLANG,),
+    forced_accept="env",
+)
 # one `python -m sglang.launch_server` per group, driven over HTTP (engines/server.py)
 register_backend(
     "sglang-server",
     "pytest_specbench.engines.server:SGLangServerEngine",
     local_models=True,
     needs=(AIOHTTP,),  # SGLang is the launched server's (its log says when it cannot import it)
+    forced_accept="env",
 )
 # an endpoint the plugin does not start (SGLang, vLLM or any OpenAI-compatible server)
 register_backend(

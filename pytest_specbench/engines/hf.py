@@ -20,6 +20,7 @@ CPU; it does not model a serving engine's batching.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections.abc import Awaitable
@@ -177,6 +178,12 @@ class HFEngine:
             )
         self.k = (self.spec.num_draft_tokens or 4) if self.spec else 0
         self.max_ngram = (self.spec.max_ngram or 3) if self.spec else 0
+        self.forced = self.spec.simulate_accept_length if self.spec else None
+        if self.forced is not None and self.forced > self.k + 1:
+            raise ValueError(
+                f"method {m.name!r}: a forced accept length of {self.forced:g} needs at least "
+                f"{math.ceil(self.forced) - 1} draft tokens per step; num_draft_tokens is {self.k}"
+            )
         self._pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="hf-engine")
         self._closing = False  # close(): requests still decoding in the pool stop at their next step
         self._loop = asyncio.new_event_loop()
@@ -187,6 +194,7 @@ class HFEngine:
             "algorithm": self.spec.algorithm if self.spec else None,
             "num_draft_tokens": self.k or None,
             "max_ngram": self.max_ngram or None,
+            "simulate_accept_length": self.forced,
             "dtype": "float32",
             "torch": torch.__version__,
             "transformers": transformers.__version__,
@@ -243,6 +251,7 @@ class HFEngine:
         hist = [0] * (self.k + 1)
         reached = [0] * self.k  # per draft position: steps that proposed it with every earlier one accepted
         verify = draft_steps = draft_tokens = 0
+        carry = 0.0  # forced acceptance: accepted drafts owed by a fractional length
         with torch.inference_mode():
             cache = DynamicCache()
             seq.append(_pick(_prefill(self.target, seq, cache), temp, gen))
@@ -261,10 +270,20 @@ class HFEngine:
                     drafts, q = drafter.propose(seq, k, temp, gen)
                 else:
                     drafts = ngram_propose(seq, k, self.max_ngram)
+                if self.forced is not None and len(drafts) < k:
+                    # forced: a full proposal whatever the n-gram found (the verify costs k + 1)
+                    drafts = drafts + [seq[-1]] * (k - len(drafts))
                 # one target forward verifies [last committed token] + drafts
                 past = cache.get_seq_length()
                 logits = _forward(self.target, [seq[-1], *drafts], cache)
-                if temp == 0:
+                if self.forced is not None and drafts:
+                    # forced: accept the set number whatever the drafts say (a cost measurement;
+                    # the output is not the target's own), error-diffused for a fractional length
+                    carry += self.forced - 1
+                    n_acc = min(int(carry + 1e-9), len(drafts))
+                    carry -= n_acc
+                    nxt = int(logits[n_acc].argmax()) if temp == 0 else _pick(logits[n_acc], temp, gen)
+                elif temp == 0:
                     preds_l = [int(x) for x in logits.argmax(-1)]
                     n_acc = 0
                     while n_acc < len(drafts) and drafts[n_acc] == preds_l[n_acc]:

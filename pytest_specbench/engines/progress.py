@@ -20,15 +20,16 @@ class Progress:
     done: int = 0  # requests finished in the current round
     total: int = 0  # requests of the current round (0: not known, e.g. agentic turns)
     t0: float = 0.0
+    who: str = ""  # "": the cell's own round; else whose round it is (the interleaved baseline's)
 
-    def start_round(self, r: int, total: int) -> None:
-        self.round, self.done, self.total = r + 1, 0, total
+    def start_round(self, r: int, total: int, who: str = "") -> None:
+        self.round, self.done, self.total, self.who = r + 1, 0, total, who
 
     def request_done(self) -> None:
         self.done += 1
 
     def line(self, eta_s: float | None) -> str:
-        kind = "warm-up" if self.round <= self.warmup else "timed"
+        kind = ("warm-up" if self.round <= self.warmup else "timed") + (f", {self.who}" if self.who else "")
         reqs = f"{self.done}/{self.total}" if self.total else f"{self.done}"
         eta = f"plan ETA {eta_s:.0f} s" if eta_s else "no plan ETA"
         return (

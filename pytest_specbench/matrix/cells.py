@@ -64,6 +64,21 @@ class Speculative:
     num_draft_tokens: int | None = None
     max_ngram: int | None = None
     block_size: int | None = None
+    # forced acceptance: the engine accepts this many tokens per verify step whatever the draft
+    # (SGLang's SGLANG_SIMULATE_ACC_LEN; the hf engine's verify): a system-cost measurement
+    simulate_accept_length: float | None = None
+    simulate_accept_method: str | None = None  # SGLANG_SIMULATE_ACC_METHOD (sglang backends)
+
+    @property
+    def max_tokens_per_step(self) -> int | None:
+        """The most tokens one verify step can commit as configured (None: not known here)."""
+        if self.algorithm in ("draft", "ngram") and self.num_draft_tokens:
+            return self.num_draft_tokens + 1
+        if self.algorithm in ("standalone", "eagle", "eagle3") and self.num_steps:
+            return self.num_steps + 1
+        if self.algorithm == "dflash" and self.block_size:
+            return self.block_size
+        return None
 
     @property
     def expected_oracle_accept(self) -> int | None:
@@ -85,10 +100,22 @@ ALGORITHM_KEYS = {
     "dflash": ("num_steps", "topk", "num_draft_tokens", "block_size"),
 }
 # a swept knob's letter in its setting's method name (ngram-d8, eagle3-s3-k4)
-SWEEP_LABELS = {"num_steps": "s", "topk": "k", "num_draft_tokens": "d", "block_size": "b", "max_ngram": "n"}
+SWEEP_LABELS = {
+    "num_steps": "s",
+    "topk": "k",
+    "num_draft_tokens": "d",
+    "block_size": "b",
+    "max_ngram": "n",
+    "simulate_accept_length": "a",
+}
+# algorithms whose engines honour a forced accept length. SGLang 0.5.17 reads SGLANG_SIMULATE_ACC_LEN
+# once per process (srt/speculative/spec_utils.py) and applies it in eagle_utils.eagle_sample, the
+# verify of EAGLE, EAGLE3, MTP, STANDALONE (EAGLEWorkerV2) and NGRAM (ngram_worker.py calls it),
+# and in DFLASH's and DSPARK's own verify; the hf engine's verify forces it for draft and ngram
+FORCED_ACCEPT_ALGORITHMS = SPEC_ALGORITHMS
 
 
-def refused_setting(algorithm: str, s: dict[str, int]) -> str | None:
+def refused_setting(algorithm: str, s: dict[str, Any]) -> str | None:
     """Why SGLang 0.5.17 would not run a speculative setting as written (checked before any start)."""
     steps, topk, draft = s.get("num_steps"), s.get("topk"), s.get("num_draft_tokens")
     if algorithm == "dflash" and ((steps or 1) != 1 or (topk or 1) != 1):
@@ -106,9 +133,10 @@ def refused_setting(algorithm: str, s: dict[str, int]) -> str | None:
     return None
 
 
-def setting_name(sweep: str, varying: tuple[tuple[str, int], ...]) -> str:
-    """The method name of one setting of a sweep: ``ngram`` with num_draft_tokens 8 -> ``ngram-d8``."""
-    return "-".join([sweep, *(f"{SWEEP_LABELS[k]}{v}" for k, v in varying)])
+def setting_name(sweep: str, varying: tuple[tuple[str, Any], ...]) -> str:
+    """The method name of one setting of a sweep: ``ngram`` with num_draft_tokens 8 -> ``ngram-d8``;
+    a forced accept length 3.5 -> ``eagle3-a3.5``."""
+    return "-".join([sweep, *(f"{SWEEP_LABELS[k]}{v:g}" for k, v in varying)])
 
 
 @dataclass(frozen=True)
@@ -122,7 +150,7 @@ class Method:
     engine_args: tuple[tuple[str, Any], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     sweep: str = ""  # a setting of a swept method: the method's name in the YAML
-    setting: tuple[tuple[str, int], ...] = ()  # the swept knobs' values of this setting
+    setting: tuple[tuple[str, Any], ...] = ()  # the swept knobs' values of this setting
     # backend http: the endpoint, its API (sglang | openai) and the variable holding its key
     url: str | None = None
     api: str | None = None
@@ -131,6 +159,16 @@ class Method:
     @property
     def is_speculative(self) -> bool:
         return self.speculative is not None
+
+    @property
+    def forced_family(self) -> str:
+        """The name without the forced accept-length label: the method whose cost curve a forced
+        setting is a point of (``eagle3-s3-a2`` -> ``eagle3-s3``; ``eagle3-a2`` -> ``eagle3``)."""
+        if not self.sweep:
+            return self.name
+        return setting_name(
+            self.sweep, tuple((k, v) for k, v in self.setting if k != "simulate_accept_length")
+        )
 
 
 # requests a round in waves of C when a workload sets neither requests nor waves (kinds with
@@ -343,6 +381,8 @@ FINGERPRINT_FIELDS: dict[type, tuple[str, ...]] = {
         "num_draft_tokens",
         "max_ngram",
         "block_size",
+        "simulate_accept_length",
+        "simulate_accept_method",
     ),
     Method: (
         "name",

@@ -19,6 +19,7 @@ import yaml
 from .cells import (
     ALGORITHM_KEYS,
     DEFAULT_BASELINE,
+    FORCED_ACCEPT_ALGORITHMS,
     LOAD_FORMATS,
     SPEC_ALGORITHMS,
     WORKLOAD_KINDS,
@@ -38,7 +39,19 @@ MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
 METHOD_KEYS = ("backend", "model", "speculative", "tp", "engine_args", "env", "url", "api", "api_key_env")
 ENDPOINT_BACKENDS = ("http",)  # backends that talk to an endpoint given by url:
 APIS = ("sglang", "openai")
-SPEC_KEYS = ("algorithm", "draft_model", "num_steps", "topk", "num_draft_tokens", "max_ngram", "block_size")
+SPEC_KEYS = (
+    "algorithm",
+    "draft_model",
+    "num_steps",
+    "topk",
+    "num_draft_tokens",
+    "max_ngram",
+    "block_size",
+    "simulate_accept_length",
+    "simulate_accept_method",
+)
+SIMULATE_METHODS = ("match-expected", "multinomial")  # SGLANG_SIMULATE_ACC_METHOD
+MAX_FORCED_ACCEPT = 64.0
 TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline")
 
 
@@ -70,19 +83,44 @@ def _model(cx: Ctx, name: str, raw: Any, base_dir: Path) -> Model:
 SWEEP_KEYS = ("num_steps", "topk", "num_draft_tokens", "block_size", "max_ngram")
 
 
-def _speculative(cx: Ctx, key: str, raw: Any) -> list[tuple[Speculative, tuple[tuple[str, int], ...]]]:
+def _speculative(cx: Ctx, key: str, raw: Any) -> list[tuple[Speculative, tuple[tuple[str, Any], ...]]]:
     """The settings of a ``speculative:`` block: one per combination of the knobs given as lists
     (a sweep), each with the (knob, value) pairs that vary; refused combinations name the reason."""
     d = cx.mapping(raw, key, SPEC_KEYS, required=("algorithm",))
     algo = cx.choice(d["algorithm"], f"{key}.algorithm", SPEC_ALGORITHMS)
     kw: dict[str, Any] = {"algorithm": algo}
-    axes: dict[str, tuple[int, ...]] = {}
+    axes: dict[str, tuple[Any, ...]] = {}
     for k in SWEEP_KEYS:
         if d.get(k) is None:
             continue
         if k not in ALGORITHM_KEYS[algo]:
             raise cx.err(f"{key}.{k}", f"algorithm {algo!r} takes {', '.join(ALGORITHM_KEYS[algo])}; not {k}")
         axes[k] = cx.int_list(d[k], f"{key}.{k}")
+    if d.get("simulate_accept_length") is not None:
+        k = f"{key}.simulate_accept_length"
+        if algo not in FORCED_ACCEPT_ALGORITHMS:
+            raise cx.err(
+                k,
+                f"algorithm {algo!r} does not honour a forced accept length; forced acceptance "
+                f"works with {', '.join(FORCED_ACCEPT_ALGORITHMS)}",
+            )
+        raw_l = d["simulate_accept_length"]
+        items = raw_l if isinstance(raw_l, list) else [raw_l]
+        vals = tuple(
+            cx.pos_number(v, f"{k}[{i}]", "an accept length", MAX_FORCED_ACCEPT) for i, v in enumerate(items)
+        )
+        if not vals or len(set(vals)) != len(vals):
+            raise cx.err(k, f"expected distinct accept lengths >= 1; got {items!r}")
+        low = [v for v in vals if v < 1]
+        if low:
+            raise cx.err(k, f"{low[0]:g} is below 1: a verify step commits at least one token")
+        axes["simulate_accept_length"] = vals
+    if d.get("simulate_accept_method") is not None:
+        if "simulate_accept_length" not in axes:
+            raise cx.err(f"{key}.simulate_accept_method", "only with simulate_accept_length")
+        kw["simulate_accept_method"] = cx.choice(
+            d["simulate_accept_method"], f"{key}.simulate_accept_method", SIMULATE_METHODS
+        )
     if d.get("draft_model") is not None:
         kw["draft_model"] = cx.string(d["draft_model"], f"{key}.draft_model")
     if algo in ("draft", "standalone", "eagle3", "dflash") and "draft_model" not in kw:
@@ -96,7 +134,17 @@ def _speculative(cx: Ctx, key: str, raw: Any) -> list[tuple[Speculative, tuple[t
             label = ", ".join(f"{k}={v}" for k, v in setting.items())
             raise cx.err(key, f"the setting {label} is refused: {why}")
         spec = Speculative(**{**kw, **setting})
-        out.append((spec, tuple((k, setting[k]) for k in varying)))
+        most = spec.max_tokens_per_step
+        forced = spec.simulate_accept_length
+        if forced is not None and most is not None and forced > most:
+            raise cx.err(
+                f"{key}.simulate_accept_length",
+                f"{forced:g} tokens per verify step cannot be forced: this setting commits at most "
+                f"{most} (raise num_steps / num_draft_tokens / block_size)",
+            )
+        # a forced accept length always labels the id (a3), even when only one is given
+        named = [k for k in axes if k in varying or k == "simulate_accept_length"]
+        out.append((spec, tuple((k, setting[k]) for k in named)))
     return out
 
 
@@ -157,7 +205,7 @@ def _method(
         api=api,
         api_key_env=key_env,
     )
-    if not settings or len(settings) == 1:
+    if not settings or (len(settings) == 1 and not settings[0][1]):
         return [base]
     return [
         dataclasses.replace(

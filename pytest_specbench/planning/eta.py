@@ -267,7 +267,9 @@ def group_costs(group: EngineGroup, target: Shape, draft: Shape | None) -> Group
             verify = spec.num_draft_tokens or steps + 1
         oracle = spec.expected_oracle_accept
         same = m.draft_model is not None and m.draft_model.path == m.model.path
-        if oracle and same:
+        if spec.simulate_accept_length is not None:
+            accept, why = float(spec.simulate_accept_length), "forced (simulate_accept_length)"
+        elif oracle and same:
             accept, why = float(oracle), "the draft is the target: every draft token accepted"
         else:
             accept = ASSUMED_ACCEPT_LENGTH

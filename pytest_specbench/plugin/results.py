@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ..report import decide
+from ..report import breakeven, decide
 from ..report import summary as report
 from ..report.summary import failure_headline
 from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SpecbenchState
@@ -401,6 +401,13 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if cap:
         out.append(f"concurrency that holds the SLO for >= {decide.SLO_TARGET:.0%} of requests:")
         out += [f"  {ln}" for ln in cap]
+    be = breakeven.lines(st.doc)
+    if be:
+        out.append(
+            "forced acceptance (a verify step's cost, not a drafter; docs/break-even.md): the accept "
+            "length where the speedup over AR crosses 1 [its interval]:"
+        )
+        out += [f"  {ln}" for ln in be]
     for e in spec["engine_groups"]:
         pve = report.planned_vs_engine(e)
         if pve:

@@ -108,6 +108,9 @@ class CellRunner:
             offered_rates=run.extra.get("offered_request_rates") or (),
             one_wave=run.one_wave,
         )
+        forced = metrics.forced_check(cell.method, m.get("accept_length"), cell.output_tokens)
+        if forced:  # in the metrics too: comparisons and rankings keep forced cells apart
+            m["accept_forced"] = forced["accept_forced"]
         if disturbed:  # in the metrics, where comparisons read it: no verdict for this cell
             m["disturbed"] = disturbed
         if run.reference is not None:  # the baseline's interleaved rounds: what "vs ar" divides by
@@ -125,6 +128,7 @@ class CellRunner:
                 **jsonable(run.extra),
                 **({"engine_warm": jsonable(warm)} if warm is not None else {}),
                 **metrics.oracle_check(cell.method, m.get("accept_length"), cell.output_tokens),
+                **forced,
                 "cell_fingerprint": cell.fingerprint(),
                 "provenance": st.provenance(),
                 **(
@@ -135,6 +139,16 @@ class CellRunner:
             },
             "worker": _state(self.item.config).worker,
         }
+        if forced and not forced["accept_forced_exact"] and not m["errors"]:
+            self.item.stash[PARTIAL] = {
+                k: v for k, v in result["metrics"].items() if k not in ("per_request", "request_digests")
+            }
+            pytest.fail(
+                f"cell {cell.id}: forced accept length {forced['accept_forced']:g}, measured "
+                f"{m.get('accept_length')} (expected {forced['accept_forced_expected']:.3f} within "
+                f"{forced['accept_forced_tolerance']:g}): the engine did not honour the forced length",
+                pytrace=False,
+            )
         if m["errors"]:  # a failed cell: in failed_cells with what it measured, never in benchmarks
             self.item.stash[PARTIAL] = {
                 k: v for k, v in result["metrics"].items() if k not in ("per_request", "request_digests")

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ..engines import BACKENDS
+from ..engines import BACKENDS, forced_env
 from ..matrix.cells import EngineGroup, Matrix
 from ..matrix.interleave import interleaved_baselines, interleaves
 
@@ -202,6 +202,7 @@ class SpecbenchState:
             # engine may also write variables of its own into os.environ, as sglang does)
             self.saved_environ = dict(os.environ)
             os.environ.update(dict(group.method.env))
+            os.environ.update(forced_env(group.method))  # a forced accept length (SGLang)
             if lease is not None:  # this start's GPUs (a launched server inherits them)
                 from ..gpus.inventory import pin
 

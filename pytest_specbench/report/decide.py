@@ -131,11 +131,15 @@ def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]
 def _varying(doc: dict[str, Any], axis: str) -> dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]]:
     """Cells with throughput grouped by everything but ``axis``: key (the cell's AR baseline,
     (param, str(value)) of every other param, sorted), value [(the cell's ``axis`` value, its
-    JSON entry)] in the order of the axis. Cells of one key differ only in ``axis``."""
+    JSON entry)] in the order of the axis. Cells of one key differ only in ``axis``. Cells with a
+    forced accept length are left out: a system-cost measurement is never ranked as a drafter
+    (breakeven.py reads them)."""
     by: dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]] = {}
     for b in doc.get("benchmarks", []):
         p, e = dict(b.get("params") or {}), b["extra_info"]
         if not e.get("output_tokens_per_s") or axis not in p or "method" not in p:
+            continue
+        if e.get("accept_forced") is not None:
             continue
         value = p.pop(axis)
         key = (e.get("speedup_baseline") or "-", *sorted((k, str(v)) for k, v in p.items()))
@@ -262,6 +266,17 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     if cap:
         out += ["", f"Concurrency that holds the SLO for >= {SLO_TARGET:.0%} of requests:", ""]
         out += [f"- {ln}" for ln in cap]
+    from . import breakeven
+
+    be = breakeven.lines(doc)
+    if be:
+        out += [
+            "",
+            "Forced acceptance (a verify step's cost, not a drafter; docs/break-even.md): the accept "
+            "length where the speedup over AR crosses 1 [its interval]:",
+            "",
+        ]
+        out += [f"- {ln}" for ln in be]
     tune = tuning(doc)
     if tune:
         out += [

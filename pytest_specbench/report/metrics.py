@@ -414,3 +414,29 @@ def oracle_check(method: Any, accept: float | None, output_tokens: int | None = 
         expected = output_tokens / math.ceil((output_tokens - 1) / per_step)
     exact = accept is not None and abs(accept - expected) <= ORACLE_TOLERANCE
     return {"oracle_accept_expected": expected, "oracle_exact": exact}
+
+
+FORCED_TOLERANCE = 0.05  # an integer forced length; a fractional one: twice that
+
+
+def forced_check(method: Any, accept: float | None, output_tokens: int | None = None) -> dict[str, Any]:
+    """A forced accept length L (``simulate_accept_length``): the cell is a system-cost
+    measurement, labelled ``accept_forced``. The first token comes from prefill and the last
+    step is capped, so N output tokens take ceil((N - 1) / L) verify steps: the measured accept
+    length must be N / that (256 tokens at L = 3: 3.012) within FORCED_TOLERANCE (twice that for
+    a fractional L, which the engine meets on average). Empty for other methods."""
+    spec = method.speculative
+    if spec is None or spec.simulate_accept_length is None:
+        return {}
+    forced = float(spec.simulate_accept_length)
+    expected = forced
+    if output_tokens and output_tokens > 1:
+        expected = output_tokens / math.ceil((output_tokens - 1) / forced)
+    tol = FORCED_TOLERANCE * (1 if forced.is_integer() else 2)
+    return {
+        "accept_forced": forced,
+        "accept_forced_expected": round(expected, 6),
+        "accept_forced_exact": accept is not None and abs(accept - expected) <= tol,
+        "accept_forced_tolerance": tol,
+        "forced_family": method.forced_family,
+    }

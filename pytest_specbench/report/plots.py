@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .breakeven import plot_rows as forced_plot_rows
+
 Row = dict[str, Any]  # one plotted point: panel, series, x, y, lo, hi, status
 
 
@@ -396,6 +398,15 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         "joules / output token",
         logx=True,
         auto_logy=True,
+    )
+    emit(
+        "speedup_vs_forced_accept",
+        forced_plot_rows(doc),
+        "Speedup over AR at a forced accept length (a verify step's cost; where the line crosses 1: "
+        "break-even)",
+        "forced accept length (tokens per verify step)",
+        "speedup vs AR",
+        hline=1.0,
     )
     return written
 

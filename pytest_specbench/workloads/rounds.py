@@ -139,9 +139,8 @@ def timed(
     ref_rounds: list[list[RequestRecord]] = []
     ref_rates: list[float] = []
 
-    def one(eng: Engine, r: int, plan: Any, progress: bool = True) -> tuple[list[RequestRecord], float]:
-        if progress:
-            PROGRESS.start_round(r, len(plan.requests) if isinstance(plan, RoundPlan) else 0)
+    def one(eng: Engine, r: int, plan: Any, who: str = "") -> tuple[list[RequestRecord], float]:
+        PROGRESS.start_round(r, len(plan.requests) if isinstance(plan, RoundPlan) else 0, who)
         eng.flush_cache()
         gc.collect()  # no collection of earlier rounds' garbage inside this round's clock
         t0 = time.perf_counter()
@@ -159,7 +158,7 @@ def timed(
 
     def ref(r: int, plan: Any) -> None:
         assert reference is not None
-        rr, dt = one(reference.engine, r, plan, progress=False)
+        rr, dt = one(reference.engine, r, plan, f"baseline {reference.method}'s interleaved round")
         ref_rounds.append(rr)
         ref_rates.append(_round_rate(rr, dt, cell.concurrency, closed)[0])
 
