@@ -98,6 +98,27 @@ def test_a_disk_full_to_the_end_rescues_the_results_and_says_where(
     assert not (pytester.path / "out.json.tmp").exists()
 
 
+def test_a_plot_that_fails_costs_the_pictures_not_the_run(pytester: pytest.Pytester) -> None:
+    """matplotlib raising while it draws (as a broken IPython made pyplot do on a GPU host): every
+    cell is in the JSON, the summary says the plots failed and how to make them, exit status 1."""
+    _project(pytester)
+    (pytester.path / "conftest.py").write_text(
+        (pytester.path / "conftest.py").read_text()
+        + "\nfrom pytest_specbench.report import plots as _plots\n"
+        "def _broken(*a, **k):\n"
+        "    raise AttributeError(\"module 'IPython' has no attribute 'get_ipython'\")\n"
+        "_plots._figure = _broken\n"
+    )
+    res = pytester.runpytest_subprocess(
+        "benches", "--benchmark-json", "out.json", "--specbench-plots", "plots", "-p", "no:cacheprovider"
+    )
+    res.assert_outcomes(passed=CELLS)
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    res.stdout.fnmatch_lines(["*PLOTS FAILED: plots not written to plots: AttributeError: module 'IPython'*"])
+    assert len(json.loads((pytester.path / "out.json").read_text())["benchmarks"]) == CELLS
+    assert "INTERNALERROR" not in res.stdout.str()
+
+
 def test_a_json_path_that_cannot_be_written_is_refused_before_any_engine_starts(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

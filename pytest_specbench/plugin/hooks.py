@@ -416,7 +416,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the results are not where asked
         plots = config.getoption("specbench_plots")
         if plots and st.doc is not None:
-            report.write_plots(st.doc, Path(plots))
+            try:  # the JSON is written: a plotting failure costs the pictures, not the run
+                report.write_plots(st.doc, Path(plots))
+            except Exception as e:
+                st.plot_error = f"plots not written to {plots}: {type(e).__name__}: {e}"
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -340,6 +340,11 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
         return []
     out: list[str] = []
     target = config.getoption("benchmark_json", None)
+    if st.plot_error:
+        out.append(
+            f"PLOTS FAILED: {st.plot_error} (the JSON is complete; rerun with "
+            "python -m pytest_specbench.report RUN.json --plots DIR)"
+        )
     if st.write_errors:
         where = (
             f"the results are in {st.written_to}"

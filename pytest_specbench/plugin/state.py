@@ -73,6 +73,7 @@ class SpecbenchState:
     resume_refused: list[str] = field(default_factory=list)  # --specbench-resume: cells not copied, why
     _provenance: dict[str, Any] | None = None
     references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
+    plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
 
     def provenance(self) -> dict[str, Any]:

@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-SHAPE_KEYS = ("workload", "tp", "concurrency", "context_tokens", "prompt_tokens", "output_tokens")
-
 
 def crossing(points: Sequence[tuple[float, float]]) -> tuple[str, float | None]:
     """Where y crosses 1 along (x, y) points sorted by x: ("at", x*) interpolated between the
@@ -116,7 +114,7 @@ def lines(doc: dict[str, Any]) -> list[str]:
         return []
     out = []
     by_shape: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
-    for (family, shape), pts in sorted(cs.items()):
+    for (family, shape), pts in sorted(cs.items(), key=lambda kv: (kv[0][0], _natural_shape(kv[0][1]))):
         be = break_even(pts)
         by_shape.setdefault(shape, {})[family] = be
         forced = ", ".join(
@@ -143,13 +141,18 @@ def lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def _natural_shape(shape: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:
+    """Numbers as numbers (c8 before c32)."""
+    return tuple((k, (0, float(v), "") if v.replace(".", "", 1).isdigit() else (1, 0.0, v)) for k, v in shape)
+
+
 def _label(shape: tuple[tuple[str, str], ...]) -> str:
     d = dict(shape)
     parts = [d.pop("workload", "")]
     for k, prefix in (
         ("tp", "tp"),
         ("concurrency", "c"),
-        ("context_tokens", "ctx"),
+        ("context_tokens", "in"),
         ("output_tokens", "out"),
     ):
         if k in d:

@@ -104,23 +104,19 @@ def _figure(
     logy: bool = False,
     hline: float | None = None,
 ) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     panels = sorted({r["panel"] for r in rows}, key=_natural)
     n = len(panels)
     cols = min(n, 3)
     nrows = math.ceil(n / cols)
     import textwrap
 
-    fig, axes = plt.subplots(nrows, cols, figsize=(max(5.2 * cols, 8.0), 3.8 * nrows + 1.1), squeeze=False)
+    fig = _new_figure((max(5.2 * cols, 8.0), 3.8 * nrows + 1.1))
+    axes = fig.subplots(nrows, cols, squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     for ax, panel in zip(axes.flat, panels, strict=False):
         pr = [r for r in rows if r["panel"] == panel]
-        series = sorted({r["series"] for r in pr})
+        series = sorted({r["series"] for r in pr}, key=lambda x: _natural(str(x)))
         xs_all = sorted({r["x"] for r in pr}, key=lambda x: (_num(x), str(x)))  # names: by name
         for i, s in enumerate(series):
             ok = sorted(
@@ -185,7 +181,18 @@ def _figure(
         fig.text(0.01, 0.005, foot[:300], fontsize=7, color="red", va="bottom")
     fig.tight_layout(rect=(0, 0.03 if foot else 0, 1, 0.95))
     fig.savefig(path, dpi=90)
-    plt.close(fig)
+
+
+def _new_figure(size: tuple[float, float]) -> Any:
+    """A figure drawn by the Agg canvas through matplotlib's object API: no pyplot, so no GUI
+    backend, no global figure list, and no IPython hook (a broken IPython on a GPU host made
+    pyplot raise while choosing its backend)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def _num(x: Any) -> float:
@@ -455,12 +462,8 @@ def plot_compare(
 
 
 def _bars(rows: list[Row], title: str, path: Path, threshold: float | None, failed: list[str]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(rows) + 2), 4.8))
+    fig = _new_figure((max(6, 0.45 * len(rows) + 2), 4.8))
+    ax = fig.subplots()
     xs = list(range(len(rows)))
     ok = [(i, r) for i, r in zip(xs, rows, strict=True) if r["status"] == "ok"]
     colors = ["tab:red" if threshold is not None and r["y"] < threshold else "tab:blue" for _, r in ok]
@@ -480,7 +483,6 @@ def _bars(rows: list[Row], title: str, path: Path, threshold: float | None, fail
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
-    plt.close(fig)
 
 
 def index_page(doc: dict[str, Any], pngs: list[Path], out_dir: Path, summary: list[str]) -> Path:
