@@ -16,6 +16,8 @@
 #              loop and Poisson at 4 and 60 req/s (8 in flight): identical engines never told apart
 #   breakeven  benches/gpu/h200-breakeven.yaml: EAGLE3 forced 1-4 and DFLASH forced 1/2/4/6/8 against AR,
 #              c1/c8/c32 (the plan first, in breakeven-plan.txt; plots in breakeven-plots.tgz)
+#   tuning     benches/gpu/h200-tuning.yaml: STANDALONE (draft = target) swept over disable_overlap_schedule
+#              and SGLANG_ENABLE_SPEC_V2, and FROZEN_KV_MTP (no rules known here), against AR
 #   steady     benches/gpu/h200-steady.yaml: ar, ngram-d8, standalone (draft = target), c1/c8/c32, each
 #              shape with refilled slots (steady window) and as one wave (lockstep)
 #   gpuci      scripts/gpu_ci.sh (the GPU workflow's job body) twice on benches/gpu/h200-paired.yaml
@@ -76,6 +78,10 @@ case "$PART" in
     bench h200-steady benches/gpu/h200-steady.yaml ;;
   verdicts)
     bench h200-verdicts benches/gpu/h200-verdicts.yaml ;;
+  tuning)
+    timeout 120 python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+      --specbench-matrix benches/gpu/h200-tuning.yaml --specbench-plan > "$OUT/tuning-plan.txt" 2>&1
+    bench h200-tuning benches/gpu/h200-tuning.yaml ;;
   breakeven)  # the plan first (its ETA against the wall time), then the run, with its plots
     timeout 120 python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
       --specbench-matrix benches/gpu/h200-breakeven.yaml --specbench-plan ${KEXPR:+-k "$KEXPR"} > "$OUT/breakeven-plan.txt" 2>&1

@@ -186,3 +186,28 @@ class FakeDriftingEngine(FakeTimedEngine):
         t0 = float(os.environ.get("FAKE_DRIFT_T0", "0")) or time.monotonic()
         drift = float(os.environ.get("FAKE_DRIFT_PER_S", "0.5"))
         return super().token_s() * (1.0 + (time.monotonic() - t0) * drift)
+
+
+class FakeArgsEngine(FakeEngine):
+    """FakeEngine that reports what it was started with, as SGLang's engine does: its method's
+    algorithm and engine arguments as resolved server arguments (info["server_args"]), and it
+    appends "group algorithm engine_args SGLANG_* env" to $FAKE_ARGS_LOG at start."""
+
+    backend = "fake-args"
+
+    def __init__(self, group: Any):
+        super().__init__(group)
+        import json
+
+        m = group.method
+        args = {k: v for k, v in m.engine_args}
+        spec = m.speculative
+        self.info["server_args"] = {
+            "speculative_algorithm": spec.algorithm.upper() if spec else None,
+            **args,
+        }
+        log = os.environ.get("FAKE_ARGS_LOG")
+        if log:
+            env = {k: v for k, v in os.environ.items() if k.startswith("SGLANG_")}
+            with open(log, "a") as f:
+                f.write(json.dumps([group.id, spec.algorithm if spec else None, args, env]) + "\n")

@@ -16,16 +16,14 @@ import yaml
 
 from pytest_specbench.matrix.cells import (
     DEFAULT_WAVES,
-    FINGERPRINT_FIELDS,
-    NOT_FINGERPRINTED,
     Cell,
     EngineGroup,
     Method,
     Model,
     Speculative,
     Workload,
-    fingerprint_text,
 )
+from pytest_specbench.matrix.fingerprint import FINGERPRINT_FIELDS, NOT_FINGERPRINTED, fingerprint_text
 from pytest_specbench.matrix.schema import parse
 
 ROOT = Path(__file__).parents[1]

@@ -77,7 +77,8 @@ def engine_kwargs(group: EngineGroup) -> dict[str, Any]:
     kw["tp_size"] = group.tp
     s = m.speculative
     if s is not None:
-        kw["speculative_algorithm"] = ALGORITHMS[s.algorithm]
+        # an algorithm without rules here (SGLang's own, a plugin's) goes to the engine as given
+        kw["speculative_algorithm"] = ALGORITHMS.get(s.algorithm, s.algorithm.upper())
         if m.draft_model is not None:
             kw["speculative_draft_model_path"] = tinymodel.resolve(m.draft_model.path)
         for src, dst in (

@@ -133,10 +133,36 @@ def refused_setting(algorithm: str, s: dict[str, Any]) -> str | None:
     return None
 
 
-def setting_name(sweep: str, varying: tuple[tuple[str, Any], ...]) -> str:
+def setting_name(
+    sweep: str, varying: tuple[tuple[str, Any], ...], labels: tuple[tuple[str, str], ...] = ()
+) -> str:
     """The method name of one setting of a sweep: ``ngram`` with num_draft_tokens 8 -> ``ngram-d8``;
-    a forced accept length 3.5 -> ``eagle3-a3.5``."""
-    return "-".join([sweep, *(f"{SWEEP_LABELS[k]}{v:g}" for k, v in varying)])
+    a forced accept length 3.5 -> ``eagle3-a3.5``; a swept engine argument or variable by its
+    label (``labels: {speculative_ddtree_budget: b}`` -> ``ddtree-b64``), else by its name
+    shortened (``SGLANG_ENABLE_SPEC_V2`` 1 -> ``enable-spec-v2-1``)."""
+    named = dict(labels)
+    parts = []
+    for k, v in varying:
+        label = named.get(k) or SWEEP_LABELS.get(k) or _short(k) + "-"
+        parts.append(f"{label}{_value_text(v)}")
+    return "-".join([sweep, *parts])
+
+
+def _short(key: str) -> str:
+    k = key.lower()
+    for prefix in ("sglang_", "speculative_"):
+        k = k.removeprefix(prefix)
+    return k.replace("_", "-")
+
+
+def _value_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, tuple):
+        return "x".join(_value_text(x) for x in v)
+    return str(v)
 
 
 @dataclass(frozen=True)
@@ -151,6 +177,7 @@ class Method:
     env: tuple[tuple[str, str], ...] = ()
     sweep: str = ""  # a setting of a swept method: the method's name in the YAML
     setting: tuple[tuple[str, Any], ...] = ()  # the swept knobs' values of this setting
+    labels: tuple[tuple[str, str], ...] = ()  # swept key -> its label in the setting's name
     # backend http: the endpoint, its API (sglang | openai) and the variable holding its key
     url: str | None = None
     api: str | None = None
@@ -166,9 +193,8 @@ class Method:
         setting is a point of (``eagle3-s3-a2`` -> ``eagle3-s3``; ``eagle3-a2`` -> ``eagle3``)."""
         if not self.sweep:
             return self.name
-        return setting_name(
-            self.sweep, tuple((k, v) for k, v in self.setting if k != "simulate_accept_length")
-        )
+        rest = tuple((k, v) for k, v in self.setting if k != "simulate_accept_length")
+        return setting_name(self.sweep, rest, self.labels)
 
 
 # requests a round in waves of C when a workload sets neither requests nor waves (kinds with
@@ -330,6 +356,8 @@ class Cell:
         with its model, draft and engine args, workload with rounds, requests and timeouts), the
         cell's TP size and axes, and the workload's SLOs and the method's endpoint when set. A
         resumed run copies an earlier result only when this is unchanged."""
+        from .fingerprint import fingerprint_text
+
         return hashlib.sha256(fingerprint_text(self.fingerprint_key()).encode()).hexdigest()[:16]
 
     def fingerprint_key(self) -> tuple[Any, ...]:
@@ -364,81 +392,6 @@ class Cell:
 
     def __repr__(self) -> str:
         return f"Cell({self.id})"
-
-
-# What defines a measurement, per object, in the order the fields are hashed. A field left out
-# does not enter any fingerprint: adding a field to a class changes no fingerprint until it is
-# listed here, and tests/test_fingerprints.py fails until it is listed here or in NOT_FINGERPRINTED.
-# The text hashed is what repr() of these frozen classes printed before their fields were listed,
-# so results written by earlier versions of the plugin still resume.
-FINGERPRINT_FIELDS: dict[type, tuple[str, ...]] = {
-    Model: ("name", "path", "tokenizer", "load_format", "context_length"),
-    Speculative: (
-        "algorithm",
-        "draft_model",
-        "num_steps",
-        "topk",
-        "num_draft_tokens",
-        "max_ngram",
-        "block_size",
-        "simulate_accept_length",
-        "simulate_accept_method",
-    ),
-    Method: (
-        "name",
-        "backend",
-        "model",
-        "speculative",
-        "draft_model",
-        "tp",
-        "engine_args",
-        "env",
-        "sweep",
-        "setting",
-    ),
-    Workload: (
-        "name",
-        "kind",
-        "concurrency",
-        "output_tokens",
-        "context_tokens",
-        "prompt_tokens",
-        "requests",
-        "waves",
-        "rounds",
-        "warmup",
-        "timeout_s",
-        "methods",
-        "options",
-        "request_rate",
-        "scenarios",
-        "categories",
-        "questions",
-    ),
-}
-# The fields outside FINGERPRINT_FIELDS, and why.
-NOT_FINGERPRINTED: dict[tuple[type, str], str] = {
-    (Method, "url"): "Cell.fingerprint adds ('endpoint', url, api) when a url is set",
-    (Method, "api"): "Cell.fingerprint adds ('endpoint', url, api) when a url is set",
-    (Method, "api_key_env"): "names the variable holding the API key; no measurement depends on it",
-    (Workload, "temperature"): "a temperature > 0 is the cell's axis (Cell.extra); greedy adds nothing",
-    (Workload, "slo"): "Cell.fingerprint adds ('slo', ...) when set; a workload without SLOs keeps its own",
-    (Workload, "max_rounds"): "Cell.fingerprint adds ('max_rounds', n) when set; without it, unchanged",
-}
-
-
-def fingerprint_text(value: Any) -> str:
-    """The text a fingerprint hashes: an object of FINGERPRINT_FIELDS as ``Name(field=value, ...)``
-    over its listed fields, a tuple element by element, anything else (the str, int, float, bool
-    and None of the YAML file, or a date YAML read) as repr()."""
-    fields = FINGERPRINT_FIELDS.get(type(value))
-    if fields is not None:
-        inner = ", ".join(f"{f}={fingerprint_text(getattr(value, f))}" for f in fields)
-        return f"{type(value).__name__}({inner})"
-    if isinstance(value, tuple):
-        items = [fingerprint_text(v) for v in value]
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    return repr(value)
 
 
 def _axis_label(key: str, value: Any) -> str:

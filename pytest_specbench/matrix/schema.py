@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from .cells import (
     FORCED_ACCEPT_ALGORITHMS,
     LOAD_FORMATS,
     SPEC_ALGORITHMS,
+    SWEEP_LABELS,
     WORKLOAD_KINDS,
     Cell,
     Matrix,
@@ -36,7 +38,18 @@ from .checks import Ctx, MatrixError
 from .workload_schema import workload
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
-METHOD_KEYS = ("backend", "model", "speculative", "tp", "engine_args", "env", "url", "api", "api_key_env")
+METHOD_KEYS = (
+    "backend",
+    "model",
+    "speculative",
+    "tp",
+    "engine_args",
+    "env",
+    "labels",
+    "url",
+    "api",
+    "api_key_env",
+)
 ENDPOINT_BACKENDS = ("http",)  # backends that talk to an endpoint given by url:
 APIS = ("sglang", "openai")
 SPEC_KEYS = (
@@ -87,18 +100,26 @@ def _speculative(cx: Ctx, key: str, raw: Any) -> list[tuple[Speculative, tuple[t
     """The settings of a ``speculative:`` block: one per combination of the knobs given as lists
     (a sweep), each with the (knob, value) pairs that vary; refused combinations name the reason."""
     d = cx.mapping(raw, key, SPEC_KEYS, required=("algorithm",))
-    algo = cx.choice(d["algorithm"], f"{key}.algorithm", SPEC_ALGORITHMS)
+    algo = cx.string(d["algorithm"], f"{key}.algorithm")
+    if algo.lower() in SPEC_ALGORITHMS:
+        algo = algo.lower()
+    elif not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", algo):
+        raise cx.err(
+            f"{key}.algorithm",
+            f"{algo!r} is not an algorithm name; known: {', '.join(SPEC_ALGORITHMS)}, or any name SGLang "
+            "knows or a plugin registers (letters, digits, _), passed to the engine as given",
+        )
     kw: dict[str, Any] = {"algorithm": algo}
     axes: dict[str, tuple[Any, ...]] = {}
     for k in SWEEP_KEYS:
         if d.get(k) is None:
             continue
-        if k not in ALGORITHM_KEYS[algo]:
+        if algo in ALGORITHM_KEYS and k not in ALGORITHM_KEYS[algo]:
             raise cx.err(f"{key}.{k}", f"algorithm {algo!r} takes {', '.join(ALGORITHM_KEYS[algo])}; not {k}")
         axes[k] = cx.int_list(d[k], f"{key}.{k}")
     if d.get("simulate_accept_length") is not None:
         k = f"{key}.simulate_accept_length"
-        if algo not in FORCED_ACCEPT_ALGORITHMS:
+        if algo in SPEC_ALGORITHMS and algo not in FORCED_ACCEPT_ALGORITHMS:
             raise cx.err(
                 k,
                 f"algorithm {algo!r} does not honour a forced accept length; forced acceptance "
@@ -191,6 +212,16 @@ def _method(
     env = d.get("env") or {}
     if not isinstance(env, dict):
         raise cx.err(f"{key}.env", f"expected a mapping of environment variables; got {env!r}")
+    labels = d.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) and v for v in labels.values()):
+        raise cx.err(f"{key}.labels", f"expected a mapping of swept key -> id label (text); got {labels!r}")
+    swept = _swept_args(cx, key, engine_args, env)
+    unknown = sorted(set(labels) - {k for k, _ in swept} - set(SWEEP_LABELS))
+    if unknown:
+        raise cx.err(
+            f"{key}.labels.{unknown[0]}",
+            "labels a key that is not swept here; swept: " + (", ".join(k for k, _ in swept) or "(none)"),
+        )
     url, api, key_env = _endpoint(cx, key, backend, d)
     base = Method(
         name=name,
@@ -205,18 +236,60 @@ def _method(
         api=api,
         api_key_env=key_env,
     )
-    if not settings or (len(settings) == 1 and not settings[0][1]):
+    base = dataclasses.replace(base, labels=tuple(sorted((str(k), v) for k, v in labels.items())))
+    spec_settings: list[tuple[Speculative | None, tuple[tuple[str, Any], ...]]] = (
+        list(settings) if settings else [(None, ())]
+    )
+    if len(spec_settings) == 1 and not spec_settings[0][1] and not swept:
         return [base]
-    return [
-        dataclasses.replace(
-            base,
-            name=setting_name(name, varying),
-            speculative=spec,
-            sweep=name,
-            setting=varying,
+    out = []
+    arg_keys = [k for k, _ in swept]
+    for (spec, varying), combo in itertools.product(spec_settings, itertools.product(*(v for _, v in swept))):
+        args = dict(engine_args)
+        envs = {str(k): str(v) for k, v in env.items() if not isinstance(v, list)}
+        for (k, _), v in zip(swept, combo, strict=True):
+            if k in env:
+                envs[k] = str(v)
+            else:
+                args[k] = v
+        setting = (*varying, *((k, v) for k, v in zip(arg_keys, combo, strict=True) if _varies(swept, k)))
+        out.append(
+            dataclasses.replace(
+                base,
+                name=setting_name(name, setting, base.labels),
+                speculative=spec if settings else None,
+                sweep=name,
+                setting=setting,
+                engine_args=freeze(args),
+                env=tuple(sorted(envs.items())),
+            )
         )
-        for spec, varying in settings
-    ]
+    return out
+
+
+def _varies(swept: list[tuple[str, tuple[Any, ...]]], key: str) -> bool:
+    return len(dict(swept)[key]) > 1
+
+
+def _swept_args(
+    cx: Ctx, key: str, engine_args: dict[str, Any], env: dict[str, Any]
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """The engine arguments and environment variables given as lists: (name, values), one engine
+    group per combination. A list-valued argument given as one value is nested ([[1, 2, 4]])."""
+    out = []
+    for where, d in (("engine_args", engine_args), ("env", env)):
+        for k, v in d.items():
+            if not isinstance(v, list):
+                continue
+            if not v:
+                raise cx.err(f"{key}.{where}.{k}", "an empty list: give the values to sweep")
+            vals = tuple(freeze(x) for x in v)
+            if len(set(vals)) != len(vals):
+                raise cx.err(f"{key}.{where}.{k}", f"duplicate values in {v!r}")
+            if k in engine_args and k in env:
+                raise cx.err(f"{key}.{where}.{k}", "is both an engine argument and a variable")
+            out.append((str(k), vals))
+    return out
 
 
 def _endpoint(

@@ -31,35 +31,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..matrix.cells import Cell, EngineGroup
+from .gpu_specs import SPECS
 from .sglang_memory import NGRAM_DEFAULT_DRAFT_TOKENS
 from .shapes import Shape
 
 # ------------------------------------------------------------------------------ hardware
 
-# HBM bandwidth (bytes/s) by GPU name fragment, for the roofline and decode (vendor datasheets)
-HBM_BANDWIDTH = (
-    ("H200", 4.8e12),
-    ("H100 NVL", 3.9e12),
-    ("H100", 3.35e12),
-    ("H20", 4.0e12),
-    ("B200", 8.0e12),
-    ("A100-SXM4-80GB", 2.039e12),
-    ("A100", 1.555e12),
-    ("L40S", 0.864e12),
-    ("A10G", 0.6e12),
-)
-# dense bf16 tensor FLOP/s by GPU name fragment (vendor datasheets), for prefill
-PEAK_FLOPS_BY_GPU = (
-    ("H200", 989e12),
-    ("H100 NVL", 835e12),
-    ("H100 PCIe", 756e12),
-    ("H100", 989e12),
-    ("H20", 148e12),
-    ("B200", 2250e12),
-    ("A100", 312e12),
-    ("L40S", 362e12),
-    ("A10G", 125e12),
-)
+# bandwidth (bytes/s) and dense BF16 FLOP/s by GPU name fragment: gpu_specs.SPECS, with sources
+HBM_BANDWIDTH = tuple((g.fragment, g.bandwidth) for g in SPECS)
+PEAK_FLOPS_BY_GPU = tuple((g.fragment, g.bf16_flops) for g in SPECS)
 PEAK_FLOPS = 989e12  # a GPU not in the table (or given only by --specbench-gpu-memory): H100/H200 class
 
 

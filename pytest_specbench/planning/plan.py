@@ -26,7 +26,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..matrix.cells import Cell, EngineGroup
+from ..matrix.cells import SPEC_ALGORITHMS, Cell, EngineGroup
 from ..matrix.schema import ENDPOINT_BACKENDS
 from . import eta
 from .eta import ENGINE_START_S, GroupCosts
@@ -170,6 +170,12 @@ def plan_group(
     group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str] = frozenset({"sglang"})
 ) -> GroupPlan:
     gp = _size_group(group, gpu, gpu_backends)
+    spec = group.method.speculative
+    if spec is not None and spec.algorithm not in SPEC_ALGORITHMS:
+        gp.notes.append(
+            f"no rules known for {spec.algorithm}: SGLang validates it at start (sized and timed as "
+            "an EAGLE-like draft of num_steps steps)"
+        )
     if gp.costs is None or (gp.backend not in gpu_backends and gp.backend != "hf"):
         gp.start_s = ENGINE_START_S.get(gp.backend, 60.0)
         gp.start_from = "fallback"

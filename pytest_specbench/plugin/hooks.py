@@ -125,12 +125,20 @@ def _gpu_budget(config: pytest.Config, st: SpecbenchState, inventory: list[Any] 
     the inventory (None: the matrix has no GPU backend)."""
     from ..gpus import inventory as gpus
     from ..planning import eta, plan
+    from ..planning.gpu_specs import spec_for
 
     given = config.getoption("specbench_gpu_memory")
     bw_given = config.getoption("specbench_gpu_bandwidth")
+    named = config.getoption("specbench_gpu", None)
     inv = [g for g in inventory or [] if st.gpus is None or g.index in st.gpus]
     g = min(inv, key=lambda g: g.memory_total_mib) if inv else None
     bw, src = (bw_given, "--specbench-gpu-bandwidth") if bw_given else (None, "")
+    spec = spec_for(named) if named else None
+    if spec is not None:  # --specbench-gpu NAME: the datasheet's figures, whatever NVML says
+        bw, src = bw or spec.bandwidth, src or f"datasheet value for {named} ({spec.source})"
+        mem = given or int(spec.memory_gb * 1e9)
+        st.gpu_budget = plan.GPUBudget(mem, bw, named, src)
+        return
     if bw is None and g is not None:  # NVML (bus width x max memory clock), else the name table
         bw, src = gpus.memory_bandwidth(g.index), "NVML: memory bus width x max memory clock"
         if bw is None:

@@ -100,6 +100,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "lets a machine without GPUs plan a GPU matrix",
     )
     g.addoption(
+        "--specbench-gpu",
+        metavar="NAME",
+        type=_gpu_name,
+        default=None,
+        help="plan for this GPU (its memory, bandwidth and FLOP/s from the datasheet table: "
+        "planning/gpu_specs.py), e.g. 'RTX PRO 6000', B200, H100, MI300X; lets a machine without "
+        "NVML plan a GPU matrix. --specbench-gpu-memory / -bandwidth override its figures",
+    )
+    g.addoption(
         "--specbench-plots",
         metavar="DIR",
         default=None,
@@ -204,3 +213,13 @@ def _kill_spec(value: str) -> tuple[str, int]:
 
 
 # ------------------------------------------------------------------------------ configure
+
+
+def _gpu_name(value: str) -> str:
+    import argparse
+
+    from ..planning.gpu_specs import names, spec_for
+
+    if spec_for(value) is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not in the GPU table; known: {', '.join(names())}")
+    return value

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ..report import breakeven, decide
+from ..report import breakeven, decide, provenance
 from ..report import summary as report
 from ..report.summary import failure_headline
 from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SpecbenchState
@@ -413,6 +413,10 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             "length where the speedup over AR crosses 1 [its interval]:"
         )
         out += [f"  {ln}" for ln in be]
+    keys, by_group = provenance.differences(st.doc)
+    if keys:
+        out.append(f"engine settings that differ between groups ({', '.join(keys)}):")
+        out += [f"  {g}: " + ", ".join(f"{k}={v}" for k, v in vals.items()) for g, vals in by_group.items()]
     for e in spec["engine_groups"]:
         pve = report.planned_vs_engine(e)
         if pve:

@@ -294,7 +294,9 @@ def markdown(doc: dict[str, Any]) -> list[str]:
         lines.append(f"- failed `{f['cell']}` ({f['phase']}): {failure_headline(f)}")
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
-    return lines + decide.best_methods(doc)
+    from .provenance import markdown as settings_table
+
+    return lines + decide.best_methods(doc) + settings_table(doc)
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
