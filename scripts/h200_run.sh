@@ -81,7 +81,7 @@ case "$PART" in
   tuning)
     timeout 120 python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
       --specbench-matrix benches/gpu/h200-tuning.yaml --specbench-plan > "$OUT/tuning-plan.txt" 2>&1
-    bench h200-tuning benches/gpu/h200-tuning.yaml ;;
+    bench h200-tuning benches/gpu/h200-tuning.yaml ${KEXPR:+-k "$KEXPR"} ;;
   breakeven)  # the plan first (its ETA against the wall time), then the run, with its plots
     timeout 120 python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
       --specbench-matrix benches/gpu/h200-breakeven.yaml --specbench-plan ${KEXPR:+-k "$KEXPR"} > "$OUT/breakeven-plan.txt" 2>&1

@@ -105,10 +105,10 @@ def test_sweeps_name_their_settings_and_refuse_what_they_cannot() -> None:
         {
             **base,
             "methods": {
-                "ar": {
+                "s": {
                     "backend": "sglang",
                     "model": "m",
-                    "engine_args": {"page_size": [1, 16], "cuda_graph_bs": [[1, 2, 4]]},
+                    "engine_args": {"page_size": [1, 16], "cuda_graph_bs": [1, 2, 4], "x": [[3, 4]]},
                     "env": {"SGLANG_ENABLE_SPEC_V2": [0, 1]},
                 }
             },
@@ -116,13 +116,14 @@ def test_sweeps_name_their_settings_and_refuse_what_they_cannot() -> None:
         "m.yaml",
     )
     assert [x.name for x in m.methods] == [
-        "ar-page-size-1-enable-spec-v2-0",
-        "ar-page-size-1-enable-spec-v2-1",
-        "ar-page-size-16-enable-spec-v2-0",
-        "ar-page-size-16-enable-spec-v2-1",
+        "s-page-size-1-enable-spec-v2-0",
+        "s-page-size-1-enable-spec-v2-1",
+        "s-page-size-16-enable-spec-v2-0",
+        "s-page-size-16-enable-spec-v2-1",
     ]
-    # a list given as one value (nested): the argument, not a sweep
+    # a list-valued SGLang argument given flat, and any list given nested: one value, not a sweep
     assert dict(m.methods[0].engine_args)["cuda_graph_bs"] == (1, 2, 4)
+    assert dict(m.methods[0].engine_args)["x"] == (3, 4)
     assert dict(m.methods[3].env) == {"SGLANG_ENABLE_SPEC_V2": "1"}
     with pytest.raises(
         MatrixError, match=r"methods.ar.labels.page_size: labels a key that is not swept here"

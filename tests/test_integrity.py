@@ -262,9 +262,10 @@ def test_roofline_counts_the_target_only_and_needs_a_known_bandwidth() -> None:
     p = plan.make_plan(m.cells(), plan.GPUBudget(80 * 2**30, 3.35e12, "H100"))
     rl = {c.method.name: p.cells[c.id].roofline_tokens_per_s for c in m.cells()}
     assert rl["ar"] and rl["oracle"] == pytest.approx(rl["ar"])  # the draft's weights are not in it
-    unknown = plan.make_plan(m.cells(), plan.GPUBudget(80 * 2**30, None, "RTX PRO 6000"))
+    unknown = plan.make_plan(m.cells(), plan.GPUBudget(80 * 2**30, None, "GeForce RTX 3090"))
     assert all(c.roofline_tokens_per_s is None for c in unknown.cells.values())
-    assert eta.bandwidth_for("NVIDIA RTX PRO 6000 Blackwell Server Edition") is None
+    assert eta.bandwidth_for("NVIDIA GeForce RTX 3090") is None
+    assert eta.bandwidth_for("NVIDIA RTX PRO 6000 Blackwell Server Edition") == 1.792e12
     assert eta.bandwidth_for("NVIDIA H200") == 4.8e12
     text = "\n".join(format_plan(unknown))
     assert "bandwidth unknown (--specbench-gpu-bandwidth TB/s gives a roofline and decode ETAs)" in text

@@ -214,9 +214,9 @@ def test_failing_engine_fails_only_its_group(project: pytest.Pytester, tmp_path:
             "specbench.yaml: methods.ar.backend: 'vllm' is not a registered backend; allowed: hf, sglang",
         ),
         (
-            ("algorithm: ngram", "algorithm: medusa"),
-            "specbench.yaml: methods.ngram.speculative.algorithm: 'medusa' is not allowed; "
-            "allowed: ngram, draft",
+            ("algorithm: ngram", "algorithm: dd tree"),
+            "specbench.yaml: methods.ngram.speculative.algorithm: 'dd tree' is not an algorithm name; "
+            "known: ngram, draft",
         ),
         (
             ("draft_model: m,", "draft_model: nope,"),

@@ -383,6 +383,9 @@ class Cell:
             key += (("default_waves", DEFAULT_WAVES),)
         if w.max_rounds is not None:
             key += (("max_rounds", w.max_rounds),)
+        spec = self.method.speculative
+        if spec is not None and spec.simulate_accept_length is not None:
+            key += (("forced", spec.simulate_accept_length, spec.simulate_accept_method),)
         return key
 
     @property

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cells import Method, Model, Speculative, Workload
-
 # What defines a measurement, per object, in the order the fields are hashed. A field left out
 # does not enter any fingerprint: adding a field to a class changes no fingerprint until it is
 # listed here, and tests/test_fingerprints.py fails until it is listed here or in NOT_FINGERPRINTED.
 # The text hashed is what repr() of these frozen classes printed before their fields were listed,
 # so results written by earlier versions of the plugin still resume.
-FINGERPRINT_FIELDS: dict[type, tuple[str, ...]] = {
-    Model: ("name", "path", "tokenizer", "load_format", "context_length"),
-    Speculative: (
+FINGERPRINT_FIELDS: dict[str, tuple[str, ...]] = {
+    "Model": ("name", "path", "tokenizer", "load_format", "context_length"),
+    "Speculative": (
         "algorithm",
         "draft_model",
         "num_steps",
@@ -23,10 +21,8 @@ FINGERPRINT_FIELDS: dict[type, tuple[str, ...]] = {
         "num_draft_tokens",
         "max_ngram",
         "block_size",
-        "simulate_accept_length",
-        "simulate_accept_method",
     ),
-    Method: (
+    "Method": (
         "name",
         "backend",
         "model",
@@ -38,7 +34,7 @@ FINGERPRINT_FIELDS: dict[type, tuple[str, ...]] = {
         "sweep",
         "setting",
     ),
-    Workload: (
+    "Workload": (
         "name",
         "kind",
         "concurrency",
@@ -59,14 +55,16 @@ FINGERPRINT_FIELDS: dict[type, tuple[str, ...]] = {
     ),
 }
 # The fields outside FINGERPRINT_FIELDS, and why.
-NOT_FINGERPRINTED: dict[tuple[type, str], str] = {
-    (Method, "url"): "Cell.fingerprint adds ('endpoint', url, api) when a url is set",
-    (Method, "api"): "Cell.fingerprint adds ('endpoint', url, api) when a url is set",
-    (Method, "api_key_env"): "names the variable holding the API key; no measurement depends on it",
-    (Workload, "temperature"): "a temperature > 0 is the cell's axis (Cell.extra); greedy adds nothing",
-    (Workload, "slo"): "Cell.fingerprint adds ('slo', ...) when set; a workload without SLOs keeps its own",
-    (Method, "labels"): "only names the swept settings; the name itself is fingerprinted",
-    (Workload, "max_rounds"): "Cell.fingerprint adds ('max_rounds', n) when set; without it, unchanged",
+NOT_FINGERPRINTED: dict[tuple[str, str], str] = {
+    ("Method", "url"): "Cell.fingerprint adds ('endpoint', url, api) when a url is set",
+    ("Method", "api"): "Cell.fingerprint adds ('endpoint', url, api) when a url is set",
+    ("Method", "api_key_env"): "names the variable holding the API key; no measurement depends on it",
+    ("Workload", "temperature"): "a temperature > 0 is the cell's axis (Cell.extra); greedy adds nothing",
+    ("Workload", "slo"): "Cell.fingerprint adds ('slo', ...) when set; a workload without SLOs keeps its own",
+    ("Speculative", "simulate_accept_length"): "Cell.fingerprint adds ('forced', length, method) when set",
+    ("Speculative", "simulate_accept_method"): "Cell.fingerprint adds ('forced', length, method) when set",
+    ("Method", "labels"): "only names the swept settings; the name itself is fingerprinted",
+    ("Workload", "max_rounds"): "Cell.fingerprint adds ('max_rounds', n) when set; without it, unchanged",
 }
 
 
@@ -74,7 +72,7 @@ def fingerprint_text(value: Any) -> str:
     """The text a fingerprint hashes: an object of FINGERPRINT_FIELDS as ``Name(field=value, ...)``
     over its listed fields, a tuple element by element, anything else (the str, int, float, bool
     and None of the YAML file, or a date YAML read) as repr()."""
-    fields = FINGERPRINT_FIELDS.get(type(value))
+    fields = FINGERPRINT_FIELDS.get(type(value).__name__)
     if fields is not None:
         inner = ", ".join(f"{f}={fingerprint_text(getattr(value, f))}" for f in fields)
         return f"{type(value).__name__}({inner})"

@@ -209,6 +209,7 @@ def _method(
         raise cx.err(
             f"{key}.engine_args", f"expected a mapping of engine keyword arguments; got {engine_args!r}"
         )
+    engine_args = dict(engine_args)  # [[...]] values are unwrapped below, not in the caller's data
     env = d.get("env") or {}
     if not isinstance(env, dict):
         raise cx.err(f"{key}.env", f"expected a mapping of environment variables; got {env!r}")
@@ -267,6 +268,49 @@ def _method(
     return out
 
 
+# SGLang 0.5.17's server arguments that take a list (srt/server_args.py): a flat list given for one
+# of these is the argument's value, and a list of lists sweeps it
+LIST_ARGS = frozenset(
+    {
+        "cuda_graph_bs",
+        "cuda_graph_bs_decode",
+        "cuda_graph_bs_prefill",
+        "lora_paths",
+        "lora_target_modules",
+        "bucket_e2e_request_latency",
+        "bucket_inter_token_latency",
+        "bucket_time_to_first_token",
+        "generation_tokens_buckets",
+        "prompt_tokens_buckets",
+        "prefill_delayer_forward_passes_buckets",
+        "prefill_delayer_wait_seconds_buckets",
+        "debug_tensor_dump_layers",
+        "flashinfer_autotune_skip_ops",
+        "forward_hooks",
+        "gc_threshold",
+        "numa_node",
+        "encoder_urls",
+        "encoder_register_urls",
+        "decoupled_spec_connect_endpoints",
+        "sidecar_args",
+        "custom_weight_loader",
+        "log_requests_target",
+        "tokenizer_metrics_allowed_custom_labels",
+        "uvicorn_access_log_exclude_prefixes",
+        "remote_instance_weight_loader_send_weights_group_ports",
+    }
+)
+
+
+def _one_list_value(where: str, key: str, v: list[Any]) -> bool:
+    """Whether a list in engine_args is one value, not a sweep: [[...]] (one list, nested), or a
+    flat list for an argument SGLang takes as a list (LIST_ARGS)."""
+    if where != "engine_args":
+        return False
+    nested = all(isinstance(x, list) for x in v) and bool(v)
+    return (len(v) == 1 and nested) or (key in LIST_ARGS and not nested)
+
+
 def _varies(swept: list[tuple[str, tuple[Any, ...]]], key: str) -> bool:
     return len(dict(swept)[key]) > 1
 
@@ -279,7 +323,9 @@ def _swept_args(
     out = []
     for where, d in (("engine_args", engine_args), ("env", env)):
         for k, v in d.items():
-            if not isinstance(v, list):
+            if not isinstance(v, list) or _one_list_value(where, k, v):
+                if where == "engine_args" and isinstance(v, list) and len(v) == 1 and isinstance(v[0], list):
+                    engine_args[k] = v[0]  # [[1, 2, 4]]: the list itself, given as one value
                 continue
             if not v:
                 raise cx.err(f"{key}.{where}.{k}", "an empty list: give the values to sweep")
