@@ -166,6 +166,10 @@ def test_break_even_is_interpolated_with_its_interval() -> None:
     assert be["where"] == "at"
     assert be["at"] == pytest.approx(2 + 0.17 / 0.48)
     assert be["lo"] == pytest.approx(2.2) and be["hi"] == pytest.approx(2 + 0.24 / 0.46)
+    from pytest_specbench.report.plots_breakeven import map_rows
+
+    (row,) = map_rows(doc)
+    assert (row["concurrency"], row["text"], row["where"]) == (8, "2.35", "at")
     lines = breakeven.lines(doc)
     assert lines[0].startswith("eagle3 throughput tp1 c8 out256: break-even accept length 2.35 [2.20, 2.52]")
     assert lines[1] == (

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from . import decide
@@ -377,7 +378,9 @@ def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
 
         print("plots need matplotlib: pip install -e '.[plots]' (no plots written)", file=sys.stderr)
         return []
-    pngs = plot_run(doc, out_dir)
+    from .plots_breakeven import plot_map
+
+    pngs = plot_run(doc, out_dir) + plot_map(doc, Path(out_dir))
     index_page(doc, pngs, out_dir, markdown(doc))
     return pngs
 
