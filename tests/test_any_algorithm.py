@@ -154,6 +154,21 @@ def test_sweeps_name_their_settings_and_refuse_what_they_cannot() -> None:
         )
 
 
+def test_a_name_close_to_a_known_algorithm_is_planned_with_a_question() -> None:
+    from pytest_specbench.matrix.cells import EngineGroup
+    from pytest_specbench.planning import plan
+
+    doc = {
+        "models": {"m": "embedded:tiny"},
+        "methods": {
+            "x": {"backend": "sglang", "model": "m", "speculative": {"algorithm": "eagel3", "num_steps": 3}}
+        },
+        "workloads": {"throughput": {}},
+    }
+    gp = plan.plan_group(EngineGroup(parse(doc, "m.yaml").methods[0], 1), None)
+    assert any(n.endswith("; did you mean eagle3?") and "no rules known for eagel3" in n for n in gp.notes)
+
+
 def test_a_gpu_named_on_the_command_line_plans_without_nvml(pytester: pytest.Pytester) -> None:
     """--specbench-gpu NAME: memory, bandwidth and FLOP/s from the datasheet table, so the plan
     has an ETA for every cell; a name not in the table is a usage error listing the known ones."""
@@ -173,4 +188,6 @@ def test_a_gpu_named_on_the_command_line_plans_without_nvml(pytester: pytest.Pyt
         "benches", "--specbench-matrix", seed, "--specbench-plan", "--specbench-gpu", "X9"
     )
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["*'X9' is not in the GPU table; known: B300, B200, H200*RTX PRO 6000*MI300X*"])
+    bad.stderr.fnmatch_lines(
+        ["*'X9' is not in the GPU table; known: GH200, B300, B200, H200*RTX PRO 6000*MI300X*"]
+    )

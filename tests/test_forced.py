@@ -60,6 +60,10 @@ def test_forced_lengths_are_one_group_each_with_an_a_label() -> None:
             "0.5 is below 1",
         ),
         (
+            {"algorithm": "draft", "draft_model": "d", "simulate_accept_length": [0.25]},
+            "0.25 is below 1",
+        ),
+        (
             {"algorithm": "draft", "draft_model": "d", "simulate_accept_length": [float("nan")]},
             "expected an accept length > 0 (a finite number)",
         ),
@@ -73,6 +77,30 @@ def test_forced_lengths_that_cannot_be_measured_are_refused(spec: dict, message:
     with pytest.raises(MatrixError, match="m.yaml: methods.draft.speculative") as e:
         parse(_doc(spec), "m.yaml")
     assert message in str(e.value)
+
+
+def test_on_sglang_a_step_commits_what_its_num_draft_tokens_allows() -> None:
+    """SGLang's num_draft_tokens counts the verified token: NGRAM with 4 commits at most 4 a step
+    (hf: 4 drafts + 1); a chain of 3 steps at most 4; a 2-node tree at most 2."""
+    for spec, most in (
+        ({"algorithm": "ngram", "num_draft_tokens": 4, "simulate_accept_length": [5]}, 4),
+        ({"algorithm": "draft", "draft_model": "d", "num_draft_tokens": 3, "simulate_accept_length": [4]}, 3),
+        (
+            {
+                "algorithm": "eagle3",
+                "draft_model": "d",
+                "num_steps": 3,
+                "topk": 4,
+                "num_draft_tokens": 2,
+                "simulate_accept_length": [3],
+            },
+            2,
+        ),
+    ):
+        with pytest.raises(MatrixError, match=f"this setting commits at most {most} "):
+            parse(_doc(spec, backend="sglang"), "m.yaml")
+    ok = {"algorithm": "ngram", "num_draft_tokens": 4, "simulate_accept_length": [4]}
+    assert parse(_doc(ok, backend="sglang"), "m.yaml").methods[1].name == "draft-a4"
 
 
 def test_an_endpoint_cannot_be_forced() -> None:
@@ -185,3 +213,16 @@ def test_break_even_outside_the_forced_range_says_so() -> None:
     above = breakeven.break_even([{"accept_forced": 1.0, "speedup": 0.4, "lo": 0.3, "hi": 0.5}])
     assert breakeven.describe(above) == "pays at no forced length: break-even above the forced range (> 1)"
     assert breakeven.verdict(3.0, above) == "no gain expected (above the forced range)"
+    # lower bounds that never reach 1 (0.33, 0.58, 0.79, 0.94 at 1-4): the interval is open above
+    # the forced range, not closed at its end, and a drafter measuring more than 4 is not a gain
+    open_hi = breakeven.break_even(
+        [
+            {"accept_forced": 1.0, "speedup": 0.43, "lo": 0.33, "hi": 0.56},
+            {"accept_forced": 2.0, "speedup": 0.76, "lo": 0.58, "hi": 1.00},
+            {"accept_forced": 3.0, "speedup": 1.02, "lo": 0.79, "hi": 1.32},
+            {"accept_forced": 4.0, "speedup": 1.30, "lo": 0.94, "hi": 1.79},
+        ]
+    )
+    assert open_hi["hi"] is None and open_hi["hi_open"] is True and open_hi["lo"] == pytest.approx(2.0)
+    assert breakeven.describe(open_hi).startswith("break-even accept length 2.92 [2.00, > 4]")
+    assert breakeven.verdict(4.5, open_hi) == "at break-even (within its interval)"

@@ -55,11 +55,15 @@ class Backend:
         ``sends`` False (a plan, a collection): what only sending requests needs is not checked."""
         spec = method.speculative
         if spec and spec.simulate_accept_length is not None and self.forced_accept is None:
-            return f"methods.{method.name}: backend {self.name!r} cannot force an accept length " + (
-                "(a server the plugin does not start: SGLANG_SIMULATE_ACC_LEN is set where it was "
-                "started, and its cells would not be labelled as forced); use sglang-server"
-                if self.external
-                else "; forced acceptance runs on the sglang, sglang-server and hf backends"
+            return (
+                f"methods.{method.sweep or method.name}: backend {self.name!r} "
+                "cannot force an accept length "
+                + (
+                    "(a server the plugin does not start: SGLANG_SIMULATE_ACC_LEN is set where it was "
+                    "started, and its cells would not be labelled as forced); use sglang-server"
+                    if self.external
+                    else "; forced acceptance runs on the sglang, sglang-server and hf backends"
+                )
             )
         if spec and self.algorithms is not None and spec.algorithm not in self.algorithms:
             return (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,13 +70,18 @@ class Speculative:
     simulate_accept_length: float | None = None
     simulate_accept_method: str | None = None  # SGLANG_SIMULATE_ACC_METHOD (sglang backends)
 
-    @property
-    def max_tokens_per_step(self) -> int | None:
-        """The most tokens one verify step can commit as configured (None: not known here)."""
-        if self.algorithm in ("draft", "ngram") and self.num_draft_tokens:
-            return self.num_draft_tokens + 1
-        if self.algorithm in ("standalone", "eagle", "eagle3") and self.num_steps:
-            return self.num_steps + 1
+    def max_tokens_per_step(self, engine: str) -> int | None:
+        """The most tokens one verify step can commit as configured (None: not known here).
+        ``engine`` "hf": num_draft_tokens drafts plus the target's own token; "sglang": its
+        num_draft_tokens counts the verified root too (NGRAM, and draft, which runs as
+        STANDALONE), a tree commits at most num_steps + 1, DFLASH a block."""
+        n, steps = self.num_draft_tokens, self.num_steps
+        if engine == "hf":
+            return n + 1 if self.algorithm in ("draft", "ngram") and n else None
+        if self.algorithm in ("draft", "ngram") and n:
+            return n
+        if self.algorithm in ("standalone", "eagle", "eagle3") and (steps or n):
+            return min(x for x in ((steps + 1) if steps else None, n) if x)
         if self.algorithm == "dflash" and self.block_size:
             return self.block_size
         return None
@@ -162,7 +168,7 @@ def _value_text(v: Any) -> str:
         return f"{v:g}"
     if isinstance(v, tuple):
         return "x".join(_value_text(x) for x in v)
-    return str(v)
+    return re.sub(r"[^A-Za-z0-9.+_-]+", "_", str(v))  # ids that -k can select: no spaces or slashes
 
 
 @dataclass(frozen=True)

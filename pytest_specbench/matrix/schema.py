@@ -96,7 +96,9 @@ def _model(cx: Ctx, name: str, raw: Any, base_dir: Path) -> Model:
 SWEEP_KEYS = ("num_steps", "topk", "num_draft_tokens", "block_size", "max_ngram")
 
 
-def _speculative(cx: Ctx, key: str, raw: Any) -> list[tuple[Speculative, tuple[tuple[str, Any], ...]]]:
+def _speculative(
+    cx: Ctx, key: str, raw: Any, backend: str = "sglang"
+) -> list[tuple[Speculative, tuple[tuple[str, Any], ...]]]:
     """The settings of a ``speculative:`` block: one per combination of the knobs given as lists
     (a sweep), each with the (knob, value) pairs that vary; refused combinations name the reason."""
     d = cx.mapping(raw, key, SPEC_KEYS, required=("algorithm",))
@@ -155,7 +157,7 @@ def _speculative(cx: Ctx, key: str, raw: Any) -> list[tuple[Speculative, tuple[t
             label = ", ".join(f"{k}={v}" for k, v in setting.items())
             raise cx.err(key, f"the setting {label} is refused: {why}")
         spec = Speculative(**{**kw, **setting})
-        most = spec.max_tokens_per_step
+        most = spec.max_tokens_per_step("hf" if backend == "hf" else "sglang")
         forced = spec.simulate_accept_length
         if forced is not None and most is not None and forced > most:
             raise cx.err(
@@ -193,7 +195,9 @@ def _method(
             "or remove the key for autoregressive decoding",
         )
     settings = (
-        _speculative(cx, f"{key}.speculative", d["speculative"]) if d.get("speculative") is not None else None
+        _speculative(cx, f"{key}.speculative", d["speculative"], backend)
+        if d.get("speculative") is not None
+        else None
     )
     draft = None
     spec0 = settings[0][0] if settings else None

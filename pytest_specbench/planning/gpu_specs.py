@@ -19,6 +19,9 @@ class GPUSpec:
 
 
 SPECS = (
+    GPUSpec(
+        "GH200", 96, 4.0e12, 989e12, "NVIDIA GH200 (HBM3): 96 GB, 4.0 TB/s; 144 GB HBM3e: give the memory"
+    ),
     GPUSpec("B300", 288, 8.0e12, 2250e12, "NVIDIA HGX B300: 288 GB HBM3e, 8 TB/s; BF16 dense as B200"),
     GPUSpec(
         "B200",
@@ -41,6 +44,7 @@ SPECS = (
         "(FP4, sparse) / 8 (derived, not a datasheet line)",
     ),
     GPUSpec("L40S", 48, 0.864e12, 362e12, "NVIDIA L40S: 48 GB GDDR6, 864 GB/s, 733 TF BF16 sparse"),
+    GPUSpec("A100 80GB PCIe", 80, 1.935e12, 312e12, "NVIDIA A100: 80 GB HBM2e PCIe, 1935 GB/s"),
     GPUSpec("A100-SXM4-80GB", 80, 2.039e12, 312e12, "NVIDIA A100: 80 GB HBM2e SXM, 2039 GB/s"),
     GPUSpec("A100", 40, 1.555e12, 312e12, "NVIDIA A100: 40 GB HBM2, 1555 GB/s"),
     GPUSpec("A10G", 24, 0.6e12, 125e12, "NVIDIA A10G (AWS G5): 24 GB GDDR6, 600 GB/s"),

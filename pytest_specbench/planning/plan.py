@@ -172,9 +172,12 @@ def plan_group(
     gp = _size_group(group, gpu, gpu_backends)
     spec = group.method.speculative
     if spec is not None and spec.algorithm not in SPEC_ALGORITHMS:
+        import difflib
+
+        near = difflib.get_close_matches(spec.algorithm.lower(), SPEC_ALGORITHMS, n=1, cutoff=0.75)
         gp.notes.append(
             f"no rules known for {spec.algorithm}: SGLang validates it at start (sized and timed as "
-            "an EAGLE-like draft of num_steps steps)"
+            "an EAGLE-like draft of num_steps steps)" + (f"; did you mean {near[0]}?" if near else "")
         )
     if gp.costs is None or (gp.backend not in gpu_backends and gp.backend != "hf"):
         gp.start_s = ENGINE_START_S.get(gp.backend, 60.0)

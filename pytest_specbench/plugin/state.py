@@ -211,7 +211,11 @@ class SpecbenchState:
             ev["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
             # provenance: every SGLANG_* variable the engine starts with (the method's env, a
             # forced accept length, the host's own), so two groups can be diffed
-            ev["sglang_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("SGLANG_")}
+            ev["sglang_env"] = {
+                k: v
+                for k, v in sorted(os.environ.items())
+                if k.startswith("SGLANG_") or k in dict(group.method.env)
+            }
             with _alarm(self.config.getoption("specbench_start_timeout"), f"{group.id}: engine start"):
                 eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
         except BaseException as e:

@@ -14,6 +14,7 @@ Pure: no pytest, no plotting.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,6 +58,7 @@ def curves(doc: dict[str, Any]) -> dict[tuple[str, tuple[tuple[str, str], ...]],
                 "lo": ci[0],
                 "hi": ci[1],
                 "cell": b.get("param"),
+                "withheld": str(e.get("speedup_verdict", "")).startswith("no verdict"),
             }
         )
     return {k: sorted(v, key=lambda p: p["accept_forced"]) for k, v in out.items()}
@@ -65,23 +67,43 @@ def curves(doc: dict[str, Any]) -> dict[tuple[str, tuple[tuple[str, str], ...]],
 def break_even(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """A family's break-even at one shape: "at" with the point and its interval ("lo", "hi"
     where the speedup's upper and lower bounds cross 1; None where a bound does not cross within
-    the forced range), or "below" / "above" the forced range."""
+    the forced range: the interval runs past that end, "lo_open" / "hi_open" say so), or "below"
+    / "above" the forced range. ``withheld``: points whose speedup got no verdict (a disturbed
+    or saturated cell)."""
     x = [p["accept_forced"] for p in points]
     where, at = crossing([(p["accept_forced"], p["speedup"]) for p in points])
-    out: dict[str, Any] = {"where": where, "at": at, "forced_range": [min(x), max(x)] if x else None}
+    out: dict[str, Any] = {
+        "where": where,
+        "at": at,
+        "forced_range": [min(x), max(x)] if x else None,
+        "withheld": [p["cell"] for p in points if p.get("withheld")],
+    }
     if where == "at" and all(p["lo"] is not None and p["hi"] is not None for p in points):
         w_hi, x_hi = crossing([(p["accept_forced"], p["hi"]) for p in points])
         w_lo, x_lo = crossing([(p["accept_forced"], p["lo"]) for p in points])
-        out["lo"] = x_hi if w_hi == "at" else (min(x) if w_hi == "below" else None)
-        out["hi"] = x_lo if w_lo == "at" else (max(x) if w_lo == "above" else None)
+        out["lo"] = x_hi if w_hi == "at" else None
+        out["lo_open"] = w_hi != "at"  # the upper bounds pay already at the lowest forced length
+        out["hi"] = x_lo if w_lo == "at" else None
+        out["hi_open"] = w_lo != "at"  # the lower bounds never reach 1 in the forced range
     return out
 
 
 def describe(be: dict[str, Any]) -> str:
     if be["where"] == "at":
         lo, hi = be.get("lo"), be.get("hi")
-        iv = f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
-        return f"break-even accept length {be['at']:.2f}{iv}"
+        lo_x, hi_x = be["forced_range"]
+        if "lo_open" in be:
+            lo_t = f"< {lo_x:g}" if lo is None else f"{lo:.2f}"
+            hi_t = f"> {hi_x:g}" if hi is None else f"{hi:.2f}"
+            iv = f" [{lo_t}, {hi_t}]"
+        else:
+            iv = ""
+        note = (
+            f" (from {len(be['withheld'])} cell(s) without a verdict: disturbed or saturated)"
+            if be.get("withheld")
+            else ""
+        )
+        return f"break-even accept length {be['at']:.2f}{iv}{note}"
     lo_x, hi_x = be["forced_range"] or (None, None)
     if be["where"] == "below":
         return f"pays at every forced length: break-even below the forced range (<= {lo_x:g})"
@@ -97,8 +119,8 @@ def verdict(measured: float, be: dict[str, Any]) -> str:
     if be["where"] == "above":
         return "no gain expected (above the forced range)"
     at = float(be["at"])
-    lo = float(be["lo"]) if be.get("lo") is not None else at
-    hi = float(be["hi"]) if be.get("hi") is not None else at
+    lo = float(be["lo"]) if be.get("lo") is not None else (-math.inf if be.get("lo_open") else at)
+    hi = float(be["hi"]) if be.get("hi") is not None else (math.inf if be.get("hi_open") else at)
     if measured > hi:
         return "gain expected"
     if measured < lo:

@@ -354,8 +354,8 @@ def warnings(doc: dict[str, Any]) -> list[str]:
     if dry:
         out.append(
             f"warning: {len(dry)} speculative cells proposed no draft in {NO_DRAFT_WARN:.0%} or more of "
-            "their verify steps (an n-gram without a match; acceptance by position counts only the steps "
-            f"that proposed): {', '.join(dry)}"
+            "their verify steps (an n-gram without a match, or a request's last step with one token left "
+            f"to make; acceptance by position counts only the steps that proposed): {', '.join(dry)}"
         )
     return out
 

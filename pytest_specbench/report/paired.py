@@ -180,18 +180,22 @@ def compare(cell: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
         out["speedup_metric"] = "output tok/s ratio (paired rounds; t-interval)"
     if iv is None:
         return out
-    out.update(
-        speedup_vs_ar=iv.point,
-        speedup_vs_ar_ci95=None if iv.lo is None else [iv.lo, iv.hi],
-        speedup_pairs=iv.n,
-        speedup_verdict=iv.verdict(),
-    )
+    out.update(_speedup_fields(iv))
     withheld = no_verdict_reason(cell["metrics"], "the cell") or no_verdict_reason(
         base["metrics"], "its baseline"
     )
     if withheld:
         out["speedup_verdict"] = f"no verdict: {withheld}"
     return out
+
+
+def _speedup_fields(iv: Interval) -> dict[str, Any]:
+    return {
+        "speedup_vs_ar": iv.point,
+        "speedup_vs_ar_ci95": None if iv.lo is None else [iv.lo, iv.hi],
+        "speedup_pairs": iv.n,
+        "speedup_verdict": iv.verdict(),
+    }
 
 
 def _speeds(cell: Mapping[str, Any], ref: Mapping[str, Any]) -> list[float | None]:
@@ -234,12 +238,7 @@ def _interleaved(
     iv = ratio_interval([p[0] for p in pairs], [p[1] for p in pairs])
     if iv is None:
         return out
-    out.update(
-        speedup_vs_ar=iv.point,
-        speedup_vs_ar_ci95=None if iv.lo is None else [iv.lo, iv.hi],
-        speedup_pairs=iv.n,
-        speedup_verdict=iv.verdict(),
-    )
+    out.update(_speedup_fields(iv))
     withheld = no_verdict_reason(m, "the cell") or (
         no_verdict_reason(other["metrics"], "the other cell") if other is not None else None
     )

@@ -2,7 +2,8 @@
 the settings SGLang reports (its resolved server arguments in process, /get_server_info for a
 server) that decide speed (speculative algorithm and its arguments, overlap scheduling, page
 size, attention backend, CUDA-graph sizes, memory fraction), every argument a method set, and
-every SGLANG_* variable the engine started with. Pure: no pytest."""
+every SGLANG_* variable the engine started with and every variable its method set (``env``).
+Pure: no pytest."""
 
 from __future__ import annotations
 
@@ -23,12 +24,21 @@ KEYS = (
 )
 
 
+# an engine's own info that differs between groups without being a setting (paths, timings)
+HF_NOISE = frozenset({"model_path", "draft_model_path", "torch_threads", "log", "group"})
+
+
 def engine_settings(event: dict[str, Any]) -> dict[str, Any]:
     """One engine start event -> {setting: value}: KEYS and every speculative_* argument from
     what the engine reported, the method's own arguments (kwargs) as the engine resolved them,
     and ``env SGLANG_...`` for its variables."""
     info = event.get("info") or {}
-    args = info.get("server_args") or info.get("server_info") or {}
+    # SGLang: its resolved arguments; an engine without them (hf): the scalars of its own info
+    args = (
+        info.get("server_args")
+        or info.get("server_info")
+        or {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) and k not in HF_NOISE}
+    )
     asked = info.get("kwargs") or {}
     out: dict[str, Any] = {}
     for k in sorted(set(KEYS) | {k for k in args if k.startswith("speculative_")} | set(asked)):

@@ -203,7 +203,8 @@ def legend(doc: dict[str, Any]) -> list[str]:
         return []
     out = [
         "tok/s: the geometric mean of a cell's timed rounds' tok/s; vs ar: the geometric mean of its "
-        "paired rounds' ratios to AR's (the ratio of the two tok/s shown, where every round pairs); "
+        "paired rounds' ratios to AR's (the ratio of the two tok/s shown, where every round pairs and "
+        "AR's rounds were not interleaved with the cell's: see below); "
         "open loop: AR's p50 latency ÷ the cell's, per paired round (its tok/s follows the offered load)"
     ]
     out += [f"  {n} cells, {est}: {ESTIMATORS.get(est, est)}" for est, n in sorted(used.items())]
