@@ -60,8 +60,8 @@ def test_forced_lengths_are_one_group_each_with_an_a_label() -> None:
             "0.5 is below 1",
         ),
         (
-            {"algorithm": "draft", "draft_model": "d", "simulate_accept_length": [0.25]},
-            "0.25 is below 1",
+            {"algorithm": "draft", "draft_model": "d", "simulate_accept_length": 0},
+            "speculative.simulate_accept_length: 0 is below 1",
         ),
         (
             {"algorithm": "draft", "draft_model": "d", "simulate_accept_length": [float("nan")]},

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -129,14 +130,15 @@ def _speculative(
             )
         raw_l = d["simulate_accept_length"]
         items = raw_l if isinstance(raw_l, list) else [raw_l]
+        at = (lambda i: f"{k}[{i}]") if isinstance(raw_l, list) else (lambda i: k)
+        for i, v in enumerate(items):
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v < 1:
+                raise cx.err(at(i), f"{v:g} is below 1: a verify step commits at least one token (give >= 1)")
         vals = tuple(
-            cx.pos_number(v, f"{k}[{i}]", "an accept length", MAX_FORCED_ACCEPT) for i, v in enumerate(items)
+            cx.pos_number(v, at(i), "an accept length", MAX_FORCED_ACCEPT) for i, v in enumerate(items)
         )
         if not vals or len(set(vals)) != len(vals):
             raise cx.err(k, f"expected distinct accept lengths >= 1; got {items!r}")
-        low = [v for v in vals if v < 1]
-        if low:
-            raise cx.err(k, f"{low[0]:g} is below 1: a verify step commits at least one token")
         axes["simulate_accept_length"] = vals
     if d.get("simulate_accept_method") is not None:
         if "simulate_accept_length" not in axes:
