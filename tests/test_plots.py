@@ -115,3 +115,34 @@ def test_report_cli_writes_an_index_and_the_comparison(
     assert rc == 1  # ngram c1 fell to 0.8 of the old run
     rows = _rows(tmp_path / "c" / "compare_tok_s.csv")
     assert {r["x"]: r["y"] for r in rows}["ngram-tp1-c1-out64"] == "0.8"
+
+
+def test_a_method_keeps_its_colour_and_marker_in_every_panel_and_plot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every line a method draws, in every panel of every plot of the run, has the colour and
+    marker method_styles gives it (methods in name order: ar C0, ngram C1), and a second run of the
+    same methods gives them the same."""
+    from matplotlib.axes import Axes
+
+    drawn: list[tuple[str, str, str]] = []
+    plot = Axes.plot
+
+    def record(self, *args, **kw):  # type: ignore[no-untyped-def]
+        drawn.append((kw.get("label"), kw.get("color"), kw.get("marker")))
+        return plot(self, *args, **kw)
+
+    monkeypatch.setattr(Axes, "plot", record)
+    doc = json.loads(json.dumps(DOC))
+    doc["benchmarks"].append(_cell("ngram", 32, 20000.0, speedup_vs_ar=1.6, speedup_vs_ar_ci95=[1.5, 1.7]))
+    doc["benchmarks"].append(_cell("zeta", 1, 400.0, speedup_vs_ar=0.8, speedup_vs_ar_ci95=[0.7, 0.9]))
+    doc["benchmarks"].append(_cell("zeta", 32, 9000.0, speedup_vs_ar=0.7, speedup_vs_ar_ci95=[0.6, 0.8]))
+    plots.plot_run(doc, tmp_path)
+    styles = plots.method_styles(doc)
+    assert styles == {"ar": ("C0", "o"), "ngram": ("C1", "s"), "zeta": ("C2", "^")}
+    lines = [d for d in drawn if d[0] in styles and d[2] is not None]
+    assert {d[0] for d in lines} >= {"ngram", "zeta"}
+    assert all((c, m) == styles[name] for name, c, m in lines), lines
+    only_two = json.loads(json.dumps(doc))
+    only_two["benchmarks"] = [b for b in only_two["benchmarks"] if b["params"]["method"] != "zeta"]
+    assert plots.method_styles(only_two)["ngram"] == styles["ngram"]

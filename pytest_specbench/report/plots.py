@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .breakeven import plot_rows as forced_plot_rows
+from .figure import _new_figure, method_styles
 
 Row = dict[str, Any]  # one plotted point: panel, series, x, y, lo, hi, status
 
@@ -103,6 +104,7 @@ def _figure(
     logx: bool = False,
     logy: bool = False,
     hline: float | None = None,
+    styles: dict[str, tuple[str, str]] | None = None,
 ) -> None:
     panels = sorted({r["panel"] for r in rows}, key=_natural)
     n = len(panels)
@@ -122,16 +124,17 @@ def _figure(
             ok = sorted(
                 (r for r in pr if r["series"] == s and r["status"] == "ok"), key=lambda r: _num(r["x"])
             )
+            color, marker = (styles or {}).get(s, (f"C{i % 10}", "o"))
             if kind == "bar":
                 pos = [xs_all.index(r["x"]) + (i - (len(series) - 1) / 2) * 0.8 / len(series) for r in ok]
-                ax.bar(pos, [r["y"] for r in ok], width=0.8 / len(series), label=s)
+                ax.bar(pos, [r["y"] for r in ok], width=0.8 / len(series), label=s, color=color)
             else:
                 xs = [_num(r["x"]) for r in ok]
                 ys = [r["y"] for r in ok]
                 if kind == "cdf":
-                    ax.plot(xs, ys, drawstyle="steps-post", label=s)
+                    ax.plot(xs, ys, drawstyle="steps-post", label=s, color=color)
                 else:
-                    ax.plot(xs, ys, marker="o", label=s)
+                    ax.plot(xs, ys, marker=marker, label=s, color=color)
                 lo = [r for r in ok if r.get("lo") is not None]
                 if lo:
                     ax.errorbar(
@@ -183,18 +186,6 @@ def _figure(
     fig.savefig(path, dpi=90)
 
 
-def _new_figure(size: tuple[float, float]) -> Any:
-    """A figure drawn by the Agg canvas through matplotlib's object API: no pyplot, so no GUI
-    backend, no global figure list, and no IPython hook (a broken IPython on a GPU host made
-    pyplot raise while choosing its backend)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=size)
-    FigureCanvasAgg(fig)
-    return fig
-
-
 def _num(x: Any) -> float:
     try:
         return float(x)
@@ -223,6 +214,7 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     title = _title(doc)
     failed = _failed_ids(doc)
     written: list[Path] = []
+    styles = method_styles(doc)
 
     def emit(name: str, rows: list[Row], what: str, xlabel: str, ylabel: str, **kw: Any) -> None:
         if kw.get("kind", "line") in ("line", "cdf"):  # a line needs two points: panels with one x go
@@ -236,7 +228,7 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
             kw["logy"] = _spread([r["y"] for r in rows if r["y"]])
         png = out_dir / f"{name}.png"
         _write_csv(png.with_suffix(".csv"), rows)
-        _figure(rows, f"{what}\n{title}", xlabel, ylabel, png, failed, **kw)
+        _figure(rows, f"{what}\n{title}", xlabel, ylabel, png, failed, styles=styles, **kw)
         written.append(png)
 
     tps = _series_rows(

@@ -45,7 +45,8 @@ def plot_map(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     rows = map_rows(doc)
     if not rows:
         return []
-    from .plots import _new_figure, _title
+    from .figure import _new_figure
+    from .plots import _title
 
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / "break_even_map.png"

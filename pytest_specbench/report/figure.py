@@ -1,0 +1,33 @@
+"""What every plot shares: a figure on the Agg canvas without pyplot, and one colour and marker
+per method across the plots of a run. Imports matplotlib only when a figure is made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+
+def method_styles(doc: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """One colour and marker per method for every plot of a run: methods (measured or failed) in
+    name order take the colour cycle C0..C9 and the markers in turn, so a method looks the same
+    in every panel, and in the plots of another run of the same methods."""
+    names = {b["params"]["method"] for b in doc.get("benchmarks", []) if "method" in (b.get("params") or {})}
+    names |= {
+        f["params"]["method"]
+        for f in (doc.get("specbench") or {}).get("failed_cells") or []
+        if "method" in (f.get("params") or {})
+    }
+    return {n: (f"C{i % 10}", MARKERS[(i // 10 + i) % len(MARKERS)]) for i, n in enumerate(sorted(names))}
+
+
+def _new_figure(size: tuple[float, float]) -> Any:
+    """A figure drawn by the Agg canvas through matplotlib's object API: no pyplot, so no GUI
+    backend, no global figure list, and no IPython hook (a broken IPython on a GPU host made
+    pyplot raise while choosing its backend)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size)
+    FigureCanvasAgg(fig)
+    return fig
