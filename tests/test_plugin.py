@@ -178,6 +178,15 @@ def test_backend_tp_limit_skips_with_reason(project: pytest.Pytester) -> None:
     res = project.runpytest("benches", "-rs", "-k", "ar")
     res.assert_outcomes(passed=2, skipped=2)
     res.stdout.fnmatch_lines(["*cell ar-tp8-c1-out16 skipped: ar-tp8: backend 'fake' runs at most TP=4*"])
+    # the summary says why, without -rs, also when no cell ran at all
+    only = project.runpytest("benches", "-k", "ar and tp8")
+    only.assert_outcomes(skipped=2)
+    only.stdout.fnmatch_lines(
+        [
+            "*specbench summary*",
+            "skipped: 2 cell(s): ar-tp8: backend 'fake' runs at most TP=4*(ar-tp8-c1-out16, ar-tp8-c4-out16)",
+        ]
+    )
 
 
 def test_failing_engine_fails_only_its_group(project: pytest.Pytester, tmp_path: Path) -> None:

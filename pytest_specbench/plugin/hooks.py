@@ -432,8 +432,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    lines = results.summary_lines(_state(config), config)
+    lines = results.summary_lines(_state(config), config) + _skipped_lines(terminalreporter)
     if lines:
         terminalreporter.write_sep("=", "specbench summary")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def _skipped_lines(terminalreporter: Any) -> list[str]:
+    """Skipped cells by reason (a TP wider than the backend or the GPUs, ...): printed whether
+    or not any cell ran, so a run that measured nothing says why."""
+    import re
+
+    by: dict[str, list[str]] = {}
+    for rep in terminalreporter.stats.get("skipped", []):
+        if not (rep.nodeid and "[" in rep.nodeid):
+            continue
+        longrepr = rep.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        why = re.sub(r"^(Skipped: )?cell \S+ skipped: ", "", str(reason)).removeprefix("Skipped: ")
+        by.setdefault(why, []).append(rep.nodeid.split("[", 1)[1].rstrip("]"))
+    return [
+        f"skipped: {len(ids)} cell(s): {why} ({', '.join(ids[:4])}{', ...' if len(ids) > 4 else ''})"
+        for why, ids in sorted(by.items(), key=lambda kv: -len(kv[1]))
+    ]
