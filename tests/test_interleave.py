@@ -134,9 +134,15 @@ def test_rounds_alternate_which_engine_goes_first() -> None:
     assert run.reference is not None and len(run.reference["round_tokens_per_s"]) == 4
 
 
-def _timed_with(monkeypatch: pytest.MonkeyPatch, a_rates: list[float], b_rates: list[float] | None):
+def _timed_with(
+    monkeypatch: pytest.MonkeyPatch,
+    a_rates: list[float],
+    b_rates: list[float] | None,
+    latencies: tuple[float, float] | None = None,
+):
     """rounds.timed on scripted per-round tok/s (A: the cell, B: the reference), rounds 3,
-    max_rounds 6, no warm-up."""
+    max_rounds 6, no warm-up. ``latencies`` (A's, B's): an open loop whose requests take that
+    long (its verdict rests on p50 latency, not tok/s)."""
     from pytest_specbench.engines.base import Request, RequestRecord
     from pytest_specbench.matrix.schema import parse
     from pytest_specbench.workloads import rounds
@@ -149,8 +155,12 @@ def _timed_with(monkeypatch: pytest.MonkeyPatch, a_rates: list[float], b_rates: 
         "methods": {"ar": {"backend": "hf", "model": "m"}},
         "workloads": {"throughput": {"concurrency": [1], "rounds": 3, "max_rounds": 6, "warmup": 0}},
     }
+    if latencies is not None:
+        doc["workloads"]["throughput"]["request_rate"] = [1.0]
     (cell,) = parse(doc, "m.yaml").cells()
-    plans = [rounds.RoundPlan([Request((1, 2), 4, tag=f"round{r}/req0")]) for r in range(6)]
+    arrivals = [0.0] if latencies is not None else None
+    plans = [rounds.RoundPlan([Request((1, 2), 4, tag=f"round{r}/req0")], arrivals) for r in range(6)]
+    latency = dict(zip("AB", latencies or (0.01, 0.01), strict=True))
     left = {"A": list(a_rates), "B": list(b_rates or [])}
 
     class FakeScripted:
@@ -161,7 +171,7 @@ def _timed_with(monkeypatch: pytest.MonkeyPatch, a_rates: list[float], b_rates: 
             pass
 
     def round_fn(eng: FakeScripted, plan: rounds.RoundPlan) -> list[RequestRecord]:
-        return [RequestRecord(2, int(left[eng.name].pop(0)), 0.01, tag=plan.requests[0].tag)]
+        return [RequestRecord(2, int(left[eng.name].pop(0)), latency[eng.name], tag=plan.requests[0].tag)]
 
     ref = rounds.Reference(FakeScripted("B"), "ar", "ar-tp1") if b_rates is not None else None  # type: ignore[arg-type]
     return rounds.timed(FakeScripted("A"), cell, plans, round_fn, None, ref)  # type: ignore[arg-type]
@@ -173,6 +183,16 @@ def test_max_rounds_stops_when_the_verdict_is_decided(monkeypatch: pytest.Monkey
     assert run.extra["rounds_stop"].startswith("decided after 3 rounds: faster ["), run.extra
     assert run.reference is not None and run.reference["round_tokens_per_s"] == [100.0, 101.0, 99.0]
     assert len(run.round_digests) == 3
+
+
+def test_max_rounds_in_an_open_loop_decides_on_latency_against_the_baselines_latency(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cell's requests take 0.2 s, the baseline's 0.1 s: x0.50 slower, decided after 3 rounds.
+    (The baseline's tok/s against the cell's latency would read 'faster'.)"""
+    run = _timed_with(monkeypatch, [4] * 6, [4] * 6, latencies=(0.2, 0.1))
+    assert run.extra["rounds_run"] == 3
+    assert run.extra["rounds_stop"] == "decided after 3 rounds: slower [0.500, 0.500]", run.extra
 
 
 def test_max_rounds_runs_on_while_not_separated_then_says_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:

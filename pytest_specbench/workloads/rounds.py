@@ -137,7 +137,8 @@ def timed(
     windows: list[Any] = []
     warm_rates: list[float] = []
     ref_rounds: list[list[RequestRecord]] = []
-    ref_rates: list[float] = []
+    ref_rates: list[float] = []  # per round: the reference's tok/s
+    ref_own: list[float] = []  # per round: what its verdict rests on (tok/s, or open loop p50 s)
 
     def one(eng: Engine, r: int, plan: Any, who: str = "") -> tuple[list[RequestRecord], float]:
         PROGRESS.start_round(r, len(plan.requests) if isinstance(plan, RoundPlan) else 0, who)
@@ -161,6 +162,7 @@ def timed(
         rr, dt = one(reference.engine, r, plan, f"baseline {reference.method}'s interleaved round")
         ref_rounds.append(rr)
         ref_rates.append(_round_rate(rr, dt, cell.concurrency, closed)[0])
+        ref_own.append(ref_rates[-1] if closed else _p50(rr) or 0.0)
 
     for r, plan in enumerate(plans[: w.warmup]):
         recs, dt = both(r, plan, r)
@@ -172,13 +174,14 @@ def timed(
         warm_rates.append(_round_rate(recs, dt, cell.concurrency, closed)[0])
     ref_rounds.clear()
     ref_rates.clear()
+    ref_own.clear()
     if meter is not None:
         meter.start()
     own: list[float] = []  # per timed round: tok/s (closed loop) or p50 E2E latency (open loop)
     stop = None
     for k, (r, plan) in enumerate(enumerate(plans[w.warmup :], start=w.warmup)):
         if k >= w.rounds:  # max_rounds: more rounds only while the interval is not decided
-            stop = decided(own, ref_rates if reference is not None else None, closed)
+            stop = decided(own, ref_own if reference is not None else None, closed)
             if stop is not None:
                 break
         recs, dt = both(r, plan, k)
@@ -187,7 +190,7 @@ def timed(
         tokens.append(sum(x.output_tokens for x in recs if not x.error))
         rate, win = _round_rate(recs, dt, cell.concurrency, closed)
         windows.append(win)
-        own.append(rate if closed else _p50(recs))
+        own.append(rate if closed else _p50(recs) or 0.0)
     ran = plans[w.warmup : w.warmup + len(times)]
     run = CellRun(records, times, round_output_tokens=tokens, round_windows=windows)
     run.one_wave = closed and all(
@@ -198,7 +201,7 @@ def timed(
         run.extra["rounds_run"] = len(times)
         run.extra["rounds_stop"] = stop or (
             f"max_rounds ({w.max_rounds}) reached, not decided: "
-            + (_undecided(own, ref_rates if reference is not None else None, closed))
+            + (_undecided(own, ref_own if reference is not None else None, closed))
         )
     offered = [
         len(p.arrivals) / p.arrivals[-1]
@@ -220,9 +223,10 @@ def timed(
     return run
 
 
-def _p50(recs: list[RequestRecord]) -> float:
+def _p50(recs: list[RequestRecord]) -> float | None:
+    """A round's median E2E latency over its successful requests (None: none succeeded)."""
     ok = [r.latency_s for r in recs if not r.error]
-    return statistics.median(ok) if ok else 0.0
+    return statistics.median(ok) if ok else None
 
 
 def _interval(own: list[float], ref: list[float] | None, closed: bool) -> Any:
@@ -280,8 +284,7 @@ class Reference:
         """Per timed round (the cell's order): the baseline's tok/s (closed loop: its steady
         window, as the cell's own) and p50 E2E latency (client queue time included); its
         failed requests and whether any request waited for a slot (a saturated open loop)."""
-        ok = [[r.latency_s for r in recs if not r.error] for recs in rounds]
-        p50s = [statistics.median(x) if x else None for x in ok]
+        p50s = [_p50(recs) for recs in rounds]
         return {
             "method": self.method,
             "group": self.group,
