@@ -60,8 +60,9 @@ class CellRunner:
         try:
             if n == 0:  # the group's first cell: warm the engine at every shape its cells use
                 warm = workloads.warm_engine(engine, _group_cells(self.item, cell))
-            # the baseline as a second engine, its rounds interleaved with this cell's (hf)
-            ref = st.reference_for(cell, _group_cells(self.item, cell))
+            # the baseline as a second engine, its rounds interleaved with this cell's (hf); the
+            # group's cells (its warm-up shapes) are looked up only when that engine starts
+            ref = st.reference_for(cell, lambda: _group_cells(self.item, cell))
             run = workloads.run(engine, cell, workloads.meters(_meters(st, cell), engine), ref)
         except CellTimeout as e:
             timed_out = str(e)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,9 +247,10 @@ class SpecbenchState:
         base = self.matrix.method(name) if name else None
         return base if interleaves(cell, base, interleaving_backends()) else None
 
-    def reference_for(self, cell: Any, shapes: list[Any]) -> Any:
+    def reference_for(self, cell: Any, shapes: Callable[[], list[Any]]) -> Any:
         """A ``rounds.Reference`` for ``cell``: its baseline method (same model and TP) as a
-        second engine in this process, started and warmed at ``shapes`` (cells) on first use;
+        second engine in this process, started and warmed at the cells ``shapes()`` gives on
+        first use;
         None where the cell is its own baseline, the baseline does not run this workload, either
         backend cannot share the process, or --specbench-no-interleave."""
         base = self.interleaved_baseline(cell)
@@ -265,7 +266,7 @@ class SpecbenchState:
             self.references[group.id] = eng
             ev = {"group": group.id, "worker": self.worker, "event": "reference", "for": cell.group.id}
             ev["start_s"] = time.perf_counter() - t0
-            ev["warm"] = jsonable(warm_engine(eng, shapes))
+            ev["warm"] = jsonable(warm_engine(eng, shapes()))
             self.pending.append(ev)
         return Reference(self.references[group.id], name, group.id)
 
