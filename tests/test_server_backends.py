@@ -271,8 +271,8 @@ def test_http_streams_on_the_servers_schedule_at_c1_and_c256(
 ) -> None:
     """Exact token counts and acceptance (per request from meta_info for SGLang's API, from
     /metrics deltas for the OpenAI one), 256 requests really in flight at c256 (aiohttp's default
-    pool would hold 100), and TTFT and ITL never below the server's script. How far above it
-    they read is the client's and the machine's own cost (about 1 ms at c1 on 2 idle cores), a
+    pool would hold 100), and TTFT and E2E latency never below the server's script. How far above
+    it they read is the client's and the machine's own cost (about 1 ms at c1 on 2 idle cores), a
     timing this test does not assert; the spreading of a chunk's gap over its tokens is checked
     on hand-made chunks in test_metrics."""
     ttft_ms, itl_ms, accept, out = 80.0, 20.0, 3, 10
@@ -291,9 +291,14 @@ def test_http_streams_on_the_servers_schedule_at_c1_and_c256(
         # never below the script (the server cannot send early); above it by the client's and
         # the machine's own cost, which is not asserted
         assert m["ttft_ms_p50"] > ttft_ms - 0.5, (cid, m["ttft_ms_p50"])
-        # each chunk of k tokens follows the previous one by at least k x ITL: spread over its
-        # tokens, no gap is below the script's ITL (k x ITL each if the chunk were not spread)
-        assert m["itl_ms_p50"] > itl_ms - 0.5, (cid, m["itl_ms_p50"])
+        # the last chunk leaves the server at TTFT + (out - accept) x ITL after the request arrived
+        # (80 + 7 x 20 = 220 ms): no request completes sooner after its submission. ITL itself has
+        # no such bound at the client (a chunk read late shortens the gap after it; seen at c256
+        # under load: p50 19.36 ms against the script's 20); its spreading of a chunk over its
+        # tokens is checked on hand-made chunks in test_metrics
+        last_chunk_s = (ttft_ms + (out - accept) * itl_ms) / 1e3
+        assert min(m["per_request"]["latency_s"]) >= last_chunk_s - 5e-4, (cid, last_chunk_s)
+        assert m["itl_ms_p50"] is not None and m["itl_ms_p50"] > 0, (cid, m["itl_ms_p50"])
         assert m["accept_length"] == pytest.approx(out / steps)
         if api == "sglang":
             assert m["accept_scope"] == "request"
