@@ -16,6 +16,11 @@
 #              loop and Poisson at 4 and 60 req/s (8 in flight): identical engines never told apart
 #   breakeven  benches/gpu/h200-breakeven.yaml: EAGLE3 forced 1-4 and DFLASH forced 1/2/4/6/8 against AR,
 #              c1/c8/c32 (the plan first, in breakeven-plan.txt; plots in breakeven-plots.tgz)
+#   bkhybrid   benches/gpu/h200-breakeven-hybrid.yaml: the seed-class 27B hybrid's MTP forced 1-4 against AR at
+#              ctx3k, c1/c8/c32 (plan in bkhybrid-plan.txt, plots in bkhybrid-plots.tgz); RESUME=an earlier
+#              run's JSON carries its cells over (--specbench-resume, any machine of this kind)
+#   anyalgo    benches/gpu/h200-anyalgo.yaml: DSPARK (a dummy DSpark draft) and PLD (registered by the local
+#              SGLang plugin in scripts/sglang_plugin) against AR, names the plugin has no rules for
 #   tuning     benches/gpu/h200-tuning.yaml: STANDALONE (draft = target) swept over disable_overlap_schedule
 #              and SGLANG_ENABLE_SPEC_V2, and FROZEN_KV_MTP (no rules known here), against AR
 #   steady     benches/gpu/h200-steady.yaml: ar, ngram-d8, standalone (draft = target), c1/c8/c32, each
@@ -87,6 +92,23 @@ case "$PART" in
       --specbench-matrix benches/gpu/h200-breakeven.yaml --specbench-plan ${KEXPR:+-k "$KEXPR"} > "$OUT/breakeven-plan.txt" 2>&1
     bench h200-breakeven benches/gpu/h200-breakeven.yaml --specbench-plots "$OUT/breakeven-plots" ${KEXPR:+-k "$KEXPR"}
     tar czf "$OUT/breakeven-plots.tgz" -C "$OUT" breakeven-plots logs && rm -rf "$OUT/breakeven-plots" ;;
+  bkhybrid)
+    [ -d .model/q27 ] || python3 scripts/make_dummy_model.py .model/q27 --preset qwen3.5-27b-hybrid \
+        >> "$OUT/logs/make-model.log" 2>&1
+    timeout 120 python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+      --specbench-matrix benches/gpu/h200-breakeven-hybrid.yaml --specbench-plan ${KEXPR:+-k "$KEXPR"} \
+      ${RESUME:+--specbench-resume "$RESUME" --specbench-resume-any-machine} > "$OUT/bkhybrid-plan.txt" 2>&1
+    bench h200-breakeven-hybrid benches/gpu/h200-breakeven-hybrid.yaml --specbench-plots "$OUT/bkhybrid-plots" \
+      ${KEXPR:+-k "$KEXPR"} ${RESUME:+--specbench-resume "$RESUME" --specbench-resume-any-machine}
+    tar czf "$OUT/bkhybrid-plots.tgz" -C "$OUT" bkhybrid-plots logs && rm -rf "$OUT/bkhybrid-plots" ;;
+  anyalgo)
+    [ -d .model/dspark ] || python3 scripts/make_dummy_model.py .model/qwen3-1.7b --preset qwen3-1.7b \
+        --dspark-draft .model/dspark >> "$OUT/logs/make-model.log" 2>&1
+    python3 scripts/sglang_plugin/install.py /tmp/site >> "$OUT/logs/make-model.log" 2>&1
+    timeout 120 python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+      --specbench-matrix benches/gpu/h200-anyalgo.yaml --specbench-plan > "$OUT/anyalgo-plan.txt" 2>&1
+    bench h200-anyalgo benches/gpu/h200-anyalgo.yaml ${KEXPR:+-k "$KEXPR"}
+    tar czf "$OUT/anyalgo-logs.tgz" -C "$OUT" logs ;;
   gpuci)  # the GPU workflow's script, twice: the second run gated against the first
     for i in 1 2; do
       B=""; [ "$i" = 2 ] && B="$OUT/gpu-ci-1/out.json"

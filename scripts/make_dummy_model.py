@@ -10,19 +10,21 @@ same config get identical weights.
     python3 make-dummy-model.py OUT [--preset qwen3-1.7b] [--context-length N]
                                 [--tokenizer bpe|none] [--tokenizer-vocab 8192]
                                 [--vocab-size N]
-                                [--eagle3-draft DIR] [--dflash-draft DIR]
+                                [--eagle3-draft DIR] [--dflash-draft DIR] [--dspark-draft DIR]
 
 OUT gets config.json (Qwen3ForCausalLM, in the format of the real Qwen3 checkpoints),
 generation_config.json and, with --tokenizer bpe (default), a byte-level BPE tokenizer
 (tokenizer.json + tokenizer_config.json, ChatML chat template) trained here on a seeded
 synthetic corpus; its vocabulary is smaller than the model's vocab_size, which is allowed.
---eagle3-draft / --dflash-draft also write draft-model directories sized for OUT.
+--eagle3-draft / --dflash-draft / --dspark-draft also write draft-model directories sized for OUT
+(the DSpark draft is the DFlash layout with SGLang's Qwen3DSparkModel head: a vanilla Markov head of
+rank 64 and a confidence head, gamma 7).
 
 Hybrid presets (qwen3.5-*): a text-only Qwen3.5 config (Qwen3_5ForCausalLM, model_type
 qwen3_5_text): Gated DeltaNet (linear attention) layers with every
 full_attention_interval-th layer full attention (gated output, partial RoPE), dense MLP,
 vocab_size 248320 and max_position_embeddings 262144 unless given. No MTP weights exist
-(mtp_num_hidden_layers is only recorded). --dflash-draft is refused for them.
+(mtp_num_hidden_layers is only recorded). --dflash-draft and --dspark-draft are refused for them.
 
 Needs only the `tokenizers` package (and nothing when --tokenizer none).
 Usage: python3 scripts/make_dummy_model.py OUT --preset qwen3-1.7b --eagle3-draft D --dflash-draft D
@@ -197,6 +199,21 @@ def dflash_config(t, draft_layers=1, block_size=16):
     return c
 
 
+def dspark_config(t, draft_layers=1, gamma=7, markov_rank=64):
+    # SGLang's DSpark draft (Qwen3DSparkModel): a DFlash backbone plus a Markov head over the block's
+    # previous tokens and a confidence head; gamma (block_size) draft tokens, a verify window of gamma + 1.
+    c = dflash_config(t, draft_layers, gamma)
+    c.update(
+        {
+            "architectures": ["Qwen3DSparkModel"],
+            "markov_rank": markov_rank,
+            "markov_head_type": "vanilla",
+            "enable_confidence_head": True,
+        }
+    )
+    return c
+
+
 def write_tokenizer(out, vocab):
     from pathlib import Path
 
@@ -232,6 +249,7 @@ def main():
     ap.add_argument("--dflash-draft", metavar="DIR")
     ap.add_argument("--dflash-layers", type=int, default=1)
     ap.add_argument("--dflash-block-size", type=int, default=16)
+    ap.add_argument("--dspark-draft", metavar="DIR")
     a = ap.parse_args()
 
     hybrid = is_hybrid(a.preset)
@@ -241,8 +259,8 @@ def main():
         a.context_length = HYBRID_CONTEXT if hybrid else 40960
     if a.tokenizer == "bpe" and a.vocab_size < a.tokenizer_vocab:
         ap.error("--vocab-size must be >= --tokenizer-vocab")
-    if hybrid and a.dflash_draft:
-        ap.error("--dflash-draft is not supported for the hybrid (qwen3.5-*) presets")
+    if hybrid and (a.dflash_draft or a.dspark_draft):
+        ap.error("--dflash-draft and --dspark-draft are not supported for the hybrid (qwen3.5-*) presets")
     if hybrid:
         cfg = hybrid_config(a.preset, a.context_length, a.vocab_size)
     else:
@@ -252,6 +270,8 @@ def main():
         dirs.append((a.eagle3_draft, eagle3_config(cfg)))
     if a.dflash_draft:
         dirs.append((a.dflash_draft, dflash_config(cfg, a.dflash_layers, a.dflash_block_size)))
+    if a.dspark_draft:
+        dirs.append((a.dspark_draft, dspark_config(cfg)))
     for d, c in dirs:
         os.makedirs(d, exist_ok=True)
         write_json(os.path.join(d, "config.json"), c)
