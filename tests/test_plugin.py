@@ -323,6 +323,21 @@ def test_resume_copies_measured_cells_and_runs_the_rest(project: pytest.Pytester
     assert [s.split()[0] for s in starts(tmp_path)] == ["ngram-tp1", "eagle3-tp1"]  # no ar-tp1 start
     doc = json.loads((project.path / "out.json").read_text())
     assert doc["specbench"]["resumed_cells"] == ["ar-tp1-c1-out16", "ar-tp1-c4-out16"]
+    # the resumed cells' engine is in engine_groups as the first run recorded it, not counted as started
+    groups = {e["group"]: e for e in doc["specbench"]["engine_groups"]}
+    assert sorted(groups) == ["ar-tp1", "eagle3-tp1", "ngram-tp1"]
+    assert groups["ar-tp1"] == {**first["specbench"]["engine_groups"][0], "resumed_from": "first.json"}
+    assert "resumed_from" not in groups["ngram-tp1"] and doc["specbench"]["engine_starts"] == 2
+    assert "engine starts: 2 (ngram-tp1, eagle3-tp1)" in out
+    # the plan of the resumed command plans what runs: the resumed cells are left out and said
+    plan = project.runpytest(
+        *("benches", "-k", "tp1", "--specbench-resume", "first.json"),
+        *("--specbench-plan", "--specbench-plan-json", "p.json"),
+    ).stdout.str()
+    assert "cells: 4 to run, 0 skipped; engine starts: 2" in plan, plan
+    assert "resumed: 2 cells measured in first.json are copied, not run (left out of the plan above)" in plan
+    plan_doc = json.loads((project.path / "p.json").read_text())
+    assert plan_doc["resumed"] == ["ar-tp1-c1-out16", "ar-tp1-c4-out16"]
     by_id = {b["param"]: b for b in doc["benchmarks"]}
     assert sorted(by_id) == [f"{m}-tp1-c{c}-out16" for m in ("ar", "eagle3", "ngram") for c in (1, 4)]
     for old in first["benchmarks"]:
@@ -340,6 +355,7 @@ def test_resume_copies_measured_cells_and_runs_the_rest(project: pytest.Pytester
     res.assert_outcomes(passed=4, skipped=2)
     n2 = json.loads((project.path / "n2.json").read_text())
     assert n2["specbench"]["resumed_cells"] == ["ar-tp1-c1-out16", "ar-tp1-c4-out16"]
+    assert [e["group"] for e in n2["specbench"]["engine_groups"] if "resumed_from" in e] == ["ar-tp1"]
     assert len(n2["benchmarks"]) == 6
     assert sorted(s.split()[0] for s in starts(tmp_path)) == ["eagle3-tp1", "ngram-tp1"]
     # pytest-benchmark compare reads the merged file

@@ -108,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if resume and st.matrix is not None:
         from .results import load_resume
 
-        st.resumed, st.resume_refused = load_resume(
+        st.resumed, st.resume_refused, st.resumed_groups = load_resume(
             Path(resume), st.matrix, st.provenance(), config.getoption("specbench_resume_any_machine")
         )
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
@@ -245,16 +245,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     p = st.get_plan()
     cells = [c for c in (_item_cell(i) for i in session.items) if c is not None]
+    resumed = [c.id for c in cells if c.id in st.resumed]  # copied, not run: neither planned nor timed
+    cells = [c for c in cells if c.id not in st.resumed]
     selected = [c.id for c in cells]
     sched, sched_lines = xdist_sched.plan_schedule(config, st, cells)
     if json_path:
-        doc = {"matrix": st.matrix.path, **p.as_dict(selected)}
+        doc = {"matrix": st.matrix.path, **p.as_dict(selected), "resumed": resumed}
         if sched is not None:
             doc["schedule"] = sched.as_dict()
         Path(json_path).write_text(report.dumps(doc))
     if want_print:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         lines = [f"specbench plan for {st.matrix.path}", *text.format_plan(p, selected), *sched_lines]
+        if resumed:
+            lines.append(
+                f"resumed: {len(resumed)} cells measured in {config.getoption('specbench_resume')} are "
+                "copied, not run (left out of the plan above)"
+            )
         if json_path:
             lines.append(f"wrote {json_path}")
         for line in lines:

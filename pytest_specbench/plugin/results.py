@@ -131,9 +131,10 @@ def mark_interrupted(st: SpecbenchState) -> None:
 
 def load_resume(
     path: Path, matrix: Any, here: dict[str, Any], any_machine: bool = False
-) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """(cell id -> result (as a cell's RESULT_PROP), refusals) for the cells of ``path`` (a
-    results JSON of this plugin) that are still in the matrix, defined the same way
+) -> tuple[dict[str, dict[str, Any]], list[str], list[dict[str, Any]]]:
+    """(cell id -> result (as a cell's RESULT_PROP), refusals, the earlier run's engine groups of
+    the copied cells, marked ``resumed_from``: what those engines were and reported) for the cells
+    of ``path`` (a results JSON of this plugin) that are still in the matrix, defined the same way
     (``cell_fingerprint``: method, model, engine args, workload, axes) and measured on this
     machine (``here``: state.provenance()); with ``any_machine`` cells of another machine are
     copied too and marked. A cell of another commit is copied and marked. Failed cells are not
@@ -176,7 +177,13 @@ def load_resume(
         if then.get("commit") != here["commit"]:
             marks["resumed_from_commit"] = then.get("commit")
         out[cell.id] = report.result_of_entry(b, cell.group.id, {**marks, "provenance": then})
-    return out, refused
+    copied = {r["group"] for r in out.values()}
+    groups = [
+        {**e, "resumed_from": str(path)}
+        for e in (doc.get("specbench") or {}).get("engine_groups") or []
+        if isinstance(e, dict) and e.get("group") in copied
+    ]
+    return out, refused, groups
 
 
 def versions() -> dict[str, str | None]:
@@ -226,7 +233,9 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
         specbench={
             "matrix": st.matrix.path,
             "engine_starts": len(starts),
-            "engine_groups": starts,
+            # and the engines of resumed cells, as the earlier run recorded them (resumed_from)
+            "engine_groups": starts
+            + [g for g in st.resumed_groups if g["group"] not in {e["group"] for e in starts}],
             "engine_stops": [e for e in st.engine_events if e.get("event") == "stop"],
             # baseline instances run beside a group's engine, their rounds interleaved with its cells'
             "reference_engines": [e for e in st.engine_events if e.get("event") == "reference"],
@@ -361,9 +370,10 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     out += report.table(st.doc)
     spec = st.doc["specbench"]
     refs = spec.get("reference_engines") or []
+    started = [e for e in spec["engine_groups"] if "resumed_from" not in e]
     out.append(
         f"engine starts: {spec['engine_starts']} "
-        f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in spec['engine_groups'])})"
+        f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in started)})"
         + (
             f"; baseline instances for interleaved rounds: {len(refs)} "
             f"({', '.join(e['group'] + ' in ' + e['worker'] for e in refs)})"

@@ -71,6 +71,7 @@ class SpecbenchState:
     signal: str | None = None  # the signal that stopped the run outside a cell (SIGTERM)
     running: dict[str, None] = field(default_factory=dict)  # controller: nodeids started, not finished
     resume_refused: list[str] = field(default_factory=list)  # --specbench-resume: cells not copied, why
+    resumed_groups: list[dict[str, Any]] = field(default_factory=list)  # their engines, as recorded then
     _provenance: dict[str, Any] | None = None
     references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
