@@ -221,7 +221,11 @@ def test_plan_option_prints_and_starts_nothing(
     )
     # no GPU bandwidth given with --specbench-gpu-memory: no cell estimate, the starts still planned
     assert all(c["eta_s"] is None for c in d["cells"])
-    assert "+60 s as a process's first" in out and "plus 4 cells without an estimate" in out
+    assert "+60 s as a process's first" in out and "INCOMPLETE ETA, for 0 of 4 cells: " in out
+    assert (
+        "4 cells have no estimate (no GPU bandwidth or no sized model for them): give --specbench-gpu NAME"
+        in out
+    )
     # a real run: the TP1 70B group's cells are skipped and its engine never starts
     res = pytester.runpytest("benches", "--specbench-gpu-memory", "80GiB", "-rs")
     res.assert_outcomes(passed=4, skipped=2)

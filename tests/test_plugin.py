@@ -409,3 +409,49 @@ def test_slo_attainment_and_goodput_reach_the_json_and_the_summary(
         assert by[m]["slo_attainment"] == 1.0, m
         assert by[m]["goodput_tokens_per_s"] == by[m]["output_tokens_per_s_total"], m  # every one met it
     assert "slo met" in res.stdout.str() and "100%" in res.stdout.str() and "0%" in res.stdout.str()
+
+
+def test_an_empty_selection_says_what_the_matrix_has_and_which_shipped_matrix_has_it(
+    project: pytest.Pytester,
+) -> None:
+    (project.path / "benches" / "examples").mkdir()
+    (project.path / "benches" / "examples" / "big.yaml").write_text(
+        MATRIX.replace("tp: [1, 2]", "tp: [4]").replace("concurrency: [1, 4]", "concurrency: [8]")
+    )
+    (project.path / "benches" / "examples" / "notes.yaml").write_text("just: notes\n")  # not a matrix
+    res = project.runpytest("benches", "-k", "tp4 and c8")
+    assert res.ret == 5
+    out = res.stdout.str()
+    assert "specbench: -k 'tp4 and c8' selects none of the 12 cells of " in out
+    assert (
+        "  it has: methods: ar, ngram, eagle3; TP: tp1, tp2; concurrency: c1, c4; outputs: out16; "
+        "workloads: throughput" in out
+    )
+    assert "  shipped matrices with cells -k 'tp4 and c8' selects (--specbench-matrix PATH):" in out
+    assert "    benches/examples/big.yaml: 3 cells" in out
+    res = project.runpytest("benches", "-k", "tp8")
+    out = res.stdout.str()
+    assert "  no shipped matrix under " in out and "has cells -k 'tp8' selects" in out
+    # a selection that leaves cells says nothing of the kind
+    assert "selects none" not in project.runpytest("benches", "-k", "ar-tp1-c1").stdout.str()
+
+
+def test_one_line_per_cell_with_elapsed_time_against_the_plan(project: pytest.Pytester) -> None:
+    res = project.runpytest("benches", "-k", "ar-tp1", "-p", "no:randomly")
+    res.assert_outcomes(passed=2)
+    lines = res.outlines
+    assert sum(1 for ln in lines if ln.startswith("benches/test_throughput.py")) == 1, lines
+    for cid in ("ar-tp1-c1-out16", "ar-tp1-c4-out16"):
+        assert any(ln.startswith(f"-> {cid} (group ar-tp1): 1 warm-up + 2 timed rounds") for ln in lines)
+        end = [ln for ln in lines if ln.startswith(f"<- {cid}: ")]
+        # the closing line carries pytest's result letter for the cell
+        planned = r"(of \d+ s planned(: over plan by \d+ s)?|\(no plan ETA\))"
+        assert len(end) == 1 and re.fullmatch(rf"<- {cid}: \d+ s {planned} \.( +\[ *\d+%\])?", end[0]), end
+
+
+def test_elapsed_text_says_over_plan() -> None:
+    from pytest_specbench.engines.progress import elapsed_text
+
+    assert elapsed_text(45.2, 30.0) == "45 s of 30 s planned: over plan by 15 s"
+    assert elapsed_text(12.0, 30.0) == "12 s of 30 s planned"
+    assert elapsed_text(12.0, None) == "12 s (no plan ETA)"

@@ -31,11 +31,20 @@ class Progress:
     def line(self, eta_s: float | None) -> str:
         kind = ("warm-up" if self.round <= self.warmup else "timed") + (f", {self.who}" if self.who else "")
         reqs = f"{self.done}/{self.total}" if self.total else f"{self.done}"
-        eta = f"plan ETA {eta_s:.0f} s" if eta_s else "no plan ETA"
         return (
             f"  .. {self.cell}: round {self.round}/{self.rounds} ({kind}), {reqs} requests done, "
-            f"{time.monotonic() - self.t0:.0f} s elapsed ({eta})"
+            f"{elapsed_text(time.monotonic() - self.t0, eta_s)}"
         )
+
+
+def elapsed_text(elapsed_s: float, eta_s: float | None) -> str:
+    """A cell's elapsed time against the plan's time for it: "12 s of 30 s planned", "45 s of 30 s
+    planned: over plan by 15 s", or "12 s (no plan ETA)"."""
+    if not eta_s:
+        return f"{elapsed_s:.0f} s (no plan ETA)"
+    over = elapsed_s - eta_s
+    late = f": over plan by {over:.0f} s" if over >= 0.5 else ""
+    return f"{elapsed_s:.0f} s of {eta_s:.0f} s planned{late}"
 
 
 PROGRESS = Progress()
@@ -49,6 +58,7 @@ class Ticker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.eta_s: float | None = None
+        self.on_stop: Callable[[float], None] | None = None  # called with the cell's elapsed seconds
 
     def start(self, cell: str, rounds: int, warmup: int, eta_s: float | None) -> None:
         PROGRESS.cell, PROGRESS.rounds, PROGRESS.warmup = cell, rounds, warmup
@@ -68,3 +78,6 @@ class Ticker:
         if self._thread is not None:
             self._thread.join(timeout=1)
             self._thread = None
+        if self.on_stop is not None:
+            self.on_stop(time.monotonic() - PROGRESS.t0)
+            self.on_stop = None

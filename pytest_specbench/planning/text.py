@@ -68,10 +68,11 @@ def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
         f"ETA {d['eta_s'] / 60:.1f} min (cells {d['cells_eta_s']:.0f} s, "
         f"engine starts {d['starts_eta_s']:.0f} s, one process)"
     )
-    if unknown:
-        eta += (
-            f" plus {unknown} cells without an estimate (no GPU bandwidth or no sized model for them; "
-            "--specbench-plan-from a previous results JSON gives measured times)"
+    if unknown:  # the headline says which part it covers
+        eta = (
+            f"INCOMPLETE ETA, for {n_run - unknown} of {n_run} cells: {eta[4:]}; {unknown} cells have no "
+            "estimate (no GPU bandwidth or no sized model for them): give --specbench-gpu NAME (e.g. H200, "
+            "H100, A100) or --specbench-gpu-bandwidth, or --specbench-plan-from a previous results JSON"
         )
     lines.append(
         f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; "

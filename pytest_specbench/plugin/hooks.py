@@ -237,6 +237,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     st = _state(config)
+    _say_empty_selection(session, st)
     want_print = config.getoption("specbench_plan")
     json_path = config.getoption("specbench_plan_json")
     if st.matrix is None or hasattr(config, "workerinput") or not (want_print or json_path):
@@ -269,6 +270,27 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 tr.write_line(line)
             else:
                 print(line)
+
+
+def _say_empty_selection(session: pytest.Session, st: SpecbenchState) -> None:
+    """-k / -m left no cell: say what the matrix has and which shipped matrices the same -k
+    selects cells of (not under xdist, whose controller collects nothing itself)."""
+    config = session.config
+    if st.matrix is None or session.items or hasattr(config, "workerinput") or not st.matrix.cells():
+        return
+    if getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") != "no":
+        return
+    keyword, markexpr = config.getoption("keyword") or "", config.getoption("markexpr") or ""
+    if not (keyword or markexpr):
+        return
+    from .selection import empty_selection_lines
+
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    for line in empty_selection_lines(st.matrix, keyword, markexpr, config.rootpath):
+        if tr is not None:
+            tr.write_line(line)
+        else:
+            print(line)
 
 
 @pytest.hookimpl(tryfirst=True)

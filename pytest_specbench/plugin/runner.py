@@ -55,7 +55,7 @@ class CellRunner:
         limit = cell_timeout(self.item.config, cell)
         engine.deadline = time.monotonic() + limit
         timed_out = None
-        ticker = _ticker(self.item.config, st, cell)
+        ticker = _ticker(self.item.config, st, cell, self.item.nodeid)
         warm = None
         try:
             if n == 0:  # the group's first cell: warm the engine at every shape its cells use
@@ -163,10 +163,11 @@ class CellRunner:
         return result
 
 
-def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell) -> Any:
+def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell, nodeid: str) -> Any:
     """Without -q (and not on an xdist worker, whose output nobody sees): a line when the cell
-    starts and one every 5 s with its round, requests done, elapsed time and the plan's ETA."""
-    from ..engines.progress import Ticker
+    starts, one every 5 s with its round, requests done and elapsed time against the plan's, and
+    one when it ends, which pytest's result letter for the cell completes."""
+    from ..engines.progress import Ticker, elapsed_text
 
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None or config.get_verbosity() < 0 or hasattr(config, "workerinput"):
@@ -190,6 +191,23 @@ def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell) -> Any:
     )
     ticker = Ticker(write)
     ticker.start(cell.id, w.warmup + w.rounds, w.warmup, eta)
+
+    def end(elapsed_s: float) -> None:
+        # the cell's closing line, left open: pytest's result letter for it lands at its end (one
+        # line per cell; the file's name is not printed again for the next cell)
+        text = f"<- {cell.id}: {elapsed_text(elapsed_s, eta)} "
+        fspath = config.rootpath / nodeid.split("::")[0]
+        if capman is None:
+            tr.ensure_newline()
+            tr.write(text, flush=True)
+        else:
+            with capman.global_and_fixture_disabled():
+                tr.ensure_newline()
+                tr.write(text, flush=True)
+        if config.get_verbosity() <= 0:
+            tr.currentfspath = fspath
+
+    ticker.on_stop = end
     return ticker
 
 
