@@ -104,6 +104,9 @@ def pytest_configure(config: pytest.Config) -> None:
         st.gpus_at_start = gpus.describe(inv)
         xdist_sched.setup_pool(config, st, inv)
     _gpu_budget(config, st, inv)
+    from . import sharding
+
+    sharding.setup(config, st)
     resume = config.getoption("specbench_resume", None)
     if resume and st.matrix is not None:
         from .results import load_resume
@@ -200,7 +203,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.hookimpl(trylast=True)
+@pytest.hookimpl(trylast=True)  # after -k / -m: a shard splits what they selected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from . import sharding
+
+    sharding.deselect(config, _state(config), items)
+    _group_order(config, items)
+
+
+def _group_order(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Stable-sort bench items by engine group (first appearance order), in place.
 
     A bench function whose workload kind has no cells in the matrix is deselected (instead
@@ -257,7 +268,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         Path(json_path).write_text(report.dumps(doc))
     if want_print:
         tr = config.pluginmanager.get_plugin("terminalreporter")
-        lines = [f"specbench plan for {st.matrix.path}", *text.format_plan(p, selected), *sched_lines]
+        from . import sharding
+
+        lines = [
+            f"specbench plan for {st.matrix.path}",
+            *text.format_plan(p, selected),
+            *sched_lines,
+            *sharding.plan_lines(st),
+        ]
         if resumed:
             lines.append(
                 f"resumed: {len(resumed)} cells measured in {config.getoption('specbench_resume')} are "

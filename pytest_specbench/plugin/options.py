@@ -86,6 +86,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "reasons, ETA) and exit without starting any engine",
     )
     g.addoption(
+        "--specbench-shard",
+        metavar="I/N",
+        default=None,
+        help="run shard I of N (0 <= I < N) of the selected cells: families (a baseline and the methods "
+        "compared with it, at one TP) balanced by the plan's ETA; without it, Kubernetes' "
+        "JOB_COMPLETION_INDEX with SPECBENCH_SHARDS, or SLURM's SLURM_ARRAY_TASK_ID/_COUNT, set it "
+        "(docs/scale.md); merge the shards' JSONs with python -m pytest_specbench.report merge",
+    )
+    g.addoption(
+        "--specbench-shards",
+        metavar="N",
+        type=int,
+        default=None,
+        help="with --specbench-plan: show the split into N shards (each shard's groups, ETA, the makespan)",
+    )
+    g.addoption(
         "--specbench-plan-json",
         metavar="PATH",
         default=None,

@@ -209,6 +209,8 @@ def versions() -> dict[str, str | None]:
 def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
     from pytest_benchmark import __version__ as pb_version
 
+    from . import sharding
+
     assert st.matrix is not None
     if st.machine_info is None:  # computed once: rewritten after every cell
         from ..gpus import inventory as gpus
@@ -246,6 +248,7 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "failed_cells": [f for f in st.failures if not (f.get("crashed") and f["cell"] in measured)],
             "crashed_workers": [{**c, "measured_again": c["cell"] in measured} for c in st.crashed_workers],
             "interrupted": st.interrupted,
+            "shard": sharding.doc(st),
             "resumed_cells": sorted(
                 r["cell_id"] for r in st.results if (r.get("extra_info") or {}).get("resumed_from")
             ),

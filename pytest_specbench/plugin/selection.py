@@ -16,21 +16,29 @@ def _keywords(cell: Any, bench_file: str) -> tuple[str, ...]:
     return (f"test_{cell.workload.kind}[{cell.id}]", bench_file, Path(bench_file).parent.name)
 
 
-def k_selects(expr: str, cells: Iterable[Any], bench_file: str = "benches/test_specbench.py") -> int:
-    """How many of ``cells`` ``-k expr`` would select (0 where pytest's expression parser is not
-    importable or the expression does not parse: pytest says so itself)."""
+def k_filter(expr: str, cells: Iterable[Any], bench_file: str = "benches/test_specbench.py") -> list[Any]:
+    """The ``cells`` that ``-k expr`` selects (all for an empty expression; none where pytest's
+    expression parser is not importable or the expression does not parse: pytest says so itself)."""
+    cells = list(cells)
+    if not expr:
+        return cells
     try:
         from _pytest.mark.expression import Expression
 
         compiled = Expression.compile(expr)
     except Exception:  # noqa: BLE001 - a private API: no suggestion rather than a crash
-        return 0
+        return []
 
     def selects(cell: Any) -> bool:
         names = [n.lower() for n in _keywords(cell, bench_file)]
         return compiled.evaluate(lambda sub, **_: any(sub.lower() in n for n in names))
 
-    return sum(1 for c in cells if selects(c))
+    return [c for c in cells if selects(c)]
+
+
+def k_selects(expr: str, cells: Iterable[Any]) -> int:
+    """How many of ``cells`` ``-k expr`` would select."""
+    return len(k_filter(expr, cells)) if expr else 0
 
 
 def contents(matrix: Any) -> str:

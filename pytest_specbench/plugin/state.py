@@ -72,6 +72,8 @@ class SpecbenchState:
     running: dict[str, None] = field(default_factory=dict)  # controller: nodeids started, not finished
     resume_refused: list[str] = field(default_factory=list)  # --specbench-resume: cells not copied, why
     resumed_groups: list[dict[str, Any]] = field(default_factory=list)  # their engines, as recorded then
+    shard: Any = None  # shards.Shard this machine runs (None: every selected cell)
+    shard_split: Any = None  # shards.Split of the selected cells (with --specbench-shard(s))
     _provenance: dict[str, Any] | None = None
     references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
@@ -94,7 +96,11 @@ class SpecbenchState:
                     versions[name] = version(name)
                 except PackageNotFoundError:
                     versions[name] = None
+            import socket
+
             self._provenance = {
+                "host": socket.gethostname(),  # not compared by resume: hosts of one kind are alike
+                **({"shard": str(self.shard)} if self.shard is not None else {}),
                 "commit": commit.get("id"),
                 "dirty": commit.get("dirty"),
                 "machine": {

@@ -1,0 +1,165 @@
+"""Splitting a matrix's selected cells over N machines (``--specbench-shard I/N``).
+
+The unit is a *family*: one workload's cells of a baseline method at one TP size and of every
+method compared with it there (``Matrix.baselines``), so a speedup's two sides are always measured
+on one host; an engine group whose workloads land on several shards starts on each of them (its
+start is charged to each family). Families go to
+shards longest first, each to the shard with the least planned time so far (ties: the lower
+index); the order is fixed by the family's key, so every machine that plans the same cells with the
+same weights computes the same split, and ``split_digest`` lets a merge check that they did.
+Pure: no pytest, no engines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .cells import Cell
+
+ENV_HELP = (
+    "--specbench-shard I/N (0 <= I < N), or the scheduler's variables: Kubernetes' JOB_COMPLETION_INDEX "
+    "with SPECBENCH_SHARDS=N, SLURM's SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_COUNT"
+)
+
+
+class ShardError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int  # 0-based
+    count: int
+    source: str  # where it came from: the option, or the scheduler's variables
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse(text: str, source: str = "--specbench-shard") -> Shard:
+    try:
+        i, n = (int(x) for x in str(text).split("/"))
+    except ValueError:
+        raise ShardError(f"{source} {text!r}: expected I/N, e.g. 0/3 (0 <= I < N)") from None
+    if n < 1 or not 0 <= i < n:
+        raise ShardError(f"{source} {text!r}: I must be in 0..N-1 and N >= 1 (shards are numbered from 0)")
+    return Shard(i, n, source)
+
+
+def from_env(env: Mapping[str, str]) -> Shard | None:
+    """The shard a scheduler's task is: Kubernetes Indexed Jobs set JOB_COMPLETION_INDEX (the count
+    comes from SPECBENCH_SHARDS, set in the manifest); SLURM arrays set SLURM_ARRAY_TASK_ID and
+    SLURM_ARRAY_TASK_COUNT (an array starting at SLURM_ARRAY_TASK_MIN is renumbered from 0)."""
+    if "JOB_COMPLETION_INDEX" in env:
+        if "SPECBENCH_SHARDS" not in env:
+            raise ShardError(
+                "JOB_COMPLETION_INDEX is set but SPECBENCH_SHARDS (the Job's completions) is not: set it "
+                "in the manifest's env, or give --specbench-shard I/N"
+            )
+        return parse(f"{env['JOB_COMPLETION_INDEX']}/{env['SPECBENCH_SHARDS']}", "JOB_COMPLETION_INDEX")
+    if "SLURM_ARRAY_TASK_ID" in env and "SLURM_ARRAY_TASK_COUNT" in env:
+        low = int(env.get("SLURM_ARRAY_TASK_MIN", "0") or 0)
+        return parse(
+            f"{int(env['SLURM_ARRAY_TASK_ID']) - low}/{env['SLURM_ARRAY_TASK_COUNT']}", "SLURM_ARRAY_TASK_ID"
+        )
+    return None
+
+
+def family_of(cell: Cell, baselines: Mapping[str, str | None]) -> str:
+    """The family a cell belongs to: its baseline method (or its own, without one) at its TP, in
+    its workload."""
+    return f"{baselines.get(cell.method.name) or cell.method.name}-tp{cell.tp}/{cell.workload.name}"
+
+
+@dataclass(frozen=True)
+class Split:
+    count: int
+    families: dict[str, int]  # family -> shard index
+    load_s: tuple[float, ...]  # planned seconds per shard
+    groups: tuple[tuple[str, ...], ...]  # engine groups per shard, in first-appearance order
+
+    def shard_of(self, cell: Cell, baselines: Mapping[str, str | None]) -> int:
+        return self.families[family_of(cell, baselines)]
+
+    @property
+    def digest(self) -> str:
+        """The same on every machine that split the same cells the same way."""
+        doc = json.dumps({"count": self.count, "families": sorted(self.families.items())})
+        return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+    @property
+    def makespan_s(self) -> float:
+        return max(self.load_s) if self.load_s else 0.0
+
+
+def split(
+    cells: list[Cell],
+    baselines: Mapping[str, str | None],
+    count: int,
+    cell_s: Callable[[Cell], float | None],
+    start_s: Callable[[str], float],
+) -> Split:
+    """Families of ``cells`` over ``count`` shards, balanced by planned seconds: each cell's
+    ``cell_s`` (None: the mean of the known ones, else 1) plus each engine group's ``start_s``."""
+    known = [s for c in cells if (s := cell_s(c)) is not None]
+    fill = sum(known) / len(known) if known else 1.0
+    fam: dict[str, list[Cell]] = {}
+    for c in cells:
+        fam.setdefault(family_of(c, baselines), []).append(c)
+
+    def weight(cs: list[Cell]) -> float:
+        groups = dict.fromkeys(c.group.id for c in cs)
+        return sum(s if (s := cell_s(c)) is not None else fill for c in cs) + sum(start_s(g) for g in groups)
+
+    weights = {k: weight(cs) for k, cs in fam.items()}
+    load = [0.0] * count
+    where: dict[str, int] = {}
+    for k in sorted(fam, key=lambda k: (-round(weights[k], 6), k)):  # longest first, then by name
+        i = min(range(count), key=lambda j: (load[j], j))
+        where[k] = i
+        load[i] += weights[k]
+    groups: list[list[str]] = [[] for _ in range(count)]
+    for c in cells:
+        g = groups[where[family_of(c, baselines)]]
+        if c.group.id not in g:
+            g.append(c.group.id)
+    return Split(count, where, tuple(load), tuple(tuple(g) for g in groups))
+
+
+def matrix_digest(cells: list[Cell]) -> str:
+    """The matrix as shards must share it: every cell's id and definition (fingerprint)."""
+    doc = json.dumps(sorted((c.id, c.fingerprint()) for c in cells))
+    return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+def describe(split_: Split, shard: Shard | None = None) -> list[str]:
+    """The plan's lines for a split: each shard's engine groups and planned time, and the makespan."""
+    lines = []
+    for i, (gs, s) in enumerate(zip(split_.groups, split_.load_s, strict=True)):
+        mark = "  <- this shard" if shard is not None and shard.index == i else ""
+        lines.append(
+            f"shard {i}/{split_.count}: {s / 60:.1f} min, {len(gs)} engine groups ({', '.join(gs)}){mark}"
+        )
+    total = sum(split_.load_s)
+    lines.append(
+        f"shards: makespan {split_.makespan_s / 60:.1f} min on {split_.count} hosts (one host: "
+        f"{total / 60:.1f} min); each family (a workload's cells of a baseline and of the methods "
+        f"compared with it, at one TP) stays on one host; split {split_.digest}"
+    )
+    return lines
+
+
+def as_dict(split_: Split, shard: Shard, cells: list[Cell]) -> dict[str, Any]:
+    return {
+        "index": shard.index,
+        "count": shard.count,
+        "source": shard.source,
+        "split_digest": split_.digest,
+        "matrix_digest": matrix_digest(cells),
+        "families": sorted(k for k, i in split_.families.items() if i == shard.index),
+        "planned_s": round(split_.load_s[shard.index], 1),
+    }

@@ -1,0 +1,187 @@
+"""``python -m pytest_specbench.report merge A.json B.json ... -o RUN.json``: the shards of one
+sharded run (``--specbench-shard I/N``) as one pytest-benchmark JSON.
+
+Every cell once, with its host and shard in its provenance; each cell's speedup is the one its
+shard computed, so both sides of a comparison were measured on one host (the split keeps a
+baseline and the methods compared with it together); nothing is recomputed across hosts. Refused,
+with the reason: files that are not results JSONs, shards of different matrices (cell ids and
+definitions), splits or shard counts, a shard given twice, a cell in two files, and different
+versions of pytest-specbench, SGLang, torch or transformers. Pure: no pytest.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+VERSIONED = ("pytest-specbench", "sglang", "torch", "transformers")
+LISTS = ("engine_groups", "engine_stops", "reference_engines", "failed_cells", "crashed_workers")
+
+
+class MergeError(ValueError):
+    pass
+
+
+def _versions(doc: dict[str, Any]) -> dict[str, Any]:
+    v = ((doc.get("machine_info") or {}).get("specbench") or {}).get("versions") or {}
+    return {k: v.get(k) for k in VERSIONED}
+
+
+def _host(doc: dict[str, Any]) -> str | None:
+    for b in doc.get("benchmarks") or []:
+        host = ((b.get("extra_info") or {}).get("provenance") or {}).get("host")
+        if host:
+            return str(host)
+    return (doc.get("machine_info") or {}).get("node")
+
+
+def check(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Raise MergeError where the files cannot be one run; else notes (missing shards)."""
+    if len(docs) < 2:
+        raise MergeError(f"give two or more shard JSONs to merge; got {len(docs)}")
+    for name, d in docs:
+        if not isinstance(d.get("benchmarks"), list) or not isinstance(d.get("specbench"), dict):
+            raise MergeError(f"{name}: not a results JSON of pytest-specbench (no benchmarks / specbench)")
+    first, v0 = docs[0][0], _versions(docs[0][1])
+    for name, d in docs[1:]:
+        v = _versions(d)
+        diff = [f"{k} {v0[k]} ({first}) vs {v[k]} ({name})" for k in VERSIONED if v[k] != v0[k]]
+        if diff:
+            raise MergeError("measured with different versions: " + "; ".join(diff))
+    shards = [(name, d["specbench"].get("shard")) for name, d in docs]
+    notes: list[str] = []
+    if any(s for _, s in shards):
+        unsharded = [name for name, s in shards if not s]
+        if unsharded:
+            raise MergeError(
+                f"{', '.join(unsharded)}: not a shard (no specbench.shard); merge the shards of one run "
+                "(--specbench-shard I/N)"
+            )
+        s0 = shards[0][1]
+        for key, what in (
+            ("matrix_digest", "a different matrix (cell ids or definitions differ)"),
+            ("count", "a different number of shards"),
+            (
+                "split_digest",
+                "a different split (the same cells planned differently: give every shard the "
+                "same -k and plan inputs, e.g. --specbench-gpu NAME)",
+            ),
+        ):
+            for name, s in shards[1:]:
+                if s.get(key) != s0.get(key):
+                    raise MergeError(
+                        f"{name} is a shard of {what}: {key} {s.get(key)} against {s0.get(key)} in {first}"
+                    )
+        seen: dict[int, str] = {}
+        for name, s in shards:
+            if s["index"] in seen:
+                raise MergeError(
+                    f"shard {s['index']}/{s['count']} is given twice: {seen[s['index']]} and {name}"
+                )
+            seen[s["index"]] = name
+        missing = sorted(set(range(int(s0["count"]))) - set(seen))
+        if missing:
+            n = s0["count"]
+            gone = ", ".join(f"{i}/{n}" for i in missing)
+            notes.append(f"shards missing: {gone}: their cells are not in the merge")
+    cells: dict[str, str] = {}
+    for name, d in docs:
+        for b in d["benchmarks"]:
+            cid = b.get("param")
+            if cid in cells:
+                raise MergeError(f"cell {cid} is in {cells[cid]} and in {name}: every cell once")
+            cells[cid] = name
+    return notes
+
+
+def merge(docs: Sequence[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], list[str]]:
+    """(the merged document, notes); raises MergeError."""
+    notes = check(docs)
+    out = copy.deepcopy(docs[0][1])
+    out["benchmarks"] = []
+    spec = out["specbench"]
+    for k in LISTS:
+        spec[k] = []
+    spec["engine_starts"] = 0
+    spec["resumed_cells"] = []
+    spec["gpus_used"] = None
+    spec["interrupted"] = None
+    spec["shard"] = None
+    spec["shards"] = []
+    commits = set()
+    for name, d in docs:
+        s = d["specbench"]
+        host, shard = _host(d), s.get("shard") or {}
+        label = f"{shard['index']}/{shard['count']}" if shard else None
+        for b in d["benchmarks"]:
+            b = copy.deepcopy(b)
+            prov = b.setdefault("extra_info", {}).setdefault("provenance", {})
+            prov.setdefault("host", host)
+            if label:
+                prov.setdefault("shard", label)
+            prov["merged_from"] = name
+            commits.add(prov.get("commit"))
+            out["benchmarks"].append(b)
+        for k in LISTS:
+            spec[k] += [{**e, "shard": label, "host": host} for e in s.get(k) or [] if isinstance(e, dict)]
+        spec["engine_starts"] += int(s.get("engine_starts") or 0)
+        spec["resumed_cells"] += list(s.get("resumed_cells") or [])
+        if s.get("interrupted"):
+            spec["interrupted"] = {**s["interrupted"], "file": name}
+            notes.append(f"{name}: that shard was interrupted ({s['interrupted'].get('why')})")
+        spec["shards"].append(
+            {
+                "file": name,
+                "shard": label,
+                "host": host,
+                "cells": len(d["benchmarks"]),
+                "engine_starts": s.get("engine_starts"),
+                "planned_s": shard.get("planned_s"),
+                "split_digest": shard.get("split_digest"),
+                "matrix_digest": shard.get("matrix_digest"),
+                "machine": ((d.get("machine_info") or {}).get("specbench") or {}).get("gpus"),
+            }
+        )
+    spec["resumed_cells"] = sorted(spec["resumed_cells"])
+    if len(commits - {None}) > 1:
+        notes.append(f"the shards ran different commits: {', '.join(sorted(c for c in commits if c))}")
+    out["datetime"] = max(str(d.get("datetime") or "") for _, d in docs) or out.get("datetime")
+    return out, notes
+
+
+def main(argv: Sequence[str]) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="python -m pytest_specbench.report merge",
+        description="Merge the shard JSONs of one sharded run (--specbench-shard I/N) into one.",
+    )
+    ap.add_argument("json", nargs="+", help="the shards' results JSONs")
+    ap.add_argument("-o", "--output", required=True, help="the merged JSON to write")
+    args = ap.parse_args(list(argv))
+    docs = []
+    for p in args.json:
+        try:
+            docs.append((p, json.loads(Path(p).read_text())))
+        except (OSError, ValueError) as e:
+            print(f"merge: {p}: cannot read a results JSON: {e}")
+            return 2
+    try:
+        doc, notes = merge(docs)
+    except MergeError as e:
+        print(f"merge refused: {e}")
+        return 2
+    from .summary import dumps
+
+    Path(args.output).write_text(dumps(doc))
+    hosts = sorted({s["host"] or "?" for s in doc["specbench"]["shards"]})
+    print(
+        f"merged {len(docs)} files, {len(doc['benchmarks'])} cells, "
+        f"{doc['specbench']['engine_starts']} engine starts, hosts {', '.join(hosts)} -> {args.output}"
+    )
+    for n in notes:
+        print(f"note: {n}")
+    return 0
