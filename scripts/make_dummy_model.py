@@ -7,7 +7,7 @@ No weights are written: SGLang's dummy loader fills every parameter from
 torch.Generator.manual_seed(1234) with uniform(-1e-3, 1e-3), so two models with the
 same config get identical weights.
 
-    python3 make-dummy-model.py OUT [--preset qwen3-1.7b] [--context-length N]
+    python3 scripts/make_dummy_model.py OUT [--preset qwen3-1.7b] [--context-length N]
                                 [--tokenizer bpe|none] [--tokenizer-vocab 8192]
                                 [--vocab-size N]
                                 [--eagle3-draft DIR] [--dflash-draft DIR] [--dspark-draft DIR]

@@ -152,6 +152,20 @@ def test_sweeps_name_their_settings_and_refuse_what_they_cannot() -> None:
             },
             "m.yaml",
         )
+    # values that would reach the engine as something else than written, and ids -k cannot select
+    for ar, where, why in (
+        ({"engine_args": {"page_size": [32, "32"]}}, "engine_args.page_size", "duplicate values"),
+        ({"env": {"V": ["0", {"a": 1}]}}, "env.V", r"\{'a': 1\} is not a variable's value"),
+        ({"env": {"V": None}}, "env.V", "None is not a variable's value"),
+        ({"env": {"V": [True, False]}}, "env.V", r"True is not a variable's value: .*quoted"),
+        (
+            {"env": {"V": ["0", "1"]}, "labels": {"V": "b b"}},
+            "labels",
+            "expected .* label \\(letters, digits",
+        ),
+    ):
+        with pytest.raises(MatrixError, match=rf"methods.ar.{where}: {why}"):
+            parse({**base, "methods": {"ar": {"backend": "sglang", "model": "m", **ar}}}, "m.yaml")
 
 
 def test_a_name_close_to_a_known_algorithm_is_planned_with_a_question() -> None:

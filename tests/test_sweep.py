@@ -165,3 +165,29 @@ def test_tuning_view_best_runner_up_and_separation() -> None:
     doc["benchmarks"][2]["extra_info"]["output_tokens_per_s"] = 100.0
     (line,) = tuning(doc)
     assert "runner-up num_draft_tokens=12" in line and line.count(": separated") == 1
+
+
+def test_tuning_view_says_what_each_knob_did_on_its_own() -> None:
+    def e(name: str, overlap: bool, v: str, rates: list[float]) -> dict:
+        return _entry(name, rates, {"disable_overlap_schedule": overlap, "V": v}, 4.0, speedup_vs_ar=1.0)
+
+    doc = {
+        "benchmarks": [
+            _entry("ar", [100.0, 101.0, 99.0], None, None),
+            e("on-0", False, "0", [110.0, 111.1, 108.9]),  # overlap on: 10 % faster in every round
+            e("off-0", True, "0", [100.0, 101.0, 99.0]),
+            e("on-1", False, "1", [100.0, 101.0, 99.0]),  # with V=1: the same as overlap off
+            e("off-1", True, "1", [100.0, 101.0, 99.0]),
+        ]
+    }
+    lines = tuning(doc)
+    assert len(lines) == 3, lines
+    assert lines[1] == (
+        "throughput tp1 c1 out64: ngram: V=0 over V=1: x1.10 [1.10, 1.10] faster (with "
+        "disable_overlap_schedule=False); x1.00 [1.00, 1.00] within ±2% "
+        "(with disable_overlap_schedule=True)"
+    )
+    assert lines[2] == (
+        "throughput tp1 c1 out64: ngram: disable_overlap_schedule=False over disable_overlap_schedule=True: "
+        "x1.10 [1.10, 1.10] faster (with V=0); x1.00 [1.00, 1.00] within ±2% (with V=1)"
+    )

@@ -219,9 +219,23 @@ def _method(
     env = d.get("env") or {}
     if not isinstance(env, dict):
         raise cx.err(f"{key}.env", f"expected a mapping of environment variables; got {env!r}")
+    for k, v in env.items():  # a variable's value is text: a string or number, or a list of them
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, bool) or not isinstance(x, (str, int, float)):
+                raise cx.err(
+                    f"{key}.env.{k}",
+                    f'{x!r} is not a variable\'s value: give a string or a number (quoted: "1", '
+                    '"true"), or a list of them to sweep',
+                )
     labels = d.get("labels") or {}
-    if not isinstance(labels, dict) or not all(isinstance(v, str) and v for v in labels.values()):
-        raise cx.err(f"{key}.labels", f"expected a mapping of swept key -> id label (text); got {labels!r}")
+    if not isinstance(labels, dict) or not all(
+        isinstance(v, str) and v and all(ch.isalnum() or ch in "-_." for ch in v) for v in labels.values()
+    ):
+        raise cx.err(
+            f"{key}.labels",
+            "expected a mapping of swept key -> id label (letters, digits, '-', '_', '.': -k selects ids "
+            f"by them); got {labels!r}",
+        )
     swept = _swept_args(cx, key, engine_args, env)
     unknown = sorted(set(labels) - {k for k, _ in swept} - set(SWEEP_LABELS))
     if unknown:
@@ -336,7 +350,7 @@ def _swept_args(
             if not v:
                 raise cx.err(f"{key}.{where}.{k}", "an empty list: give the values to sweep")
             vals = tuple(freeze(x) for x in v)
-            if len(set(vals)) != len(vals):
+            if len(set(vals)) != len(vals) or len({str(x) for x in vals}) != len(vals):
                 raise cx.err(f"{key}.{where}.{k}", f"duplicate values in {v!r}")
             if k in engine_args and k in env:
                 raise cx.err(f"{key}.{where}.{k}", "is both an engine argument and a variable")

@@ -411,4 +411,38 @@ def tuning(doc: dict[str, Any]) -> list[str]:
                 f"best/runner-up{ratio}: {sep}"
             )
             out.append(line + "".join(f"; then {_setting_summary(r)}" for r in rows[2:]))
+            out += _knob_effects(label, sweep, rows)
+    return out
+
+
+def _knob_effects(label: str, sweep: str, rows: list[dict[str, Any]]) -> list[str]:
+    """Each swept knob's effect on its own: every pair of settings that differ in that knob alone,
+    compared on paired rounds (the first value over the second, with the verdict of a speedup), e.g.
+    whether overlap scheduling helped at this shape, once for each value of the other knobs."""
+    knobs = sorted({k for r in rows for k in r["setting"]})
+    if len(knobs) < 2:  # one knob: the ranking above is its effect
+        return []
+    out = []
+    for k in knobs:
+        values = list(dict.fromkeys(r["setting"].get(k) for r in rows))
+        if len(values) < 2:
+            continue
+        parts = []
+        for i, a in enumerate(rows):
+            for b in rows[i + 1 :]:
+                sa, sb = a["setting"], b["setting"]
+                if sa.get(k) == sb.get(k) or any(sa.get(o) != sb.get(o) for o in knobs if o != k):
+                    continue
+                a2, b2 = (a, b) if values.index(sa.get(k)) < values.index(sb.get(k)) else (b, a)
+                c = compare(a2["_entry"], b2["_entry"])
+                if not c.get("speedup_vs_ar"):
+                    continue
+                verdict = c.get("speedup_verdict") or "no verdict"
+                rest = ",".join(f"{o}={a2['setting'].get(o)}" for o in knobs if o != k)
+                parts.append(
+                    f"x{c['speedup_vs_ar']:.2f}{fmt_interval(c.get('speedup_vs_ar_ci95'))} {verdict}"
+                    + (f" (with {rest})" if rest else "")
+                )
+        if parts:
+            out.append(f"{label}: {sweep}: {k}={values[0]} over {k}={values[1]}: " + "; ".join(parts))
     return out
