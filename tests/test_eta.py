@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from pytest_specbench.matrix.cells import Cell, EngineGroup, Method, Model, Speculative, Workload
+from pytest_specbench.matrix.cells import (
+    SPEC_ALGORITHMS,
+    Cell,
+    EngineGroup,
+    Method,
+    Model,
+    Speculative,
+    Workload,
+)
 from pytest_specbench.matrix.schema import load, parse
 from pytest_specbench.planning import eta, plan
 from pytest_specbench.planning.text import format_plan
@@ -258,21 +266,28 @@ def test_engine_start_by_hand(tmp_path: Path) -> None:
     )
     ar, mtp = gps["ar"], gps["mtp"]
     assert ar.weight_bytes_per_gpu is not None and mtp.weight_bytes_per_gpu is not None
-    # fixed 18 + graphs (16 full-attention layers x 0.3 + 48 GDN layers x 0.5) + dummy weights
-    # at 128 GB/s + warm-up 1 + hybrid state 10
-    graphs = 16 * 0.3 + 48 * 0.5
-    assert ar.start_s == pytest.approx(18 + graphs + ar.weight_bytes_per_gpu / 128e9 + 1 + 10)
-    assert ar.start_s == pytest.approx(58.2, abs=0.1)
+    # fixed 18 + decode graphs (16 full-attention layers x 0.3 + 48 GDN layers x 0.3) + prefill
+    # graphs (SGLang's default: 64 layers x 0.3) + dummy weights at 128 GB/s + warm-up 1 + hybrid state 10
+    graphs, prefill = 16 * 0.3 + 48 * 0.3, 64 * 0.3
+    assert ar.start_s == pytest.approx(18 + graphs + prefill + ar.weight_bytes_per_gpu / 128e9 + 1 + 10)
+    assert ar.start_s == pytest.approx(67.8, abs=0.1)
     assert ar.first_start_extra_s == pytest.approx(23 + 30 + 8 - 1)  # import, cold kernels, warm-up
     # speculative: the verify graphs again, and the draft's 1 layer
-    assert mtp.start_s == pytest.approx(18 + 2 * graphs + 0.1 + mtp.weight_bytes_per_gpu / 128e9 + 1 + 10)
+    assert mtp.start_s == pytest.approx(
+        18 + 2 * graphs + prefill + 0.1 + mtp.weight_bytes_per_gpu / 128e9 + 1 + 10
+    )
+    # without prefill graphs (disable_prefill_cuda_graph), the term is gone
+    no_prefill = eta.engine_start(dataclasses.replace(mtp.costs, prefill_graphs=False))
+    assert no_prefill.start_s == pytest.approx(mtp.start_s - prefill)
     # real weights load from storage; TP adds NCCL setup per doubling
     real = _costs(tmp_path, {"ar": {"backend": "sglang", "model": "h"}})["ar"]
     assert real.costs is not None
     loaded = eta.engine_start(dataclasses.replace(real.costs, dummy_weights=False))
     assert loaded.start_s == pytest.approx(ar.start_s + ar.weight_bytes_per_gpu * (1 / 3e9 - 1 / 128e9))
     tp8 = _costs(tmp_path, {"ar": {"backend": "sglang", "model": "h"}}, tp=8)["ar"]
-    assert tp8.start_s == pytest.approx(18 + graphs + tp8.weight_bytes_per_gpu / 128e9 + 1 + 10 + 3 * 5)
+    assert tp8.start_s == pytest.approx(
+        18 + graphs + prefill + tp8.weight_bytes_per_gpu / 128e9 + 1 + 10 + 3 * 5
+    )
 
 
 # ------------------------------------------------------------------------------ measured times
@@ -341,6 +356,8 @@ def _method(name: str, sa: dict[str, Any], models: dict[str, Model]) -> Method |
     if target is None:
         return None
     algo, spec, draft = sa.get("speculative_algorithm"), None, None
+    if algo and algo.lower() not in SPEC_ALGORITHMS:
+        return None  # the planner has no rules for it and says so: its ETA is a stated guess
     if algo:
         dp = sa.get("speculative_draft_model_path")
         draft = models.get(Path(dp).name) if dp else None
@@ -354,6 +371,8 @@ def _method(name: str, sa: dict[str, Any], models: dict[str, Model]) -> Method |
     args: dict[str, Any] = {"mem_fraction_static": sa["mem_fraction_static"]}
     if sa.get("max_running_requests"):
         args["max_running_requests"] = sa["max_running_requests"]
+    if sa.get("disable_prefill_cuda_graph"):
+        args["disable_prefill_cuda_graph"] = True
     return Method(name, "sglang", target, spec, draft, (sa["tp_size"],), tuple(args.items()))
 
 

@@ -122,11 +122,15 @@ ASSUMED_ACCEPT_LENGTH = 1.0
 # 102.6 s (27B Engine: prefill graphs 65.8 s, decode graphs 9.4 s, weights 0.42 s)
 ENGINE_BASE_S = 18.0
 GRAPH_CAPTURE_S_PER_LAYER = 0.3
-GRAPH_CAPTURE_S_PER_LINEAR_LAYER = 0.5
+GRAPH_CAPTURE_S_PER_LINEAR_LAYER = 0.3
 HYBRID_START_S = 10.0
 # a draft's own graphs: standalone (a 28-layer draft) starts ~3 s after ngram (no draft) on the
 # 1.7B (h200-paired 29 vs 25 s, h200-x2-one-wave 45 vs 43 s)
 DRAFT_GRAPH_CAPTURE_S_PER_LAYER = 0.1
+# prefill graphs, where captured (SGLang's default; disable_prefill_cuda_graph turns them off): the
+# 27B hybrid's MTP engine started in 82.9 s with them and in 42-51 s without (h200-breakeven-hybrid,
+# 4 starts); its cold start spent 65.8 s on prefill graphs against 9.4 s on decode graphs
+PREFILL_GRAPH_S_PER_LAYER = 0.3
 WARMUP_REQUEST_S = 1.0  # the plugin's untimed warm-up request after a start: 0.2-2.2 s
 # per doubling of TP: ngram-tp2 36-41 s, standalone-tp2 44-47 s (h200-tp2, h200-tp2-and-two-workers)
 TP_START_S = 5.0
@@ -226,6 +230,7 @@ class GroupCosts:
     accept_why: str = ""
     dummy_weights: bool = False
     server: bool = False  # one server process per start (sglang-server): the import every start
+    prefill_graphs: bool = True  # SGLang captures prefill CUDA graphs (unless disable_prefill_cuda_graph)
 
 
 def group_costs(group: EngineGroup, target: Shape, draft: Shape | None) -> GroupCosts:
@@ -266,6 +271,7 @@ def group_costs(group: EngineGroup, target: Shape, draft: Shape | None) -> Group
         accept_why=why,
         dummy_weights=m.model.load_format == "dummy",
         server=m.backend == "sglang-server",
+        prefill_graphs=not dict(m.engine_args).get("disable_prefill_cuda_graph", False),
     )
 
 
@@ -473,6 +479,8 @@ def engine_start(g: GroupCosts) -> StartEstimate:
         ("weights", load),
         ("warm-up", WARMUP_REQUEST_S),
     ]
+    if g.prefill_graphs:
+        parts.append(("prefill CUDA graphs", PREFILL_GRAPH_S_PER_LAYER * t.layers))
     if t.linear_layers:
         parts.append(("hybrid state", HYBRID_START_S))
     if g.tp > 1:
