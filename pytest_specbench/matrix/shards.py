@@ -81,6 +81,7 @@ class Split:
     families: dict[str, int]  # family -> shard index
     load_s: tuple[float, ...]  # planned seconds per shard
     groups: tuple[tuple[str, ...], ...]  # engine groups per shard, in first-appearance order
+    widest_tp: tuple[int, ...] = ()  # GPUs a shard's host needs: its widest TP (0: no cells)
 
     def shard_of(self, cell: Cell, baselines: Mapping[str, str | None]) -> int:
         return self.families[family_of(cell, baselines)]
@@ -123,11 +124,13 @@ def split(
         where[k] = i
         load[i] += weights[k]
     groups: list[list[str]] = [[] for _ in range(count)]
+    widest = [0] * count
     for c in cells:
-        g = groups[where[family_of(c, baselines)]]
-        if c.group.id not in g:
-            g.append(c.group.id)
-    return Split(count, where, tuple(load), tuple(tuple(g) for g in groups))
+        i = where[family_of(c, baselines)]
+        widest[i] = max(widest[i], c.tp)
+        if c.group.id not in groups[i]:
+            groups[i].append(c.group.id)
+    return Split(count, where, tuple(load), tuple(tuple(g) for g in groups), tuple(widest))
 
 
 def matrix_digest(cells: list[Cell]) -> str:
@@ -142,7 +145,8 @@ def describe(split_: Split, shard: Shard | None = None) -> list[str]:
     for i, (gs, s) in enumerate(zip(split_.groups, split_.load_s, strict=True)):
         mark = "  <- this shard" if shard is not None and shard.index == i else ""
         lines.append(
-            f"shard {i}/{split_.count}: {s / 60:.1f} min, {len(gs)} engine groups ({', '.join(gs)}){mark}"
+            f"shard {i}/{split_.count}: {s / 60:.1f} min, {split_.widest_tp[i]} GPU(s) at its widest TP, "
+            f"{len(gs)} engine groups ({', '.join(gs)}){mark}"
         )
     total = sum(split_.load_s)
     lines.append(
