@@ -10,6 +10,15 @@ from pytest_specbench.engines.base import Request, RequestRecord, guard
 
 STARTS_FILE_ENV = "FAKE_ENGINE_STARTS"
 
+# a pytester project's conftest.py that registers FakeEngine as the backend "fake"
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+from fake_engine import FakeEngine
+from pytest_specbench.engines import register_backend
+register_backend("fake", FakeEngine, max_tp=4)
+"""
+
 
 class FakeTokenizer:
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:

@@ -9,16 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_engine import CONFTEST
 
 HERE = Path(__file__).parent
 
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-from fake_engine import FakeEngine
-from pytest_specbench.engines import register_backend
-register_backend("fake", FakeEngine, max_tp=4)
-"""
 
 MATRIX = """
 models:

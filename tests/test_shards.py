@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_engine import CONFTEST
 
 from pytest_specbench.matrix import schema, shards
 from pytest_specbench.report import merge
@@ -16,13 +17,6 @@ from pytest_specbench.report import merge
 HERE = Path(__file__).parent
 ROOT = HERE.parent
 
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-from fake_engine import FakeEngine
-from pytest_specbench.engines import register_backend
-register_backend("fake", FakeEngine, max_tp=4)
-"""
 
 # shaped like the default job: a baseline, a sweep and a draft, several workloads, two TP sizes
 MATRIX = """

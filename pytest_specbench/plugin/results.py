@@ -402,6 +402,12 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             "neighbour pair is not separated, not transitive):"
         )
         out += [f"  {label}: {decide.ranking(rows)}" for label, rows in shapes]
+    from ..report.pareto import crossover
+
+    cross = crossover(st.doc)
+    if cross:
+        out.append("crossover (per method, TP and shape: against its baseline, by concurrency):")
+        out += [f"  {ln}" for ln in cross]
     tune = decide.tuning(st.doc)
     if tune:
         out.append("tuning (per shape and swept method: best setting, runner-up, separated or not):")

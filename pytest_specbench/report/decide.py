@@ -255,6 +255,12 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
             "|---|---|---|",
             *rows,
         ]
+    from .pareto import crossover
+
+    cross = crossover(doc)
+    if cross:
+        out += ["", "Crossover (per method, TP and shape: against its baseline, by concurrency):", ""]
+        out += [f"- {ln}" for ln in cross]
     tps = tp_scaling(doc)
     if tps:
         out += ["", "Output tok/s by TP size (and per GPU):", "", *(f"- {ln}" for ln in tps)]

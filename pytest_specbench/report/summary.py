@@ -380,8 +380,9 @@ def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
         print("plots need matplotlib: pip install -e '.[plots]' (no plots written)", file=sys.stderr)
         return []
     from .plots_breakeven import plot_map
+    from .plots_pareto import plot_pareto
 
-    pngs = plot_run(doc, out_dir) + plot_map(doc, Path(out_dir))
+    pngs = plot_run(doc, out_dir) + plot_pareto(doc, Path(out_dir)) + plot_map(doc, Path(out_dir))
     index_page(doc, pngs, out_dir, markdown(doc))
     return pngs
 
@@ -430,7 +431,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also write PNGs (with the data of each as CSV) and an index.md that embeds them; with two "
         "JSONs, the new/old comparison per cell with the gate's thresholds",
     )
+    ap.add_argument(
+        "--html",
+        metavar="FILE",
+        help="with one JSON: a self-contained HTML report (tables, decision view, failed cells, "
+        "provenance, every plot embedded) in FILE",
+    )
     args = ap.parse_args(argv)
+    if args.html and len(args.json) != 1:
+        ap.error("--html reports one results JSON")
     if len(args.json) > 2:
         ap.error(f"give one results JSON or two (old new); got {len(args.json)}")
     gated = args.max_tok_s_drop is not None or args.max_accept_drop is not None
@@ -447,7 +456,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(docs) == 1:
         print("\n".join(markdown(docs[0])))
         if args.plots:
-            write_plots(docs[0], Path(args.plots))
+            for png in write_plots(docs[0], Path(args.plots)):
+                print(f"wrote {png}", file=sys.stderr)
+        if args.html:
+            from .html import write_html
+
+            print(f"wrote {write_html(docs[0], Path(args.html))}", file=sys.stderr)
         return 0
     print("\n".join(compare(docs[0], docs[1])))
     if args.plots:

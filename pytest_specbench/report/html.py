@@ -1,0 +1,136 @@
+"""``python -m pytest_specbench.report RUN.json --html FILE``: one self-contained HTML page (no
+file beside it): what was measured where (provenance), the Markdown report (table, decision view,
+crossover, tuning, warnings, failed cells) rendered, and every plot embedded as a data URI. A script
+at the end records how many images the browser loaded (``data-images-loaded`` on ``<body>``)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; font-size: 12px; margin: 0.5em 0; }
+td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+td:first-child, th:first-child { text-align: left; }
+code { background: #f4f4f4; padding: 0 3px; }
+figure { margin: 1.5em 0; } img { max-width: 100%; border: 1px solid #eee; }
+.prov td { text-align: left; }
+"""
+
+
+def _inline(text: str) -> str:
+    out = html.escape(text)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+
+
+def markdown_to_html(lines: list[str]) -> str:
+    """The report's Markdown subset: tables, "- " lists, paragraphs."""
+    out: list[str] = []
+    table: list[list[str]] = []
+    items: list[str] = []
+
+    def flush() -> None:
+        if table:
+            head, *body = table
+            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>")
+            out.extend("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in body)
+            out.append("</table>")
+            table.clear()
+        if items:
+            out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
+            items.clear()
+
+    for line in lines:
+        s = line.strip()
+        if s.startswith("|"):
+            cells = [c.strip() for c in s.strip("|").split("|")]
+            if not all(set(c) <= set("-: ") for c in cells):  # not the |---| separator
+                table.append(cells)
+            continue
+        if s.startswith("- "):
+            items.append(s[2:])
+            continue
+        flush()
+        if s:
+            out.append(f"<p>{_inline(s)}</p>")
+    flush()
+    return "\n".join(out)
+
+
+def _provenance(doc: dict[str, Any]) -> str:
+    mi = doc.get("machine_info") or {}
+    sb = mi.get("specbench") or {}
+    ci = doc.get("commit_info") or {}
+    spec = doc.get("specbench") or {}
+    gpus = ", ".join(g.get("name", "?") for g in sb.get("gpus") or []) or "none"
+    versions = ", ".join(f"{k} {v}" for k, v in (sb.get("versions") or {}).items() if v)
+    rows = [
+        ("matrix", spec.get("matrix")),
+        ("when", doc.get("datetime")),
+        ("host", mi.get("node")),
+        ("CPU", (mi.get("cpu") or {}).get("brand_raw")),
+        ("GPUs", gpus),
+        ("driver", sb.get("driver")),
+        ("versions", versions),
+        ("commit", f"{ci.get('id', '?')}{' (dirty)' if ci.get('dirty') else ''}"),
+        ("engine starts", spec.get("engine_starts")),
+        ("interrupted", (spec.get("interrupted") or {}).get("why")),
+        (
+            "shards merged",
+            ", ".join(f"{s.get('shard')} on {s.get('host')}" for s in spec.get("shards") or []),
+        ),
+    ]
+    body = "".join(f"<tr><td>{k}</td><td>{html.escape(str(v))}</td></tr>" for k, v in rows if v)
+    return f'<table class="prov">{body}</table>'
+
+
+def render(doc: dict[str, Any], pngs: list[Path]) -> str:
+    from .summary import markdown
+
+    figures = []
+    for p in pngs:
+        data = base64.b64encode(p.read_bytes()).decode()
+        figures.append(
+            f'<figure><img alt="{html.escape(p.stem)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(p.stem)} (its data: {html.escape(p.stem)}.csv beside the PNGs "
+            "of --plots)</figcaption></figure>"
+        )
+    title = f"pytest-specbench: {(doc.get('specbench') or {}).get('matrix') or 'run'}"
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{CSS}</style></head>
+<body>
+<h1>{html.escape(title)}</h1>
+<h2>Where and what</h2>
+{_provenance(doc)}
+<h2>Cells, decision view, warnings</h2>
+{markdown_to_html(markdown(doc))}
+<h2>Plots</h2>
+{"".join(figures) or "<p>no plots (matplotlib missing, or nothing to draw)</p>"}
+<script>
+window.addEventListener("load", () => {{
+  const imgs = Array.from(document.images);
+  const ok = imgs.filter((i) => i.complete && i.naturalWidth > 0).length;
+  document.body.dataset.imagesLoaded = ok + "/" + imgs.length;
+}});
+</script>
+</body></html>
+"""
+
+
+def write_html(doc: dict[str, Any], path: Path) -> Path:
+    """Draw the plots in a scratch directory and write the page with them embedded."""
+    from .summary import write_plots
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pngs = write_plots(doc, Path(tmp))
+        text = render(doc, [p for p in pngs if Path(p).suffix == ".png"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

@@ -1,0 +1,143 @@
+"""What a deployment trades: output tok/s per user (interactivity) against output tok/s per GPU
+(cost), one point per (method, TP, concurrency) of a closed-loop shape, and the frontier of points
+no other point beats on both; and the crossover summary: per method and (TP, shape), the
+concurrencies where it is faster than its baseline, tied, or slower. Pure: no pytest, no plotting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..matrix.cells import fmt_tokens
+
+
+@dataclass(frozen=True)
+class Point:
+    cell: str
+    method: str
+    tp: int
+    concurrency: int
+    per_user: float  # output tok/s one request sees while it decodes: 1000 / TPOT p50 (ms)
+    per_gpu: float  # the cell's output tok/s / TP
+
+
+def panel_of(p: dict[str, Any]) -> str:
+    """The shape a Pareto panel holds (every axis but method, TP and concurrency)."""
+    ctx = p.get("context_tokens")
+    parts = [str(p.get("workload", "?"))]
+    if ctx:
+        parts.append(f"in{fmt_tokens(int(ctx))}")
+    parts.append(f"out{p.get('output_tokens', '?')}")
+    parts += [f"{k}={v}" for k, v in sorted(p.items()) if k not in _AXES and v is not None]
+    return " ".join(parts)
+
+
+_AXES = {"method", "tp", "concurrency", "workload", "context_tokens", "output_tokens"}
+
+
+def _per_user(e: dict[str, Any]) -> float | None:
+    tpot = e.get("tpot_ms_p50")
+    if isinstance(tpot, (int, float)) and tpot > 0:
+        return 1000.0 / tpot
+    lat, ttft, n = e.get("latency_s_p50"), e.get("ttft_ms_p50"), e.get("output_tokens")
+    reqs = e.get("requests")
+    if isinstance(lat, (int, float)) and isinstance(n, (int, float)) and reqs:
+        decode = lat - (ttft or 0) / 1000.0
+        return (n / reqs) / decode if decode > 0 else None
+    return None
+
+
+def points(doc: dict[str, Any]) -> dict[str, list[Point]]:
+    """Panel -> its points: closed-loop cells (no request rate) with a per-user rate."""
+    out: dict[str, list[Point]] = {}
+    for b in doc.get("benchmarks") or []:
+        p, e = b.get("params") or {}, b.get("extra_info") or {}
+        if p.get("request_rate") or not e.get("output_tokens_per_s"):
+            continue
+        u = _per_user(e)
+        if u is None:
+            continue
+        tp = int(p.get("tp") or 1)
+        out.setdefault(panel_of(p), []).append(
+            Point(
+                b["param"],
+                str(p.get("method")),
+                tp,
+                int(p.get("concurrency") or 1),
+                u,
+                e["output_tokens_per_s"] / tp,
+            )
+        )
+    return out
+
+
+def frontier(pts: list[Point]) -> list[Point]:
+    """The points no other point beats on both axes (ties kept once), by tok/s per user."""
+    best: list[Point] = []
+    top = float("-inf")
+    for pt in sorted(pts, key=lambda q: (-q.per_user, -q.per_gpu, q.cell)):
+        if pt.per_gpu > top:
+            best.append(pt)
+            top = pt.per_gpu
+    return sorted(best, key=lambda q: q.per_user)
+
+
+def csv_rows(panels: dict[str, list[Point]]) -> list[list[Any]]:
+    rows: list[list[Any]] = [
+        ["panel", "cell", "method", "tp", "concurrency", "tok_s_per_user", "tok_s_per_gpu", "frontier"]
+    ]
+    for panel, pts in panels.items():
+        front = {q.cell for q in frontier(pts)}
+        for q in sorted(pts, key=lambda q: (q.method, q.tp, q.concurrency)):
+            rows.append(
+                [
+                    panel,
+                    q.cell,
+                    q.method,
+                    q.tp,
+                    q.concurrency,
+                    round(q.per_user, 3),
+                    round(q.per_gpu, 3),
+                    q.cell in front,
+                ]
+            )
+    return rows
+
+
+def _runs(items: list[tuple[int, str]]) -> list[tuple[str, list[int]]]:
+    """Consecutive concurrencies with the same verdict, in concurrency order."""
+    out: list[tuple[str, list[int]]] = []
+    for c, v in sorted(items):
+        if out and out[-1][0] == v:
+            out[-1][1].append(c)
+        else:
+            out.append((v, [c]))
+    return out
+
+
+def crossover(doc: dict[str, Any]) -> list[str]:
+    """Per method with a baseline and (TP, shape): where it is faster than the baseline, not
+    separated, or slower, by concurrency, e.g. "dflash tp1 throughput in512 out128: faster at
+    c1-c8, not separated at c16, slower at c32" (no verdict: disturbed, saturated or failed)."""
+    by: dict[tuple[str, int, str], list[tuple[int, str]]] = {}
+    for b in doc.get("benchmarks") or []:
+        p, e = b.get("params") or {}, b.get("extra_info") or {}
+        base, verdict = e.get("speedup_baseline"), e.get("speedup_verdict")
+        if not base or base == p.get("method") or verdict in (None, "baseline"):
+            continue
+        word = {"faster": "faster", "slower": "slower"}.get(verdict, "tied" if "±" in verdict else verdict)
+        key = (
+            str(p.get("method")),
+            int(p.get("tp") or 1),
+            panel_of(p),
+        )
+        by.setdefault(key, []).append((int(p.get("concurrency") or 1), word))
+    out = []
+    for (method, tp, panel), items in sorted(by.items()):
+        parts = []
+        for verdict, cs in _runs(items):
+            span = f"c{cs[0]}" if len(cs) == 1 else f"c{cs[0]}-c{cs[-1]}"
+            parts.append(f"{verdict} at {span}")
+        out.append(f"{method} tp{tp} {panel}: " + ", ".join(parts))
+    return out
