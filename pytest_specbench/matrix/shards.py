@@ -145,7 +145,7 @@ def describe(split_: Split, shard: Shard | None = None) -> list[str]:
     for i, (gs, s) in enumerate(zip(split_.groups, split_.load_s, strict=True)):
         mark = "  <- this shard" if shard is not None and shard.index == i else ""
         lines.append(
-            f"shard {i}/{split_.count}: {s / 60:.1f} min, {split_.widest_tp[i]} GPU(s) at its widest TP, "
+            f"shard {i}/{split_.count}: {s / 60:.1f} min, widest TP {split_.widest_tp[i]} (its host's GPUs), "
             f"{len(gs)} engine groups ({', '.join(gs)}){mark}"
         )
     total = sum(split_.load_s)

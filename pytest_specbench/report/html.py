@@ -16,8 +16,8 @@ CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; font-size: 12px; margin: 0.5em 0; }
-td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
-td:first-child, th:first-child { text-align: left; }
+td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; }
+td.n, th.n { text-align: right; }
 code { background: #f4f4f4; padding: 0 3px; }
 figure { margin: 1.5em 0; } img { max-width: 100%; border: 1px solid #eee; }
 .prov td { text-align: left; }
@@ -35,17 +35,34 @@ def markdown_to_html(lines: list[str]) -> str:
     out: list[str] = []
     table: list[list[str]] = []
     items: list[str] = []
+    para: list[str] = []
+
+    def numeric(col: int) -> bool:  # a column of numbers (or "-") is right-aligned
+        vals = [r[col] for r in table[1:] if col < len(r) and r[col] not in ("-", "")]
+        return bool(vals) and all(re.fullmatch(r"[-+x]?[\d.,]+%?", v) for v in vals)
 
     def flush() -> None:
         if table:
             head, *body = table
-            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>")
-            out.extend("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in body)
+            cls = [' class="n"' if numeric(i) else "" for i in range(len(head))]
+
+            def tr(row: list[str], tag: str) -> str:
+                return (
+                    "<tr>"
+                    + "".join(f"<{tag}{k}>{_inline(c)}</{tag}>" for c, k in zip(row, cls, strict=False))
+                    + "</tr>"
+                )
+
+            out.append("<table>" + tr(head, "th"))
+            out.extend(tr(row, "td") for row in body)
             out.append("</table>")
             table.clear()
         if items:
             out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
             items.clear()
+        if para:  # an indented line of the Markdown starts a new line of its paragraph
+            out.append("<p>" + " ".join(_inline(t) if t != "\n" else "<br>" for t in para) + "</p>")
+            para.clear()
 
     for line in lines:
         s = line.strip()
@@ -55,11 +72,16 @@ def markdown_to_html(lines: list[str]) -> str:
                 table.append(cells)
             continue
         if s.startswith("- "):
+            if para:
+                flush()
             items.append(s[2:])
+            continue
+        if s and not table and not items:  # consecutive text lines are one paragraph
+            para += ["\n", s] if para and line.startswith(" ") else [s]
             continue
         flush()
         if s:
-            out.append(f"<p>{_inline(s)}</p>")
+            para.append(s)
     flush()
     return "\n".join(out)
 

@@ -72,6 +72,17 @@ def points(doc: dict[str, Any]) -> dict[str, list[Point]]:
     return out
 
 
+def trade_panels(panels: dict[str, list[Point]]) -> dict[str, list[Point]]:
+    """The panels that show a trade: some method measured at two or more (TP, concurrency)."""
+    return {
+        k: pts
+        for k, pts in panels.items()
+        if any(
+            len({(q.tp, q.concurrency) for q in pts if q.method == m}) > 1 for m in {q.method for q in pts}
+        )
+    }
+
+
 def frontier(pts: list[Point]) -> list[Point]:
     """The points no other point beats on both axes (ties kept once), by tok/s per user."""
     best: list[Point] = []

@@ -10,12 +10,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .pareto import Point, csv_rows, frontier, points
+from .pareto import Point, csv_rows, frontier, points, trade_panels
 
 
 def plot_pareto(doc: dict[str, Any], out_dir: Path) -> list[Path]:
-    """pareto.png (and .csv) when the run has closed-loop cells with a per-user rate; [] else."""
-    panels = points(doc)
+    """pareto.png (and .csv) when the run has closed-loop shapes with a trade to show (a method at
+    two or more TP sizes or concurrencies); [] else."""
+    panels = trade_panels(points(doc))
     if not panels:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -35,7 +36,7 @@ def draw(doc: dict[str, Any], panels: dict[str, list[Point]]) -> Any:
     names = sorted(panels)
     cols = min(len(names), 2)
     nrows = math.ceil(len(names) / cols)
-    fig = _new_figure((6.4 * cols, 4.6 * nrows + 0.9))
+    fig = _new_figure((6.4 * cols, 4.4 * nrows + 0.7))
     axes = fig.subplots(nrows, cols, squeeze=False)
     for ax in axes.flat[len(names) :]:
         ax.set_visible(False)
@@ -46,6 +47,16 @@ def draw(doc: dict[str, Any], panels: dict[str, list[Point]]) -> Any:
             colour, marker = styles.get(method, ("C0", "o"))
             xs, ys = [q.per_user for q in mine], [q.per_gpu for q in mine]
             ax.scatter(xs, ys, color=colour, marker=marker, s=36, label=method, zorder=3)
+            for tp in sorted({q.tp for q in mine}):  # the method's curve over concurrency, per TP
+                line = [q for q in mine if q.tp == tp]
+                ax.plot(
+                    [q.per_user for q in line],
+                    [q.per_gpu for q in line],
+                    "-",
+                    color=colour,
+                    lw=0.8,
+                    alpha=0.5,
+                )
             several_tp = len({p.tp for p in pts}) > 1
             for q in mine:
                 ax.annotate(
@@ -69,5 +80,5 @@ def draw(doc: dict[str, Any], panels: dict[str, list[Point]]) -> Any:
         + _title(doc),
         fontsize=9,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    fig.tight_layout()  # (it leaves room for the suptitle)
     return fig
