@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU workflow's job body (.github/workflows/gpu.yml runs exactly this): plan, benchmark,
 # Markdown report, and the gate against a baseline JSON. Everything lands in $OUT:
-#   plan.txt plan.json out.json report.md plots/ (PNG + CSV, index.md) [compare.md] verdict.txt logs/
+#   plan.txt plan.json out.json report.md report.html plots/ (PNG + CSV, index.md) [compare.md] verdict.txt logs/
 # Environment: MATRIX (default benches/gpu/h200.yaml), SELECT (a pytest -k expression, may be empty),
 # BASELINE (a previous out.json; no gate without it), MAX_TOK_S_DROP (0.10), MAX_ACCEPT_DROP (0.02),
 # PYTEST (default "python3 -m pytest"; add "-p pytest_specbench.plugin.hooks" where the plugin is not
@@ -18,7 +18,8 @@ echo "plan: $(grep -E '^cells:' "$OUT/plan.txt")"
 run --benchmark-json "$OUT/out.json" --specbench-log-dir "$OUT/logs" -rsfE > "$OUT/pytest.log" 2>&1
 bench_rc=$?
 tail -n 30 "$OUT/pytest.log"
-[ -f "$OUT/out.json" ] && python3 -m pytest_specbench.report "$OUT/out.json" --plots "$OUT/plots" > "$OUT/report.md"
+[ -f "$OUT/out.json" ] && python3 -m pytest_specbench.report "$OUT/out.json" --plots "$OUT/plots" \
+  --html "$OUT/report.html" > "$OUT/report.md"
 gate_rc=0
 if [ -n "${BASELINE:-}" ] && [ -f "$BASELINE" ] && [ -f "$OUT/out.json" ]; then
   python3 -m pytest_benchmark compare "$BASELINE" "$OUT/out.json" > "$OUT/pytest-benchmark-compare.txt" 2>&1
