@@ -64,6 +64,12 @@ def test_fastest_method_per_shape() -> None:
         # one round of hybrid-ngram: no interval, so the two are not separated
         "| throughput tp1 c1 in128 out256 (model of hybrid-ar) | **hybrid-ngram** ≈ hybrid-ar | "
         "hybrid-ngram 2615.2 tok/s (x4.41, accept 10.24) ≈ hybrid-ar 592.7 tok/s (baseline) |",
+        "",
+        # where each method with a verdict stands against its baseline (hybrid-ngram has none)
+        "Crossover (per method, TP and shape: against its baseline, by concurrency):",
+        "",
+        "- ngram tp1 throughput in128 out256: faster at c1",
+        "- standalone tp1 throughput in128 out256: slower at c1",
     ]
     assert best_methods({"benchmarks": doc["benchmarks"][5:]}) == []
 

@@ -224,3 +224,47 @@ def test_bad_shard_options_are_refused_before_any_engine_starts(
     )
     assert "disagree on the number of shards" in res.stderr.str()
     assert not (tmp_path / "starts.txt").exists()
+
+
+def test_a_shard_the_split_leaves_empty_succeeds_and_merges(project: pytest.Pytester) -> None:
+    # one shape of one TP: one family, so of two shards the second gets nothing
+    k = "throughput and c1 and tp1"
+    res = project.runpytest("benches", "-k", k, "--specbench-shard", "1/2", "--benchmark-json", "e.json")
+    assert res.ret == 0
+    out = res.stdout.str()
+    assert "specbench: shard 1/2 (from --specbench-shard): 0 of the 4 selected cells" in out
+    assert "nothing to run here: the split gave every family of this selection to other shards" in out
+    assert "selects none" not in out  # not the empty-selection message
+    empty = json.loads((project.path / "e.json").read_text())
+    assert empty["benchmarks"] == [] and empty["specbench"]["shard"]["families"] == []
+    res = project.runpytest("benches", "-k", k, "--specbench-shard", "0/2", "--benchmark-json", "f.json")
+    res.assert_outcomes(passed=4)
+    assert "specbench: shard 0/2 (from --specbench-shard): 4 of the 4 selected cells" in res.stdout.str()
+    doc, notes = merge.merge([(n, json.loads((project.path / n).read_text())) for n in ("f.json", "e.json")])
+    assert len(doc["benchmarks"]) == 4 and notes == []
+    plan = project.runpytest("benches", "-k", k, "--specbench-plan", "--specbench-shards", "2").stdout.str()
+    assert "warning: 1 of 2 shards get no cells (more shards than families of this selection)" in plan
+    # a shard of another selection (-k) is another split: the merge refuses it
+    project.runpytest(
+        "benches", "-k", f"{k} and ar", "--specbench-shard", "0/2", "--benchmark-json", "g.json"
+    )
+    with pytest.raises(merge.MergeError, match="a different split .other cells selected"):
+        merge.merge([(n, json.loads((project.path / n).read_text())) for n in ("g.json", "e.json")])
+
+
+def test_the_split_follows_what_k_matched_markers_included(project: pytest.Pytester) -> None:
+    (project.path / "benches" / "test_bench.py").write_text(
+        "import pytest\n\n@pytest.mark.heavy\ndef test_throughput(engine, cell, specbench):\n"
+        "    specbench.run(engine, cell)\n\n"
+        "def test_ttft(engine, cell, specbench):\n    specbench.run(engine, cell)\n"
+    )
+    (project.path / "pytest.ini").write_text("[pytest]\nmarkers = heavy: a marker -k matches\n")
+
+    def collected(*args: str) -> list[str]:
+        res = project.runpytest("benches", "-k", "heavy and c1", "--collect-only", "-q", *args)
+        return [ln for ln in res.outlines if "::test_" in ln]
+
+    whole = collected()
+    assert len(whole) == 8  # throughput (marked heavy) at c1: ar, ngram-d2, ngram-d4, eagle3 at TP1 and TP2
+    parts = collected("--specbench-shard", "0/2") + collected("--specbench-shard", "1/2")
+    assert sorted(parts) == sorted(whole)

@@ -1,13 +1,13 @@
 """Splitting a matrix's selected cells over N machines (``--specbench-shard I/N``).
 
-The unit is a *family*: one workload's cells of a baseline method at one TP size and of every
-method compared with it there (``Matrix.baselines``), so a speedup's two sides are always measured
-on one host; an engine group whose workloads land on several shards starts on each of them (its
-start is charged to each family). Families go to
-shards longest first, each to the shard with the least planned time so far (ties: the lower
-index); the order is fixed by the family's key, so every machine that plans the same cells with the
-same weights computes the same split, and ``split_digest`` lets a merge check that they did.
-Pure: no pytest, no engines.
+The unit is a *family*: one cell shape (workload, concurrency, context, output, rate...) of a
+baseline method at one TP size, with the same shape of every method compared with it there
+(``Matrix.baselines``), so a speedup's two sides are always measured on one host. Families go to
+shards longest first, each to the shard where it adds the least planned time (its cells, plus the
+start of each engine group not yet on that shard), so the shapes of a group gather on one shard
+unless balance needs them apart; ties go to the lower index and the order is fixed by the family's
+key, so every machine that plans the same cells with the same weights computes the same split, and
+``split_digest`` lets a merge check that they did. Pure: no pytest, no engines.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from typing import Any
 from .cells import Cell
 
 ENV_HELP = (
-    "--specbench-shard I/N (0 <= I < N), or the scheduler's variables: Kubernetes' JOB_COMPLETION_INDEX "
-    "with SPECBENCH_SHARDS=N, SLURM's SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_COUNT"
+    "A shard comes from --specbench-shard I/N (0 <= I < N), or from the scheduler's variables: "
+    "Kubernetes' JOB_COMPLETION_INDEX with SPECBENCH_SHARDS=N, SLURM's SLURM_ARRAY_TASK_ID with "
+    "SLURM_ARRAY_TASK_COUNT"
 )
 
 
@@ -46,7 +47,10 @@ def parse(text: str, source: str = "--specbench-shard") -> Shard:
     except ValueError:
         raise ShardError(f"{source} {text!r}: expected I/N, e.g. 0/3 (0 <= I < N)") from None
     if n < 1 or not 0 <= i < n:
-        raise ShardError(f"{source} {text!r}: I must be in 0..N-1 and N >= 1 (shards are numbered from 0)")
+        hint = f"; the last of {n} is {n - 1}/{n}" if n >= 1 and i == n else ""
+        raise ShardError(
+            f"{source} {text!r}: I must be in 0..N-1 and N >= 1 (shards are numbered from 0{hint})"
+        )
     return Shard(i, n, source)
 
 
@@ -70,9 +74,12 @@ def from_env(env: Mapping[str, str]) -> Shard | None:
 
 
 def family_of(cell: Cell, baselines: Mapping[str, str | None]) -> str:
-    """The family a cell belongs to: its baseline method (or its own, without one) at its TP, in
-    its workload."""
-    return f"{baselines.get(cell.method.name) or cell.method.name}-tp{cell.tp}/{cell.workload.name}"
+    """The family a cell belongs to: its baseline method (or its own, without one) at its TP, at
+    its cell shape."""
+    shape = "-".join(str(x) for x in cell.request_key[:4]) + "".join(
+        f"-{k}={v}" for k, v in cell.request_key[4]
+    )
+    return f"{baselines.get(cell.method.name) or cell.method.name}-tp{cell.tp}/{shape}"
 
 
 @dataclass(frozen=True)
@@ -82,14 +89,18 @@ class Split:
     load_s: tuple[float, ...]  # planned seconds per shard
     groups: tuple[tuple[str, ...], ...]  # engine groups per shard, in first-appearance order
     widest_tp: tuple[int, ...] = ()  # GPUs a shard's host needs: its widest TP (0: no cells)
+    one_host_s: float = 0.0  # the same cells on one host: every engine group started once
+    cells: tuple[str, ...] = ()  # the ids of the cells split (what -k / -m selected), sorted
 
     def shard_of(self, cell: Cell, baselines: Mapping[str, str | None]) -> int:
         return self.families[family_of(cell, baselines)]
 
     @property
     def digest(self) -> str:
-        """The same on every machine that split the same cells the same way."""
-        doc = json.dumps({"count": self.count, "families": sorted(self.families.items())})
+        """The same on every machine that split the same cells (the same -k) the same way."""
+        doc = json.dumps(
+            {"count": self.count, "families": sorted(self.families.items()), "cells": self.cells}
+        )
         return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
     @property
@@ -105,24 +116,29 @@ def split(
     start_s: Callable[[str], float],
 ) -> Split:
     """Families of ``cells`` over ``count`` shards, balanced by planned seconds: each cell's
-    ``cell_s`` (None: the mean of the known ones, else 1) plus each engine group's ``start_s``."""
+    ``cell_s`` (None: the mean of the known ones, else 1) plus, on each shard, the ``start_s`` of
+    every engine group the shard's cells need."""
     known = [s for c in cells if (s := cell_s(c)) is not None]
     fill = sum(known) / len(known) if known else 1.0
     fam: dict[str, list[Cell]] = {}
     for c in cells:
         fam.setdefault(family_of(c, baselines), []).append(c)
-
-    def weight(cs: list[Cell]) -> float:
-        groups = dict.fromkeys(c.group.id for c in cs)
-        return sum(s if (s := cell_s(c)) is not None else fill for c in cs) + sum(start_s(g) for g in groups)
-
-    weights = {k: weight(cs) for k, cs in fam.items()}
+    work = {k: sum(s if (s := cell_s(c)) is not None else fill for c in cs) for k, cs in fam.items()}
+    needs = {k: list(dict.fromkeys(c.group.id for c in cs)) for k, cs in fam.items()}
+    starts = {g: start_s(g) for gs in needs.values() for g in gs}
     load = [0.0] * count
+    started: list[set[str]] = [set() for _ in range(count)]
     where: dict[str, int] = {}
-    for k in sorted(fam, key=lambda k: (-round(weights[k], 6), k)):  # longest first, then by name
-        i = min(range(count), key=lambda j: (load[j], j))
+    order = sorted(fam, key=lambda k: (-round(work[k] + sum(starts[g] for g in needs[k]), 6), k))
+    for k in order:  # longest first, each where it ends earliest (new starts counted)
+
+        def after(j: int, k: str = k) -> float:
+            return load[j] + work[k] + sum(starts[g] for g in needs[k] if g not in started[j])
+
+        i = min(range(count), key=lambda j: (round(after(j), 6), j))
+        load[i] = after(i)
+        started[i].update(needs[k])
         where[k] = i
-        load[i] += weights[k]
     groups: list[list[str]] = [[] for _ in range(count)]
     widest = [0] * count
     for c in cells:
@@ -130,7 +146,16 @@ def split(
         widest[i] = max(widest[i], c.tp)
         if c.group.id not in groups[i]:
             groups[i].append(c.group.id)
-    return Split(count, where, tuple(load), tuple(tuple(g) for g in groups), tuple(widest))
+    one_host = sum(work.values()) + sum(starts.values())
+    return Split(
+        count,
+        where,
+        tuple(load),
+        tuple(tuple(g) for g in groups),
+        tuple(widest),
+        one_host,
+        tuple(sorted(c.id for c in cells)),
+    )
 
 
 def matrix_digest(cells: list[Cell]) -> str:
@@ -148,11 +173,11 @@ def describe(split_: Split, shard: Shard | None = None) -> list[str]:
             f"shard {i}/{split_.count}: {s / 60:.1f} min, widest TP {split_.widest_tp[i]} (its host's GPUs), "
             f"{len(gs)} engine groups ({', '.join(gs)}){mark}"
         )
-    total = sum(split_.load_s)
+    total = split_.one_host_s or sum(split_.load_s)
     lines.append(
         f"shards: makespan {split_.makespan_s / 60:.1f} min on {split_.count} hosts (one host: "
-        f"{total / 60:.1f} min); each family (a workload's cells of a baseline and of the methods "
-        f"compared with it, at one TP) stays on one host; split {split_.digest}"
+        f"{total / 60:.1f} min); each family (one cell shape of a baseline and of the methods compared "
+        f"with it, at one TP) stays on one host; split {split_.digest}"
     )
     return lines
 

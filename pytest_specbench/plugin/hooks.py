@@ -294,6 +294,14 @@ def _say_empty_selection(session: pytest.Session, st: SpecbenchState) -> None:
     """-k / -m left no cell: say what the matrix has and which shipped matrices the same -k
     selects cells of (not under xdist, whose controller collects nothing itself)."""
     config = session.config
+    from . import sharding
+
+    shard_line = sharding.status_line(st, len(session.items))
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if shard_line and tr is not None and not hasattr(config, "workerinput"):
+        tr.write_line(shard_line)
+    if sharding.empty_shard(st):  # the selection has cells, on other shards
+        return
     if st.matrix is None or session.items or hasattr(config, "workerinput") or not st.matrix.cells():
         return
     if getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") != "no":
@@ -303,7 +311,6 @@ def _say_empty_selection(session: pytest.Session, st: SpecbenchState) -> None:
         return
     from .selection import empty_selection_lines
 
-    tr = config.pluginmanager.get_plugin("terminalreporter")
     for line in empty_selection_lines(st.matrix, keyword, markexpr, config.rootpath):
         if tr is not None:
             tr.write_line(line)
@@ -465,7 +472,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     st.pending.clear()
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         results.mark_interrupted(st)
-    if st.results or st.engine_events or st.interrupted:
+    from . import sharding
+
+    empty = sharding.empty_shard(st) and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
+    if empty:  # a shard the split left empty ran what it had to: nothing; its JSON says so
+        session.exitstatus = pytest.ExitCode.OK
+    if st.results or st.engine_events or st.interrupted or empty:
         results.write_json(config, st, final=True)
         if st.write_errors and st.written_to != str(config.getoption("benchmark_json")):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the results are not where asked

@@ -13,25 +13,25 @@ from .state import SpecbenchState
 
 
 def setup(config: pytest.Config, st: SpecbenchState) -> None:
-    """Which shard this is (option, else the scheduler's variables) and the split, computed the
-    same way in every process (xdist's controller collects nothing itself)."""
+    """Which shard this is: the option, else the scheduler's variables (checked before anything
+    starts)."""
     text = config.getoption("specbench_shard", None)
     count = config.getoption("specbench_shards", None)
     try:
         shard = shards.parse(text) if text else shards.from_env(os.environ)
     except shards.ShardError as e:
-        raise pytest.UsageError(f"{e}; give {shards.ENV_HELP}") from None
+        raise pytest.UsageError(f"{e}. {shards.ENV_HELP}") from None
     if count is not None and count < 1:
         raise pytest.UsageError(f"--specbench-shards {count}: give the number of shards, >= 1")
     if count is not None and shard is not None and count != shard.count:
         raise pytest.UsageError(
             f"--specbench-shards {count} and shard {shard} ({shard.source}) disagree on the number of shards"
         )
-    if st.matrix is None or (shard is None and count is None):
-        return
-    from .selection import k_filter
+    st.shard = shard
+    st.shard_count = shard.count if shard is not None else count
 
-    cells = k_filter(config.getoption("keyword") or "", st.matrix.cells())
+
+def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
     plan = st.get_plan()
 
     def cell_s(c: Any) -> float | None:
@@ -39,37 +39,78 @@ def setup(config: pytest.Config, st: SpecbenchState) -> None:
         return cp.eta_s if cp is not None else None
 
     def start_s(g: str) -> float:
-        gp = plan.groups.get(g)
-        s = getattr(gp, "start_s", None)
+        s = getattr(plan.groups.get(g), "start_s", None)
         return float(s) if isinstance(s, (int, float)) else 60.0
 
-    st.shard = shard
-    st.shard_split = shards.split(
-        cells, st.matrix.baselines(), shard.count if shard else int(count or 1), cell_s, start_s
-    )
+    assert st.matrix is not None and st.shard_count
+    return shards.split(cells, st.matrix.baselines(), int(st.shard_count), cell_s, start_s)
 
 
 def deselect(config: pytest.Config, st: SpecbenchState, items: list[pytest.Item]) -> None:
-    """Leave this shard's cells; the others are deselected (pytest counts them as such)."""
-    if st.shard is None or st.shard_split is None or st.matrix is None:
+    """Split what -k / -m selected (the items, as pytest matched them) and leave this shard's
+    cells; the others are deselected (pytest counts them as such)."""
+    if not st.shard_count or st.matrix is None:
+        return
+    cells = [c for c in (st.cell_of(i.nodeid) for i in items) if c is not None]
+    st.shard_split = _split(st, cells)
+    st.shard_selected = len(cells)
+    if st.shard is None:
         return
     baselines = st.matrix.baselines()
     drop = []
     for item in items:
         cell = st.cell_of(item.nodeid)
-        fam = shards.family_of(cell, baselines) if cell is not None else None
-        if fam is not None and st.shard_split.families.get(fam) != st.shard.index:
+        if (
+            cell is not None
+            and st.shard_split.families.get(shards.family_of(cell, baselines)) != st.shard.index
+        ):
             drop.append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = [i for i in items if i not in drop]
 
 
-def doc(st: SpecbenchState) -> dict[str, Any] | None:
-    if st.shard is None or st.shard_split is None or st.matrix is None:
+def status_line(st: SpecbenchState, kept: int) -> str | None:
+    """What the terminal says of this shard after collection."""
+    if st.shard is None or st.shard_split is None:
         return None
+    line = (
+        f"specbench: shard {st.shard} (from {st.shard.source}): {kept} of the {st.shard_selected} selected "
+        f"cells, planned {st.shard_split.load_s[st.shard.index] / 60:.1f} min; split {st.shard_split.digest}"
+    )
+    if not kept:
+        line += "; nothing to run here: the split gave every family of this selection to other shards"
+    return line
+
+
+def empty_shard(st: SpecbenchState) -> bool:
+    """This shard has no cells of a selection that has some: a success, not 'no tests'."""
+    return (
+        st.shard is not None
+        and st.shard_split is not None
+        and bool(st.shard_selected)
+        and not any(i == st.shard.index for i in st.shard_split.families.values())
+    )
+
+
+def doc(st: SpecbenchState) -> dict[str, Any] | None:
+    if st.shard is None or st.matrix is None:
+        return None
+    if st.shard_split is None:  # xdist's controller collects nothing: the split from -k as matched here
+        from .selection import k_filter
+
+        st.shard_split = _split(st, k_filter(st.config.getoption("keyword") or "", st.matrix.cells()))
     return shards.as_dict(st.shard_split, st.shard, st.matrix.cells())
 
 
 def plan_lines(st: SpecbenchState) -> list[str]:
-    return shards.describe(st.shard_split, st.shard) if st.shard_split is not None else []
+    if st.shard_split is None:
+        return []
+    lines = shards.describe(st.shard_split, st.shard)
+    idle = [i for i, gs in enumerate(st.shard_split.groups) if not gs]
+    if idle:
+        lines.append(
+            f"warning: {len(idle)} of {st.shard_split.count} shards get no cells (more shards than "
+            "families of this selection); they run nothing and write an empty JSON"
+        )
+    return lines

@@ -9,6 +9,7 @@ import base64
 import html
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +114,8 @@ def _provenance(doc: dict[str, Any]) -> str:
     return f'<table class="prov">{body}</table>'
 
 
-def render(doc: dict[str, Any], pngs: list[Path]) -> str:
-    from .summary import markdown
-
+def render(doc: dict[str, Any], markdown: list[str], pngs: list[Path]) -> str:
+    """The page: ``markdown`` (the report's lines, summary.markdown) and the ``pngs`` embedded."""
     figures = []
     for p in pngs:
         data = base64.b64encode(p.read_bytes()).decode()
@@ -132,7 +132,7 @@ def render(doc: dict[str, Any], pngs: list[Path]) -> str:
 <h2>Where and what</h2>
 {_provenance(doc)}
 <h2>Cells, decision view, warnings</h2>
-{markdown_to_html(markdown(doc))}
+{markdown_to_html(markdown)}
 <h2>Plots</h2>
 {"".join(figures) or "<p>no plots (matplotlib missing, or nothing to draw)</p>"}
 <script>
@@ -146,13 +146,14 @@ window.addEventListener("load", () => {{
 """
 
 
-def write_html(doc: dict[str, Any], path: Path) -> Path:
-    """Draw the plots in a scratch directory and write the page with them embedded."""
-    from .summary import write_plots
-
+def write_html(
+    doc: dict[str, Any], path: Path, markdown: list[str], plots: Callable[[dict[str, Any], Path], list[Any]]
+) -> Path:
+    """Draw the plots (``plots``: summary.write_plots) in a scratch directory and write the page
+    with them embedded."""
     with tempfile.TemporaryDirectory() as tmp:
-        pngs = write_plots(doc, Path(tmp))
-        text = render(doc, [p for p in pngs if Path(p).suffix == ".png"])
+        pngs = plots(doc, Path(tmp))
+        text = render(doc, markdown, [Path(p) for p in pngs if Path(p).suffix == ".png"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path

@@ -66,8 +66,8 @@ def check(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
             ("count", "a different number of shards"),
             (
                 "split_digest",
-                "a different split (the same cells planned differently: give every shard the "
-                "same -k and plan inputs, e.g. --specbench-gpu NAME)",
+                "a different split (other cells selected, or the same cells planned differently: give "
+                "every shard the same -k and plan inputs, e.g. --specbench-gpu NAME)",
             ),
         ):
             for name, s in shards[1:]:
@@ -174,9 +174,7 @@ def main(argv: Sequence[str]) -> int:
     except MergeError as e:
         print(f"merge refused: {e}")
         return 2
-    from .summary import dumps
-
-    Path(args.output).write_text(dumps(doc))
+    Path(args.output).write_text(json.dumps(doc, indent=2, default=str))  # as the run wrote its JSON
     hosts = sorted({s["host"] or "?" for s in doc["specbench"]["shards"]})
     print(
         f"merged {len(docs)} files, {len(doc['benchmarks'])} cells, "

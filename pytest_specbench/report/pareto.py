@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..matrix.cells import fmt_tokens
+
+def fmt_tokens(n: int) -> str:
+    """3000 -> '3k' (as cell ids write token counts)."""
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,7 @@ class Point:
     concurrency: int
     per_user: float  # output tok/s one request sees while it decodes: 1000 / TPOT p50 (ms)
     per_gpu: float  # the cell's output tok/s / TP
+    per_user_from: str = "tpot"  # or "latency": tokens a request / (p50 E2E - p50 TTFT), without TPOT
 
 
 def panel_of(p: dict[str, Any]) -> str:
@@ -36,15 +40,15 @@ def panel_of(p: dict[str, Any]) -> str:
 _AXES = {"method", "tp", "concurrency", "workload", "context_tokens", "output_tokens"}
 
 
-def _per_user(e: dict[str, Any]) -> float | None:
+def _per_user(e: dict[str, Any]) -> tuple[float, str] | None:
     tpot = e.get("tpot_ms_p50")
     if isinstance(tpot, (int, float)) and tpot > 0:
-        return 1000.0 / tpot
+        return 1000.0 / tpot, "tpot"
     lat, ttft, n = e.get("latency_s_p50"), e.get("ttft_ms_p50"), e.get("output_tokens")
     reqs = e.get("requests")
     if isinstance(lat, (int, float)) and isinstance(n, (int, float)) and reqs:
-        decode = lat - (ttft or 0) / 1000.0
-        return (n / reqs) / decode if decode > 0 else None
+        decode = lat - (ttft or 0) / 1000.0  # no TTFT measured (not streamed): the whole latency
+        return ((n / reqs) / decode, "latency") if decode > 0 else None
     return None
 
 
@@ -55,20 +59,20 @@ def points(doc: dict[str, Any]) -> dict[str, list[Point]]:
         p, e = b.get("params") or {}, b.get("extra_info") or {}
         if p.get("request_rate") or not e.get("output_tokens_per_s"):
             continue
-        u = _per_user(e)
-        if u is None:
+        got = _per_user(e)
+        if got is None:
             continue
         tp = int(p.get("tp") or 1)
-        out.setdefault(panel_of(p), []).append(
-            Point(
-                b["param"],
-                str(p.get("method")),
-                tp,
-                int(p.get("concurrency") or 1),
-                u,
-                e["output_tokens_per_s"] / tp,
-            )
+        pt = Point(
+            b["param"],
+            str(p.get("method")),
+            tp,
+            int(p.get("concurrency") or 1),
+            got[0],
+            e["output_tokens_per_s"] / tp,
+            got[1],
         )
+        out.setdefault(panel_of(p), []).append(pt)
     return out
 
 
@@ -96,7 +100,17 @@ def frontier(pts: list[Point]) -> list[Point]:
 
 def csv_rows(panels: dict[str, list[Point]]) -> list[list[Any]]:
     rows: list[list[Any]] = [
-        ["panel", "cell", "method", "tp", "concurrency", "tok_s_per_user", "tok_s_per_gpu", "frontier"]
+        [
+            "panel",
+            "cell",
+            "method",
+            "tp",
+            "concurrency",
+            "tok_s_per_user",
+            "per_user_from",
+            "tok_s_per_gpu",
+            "frontier",
+        ]
     ]
     for panel, pts in panels.items():
         front = {q.cell for q in frontier(pts)}
@@ -109,6 +123,7 @@ def csv_rows(panels: dict[str, list[Point]]) -> list[list[Any]]:
                     q.tp,
                     q.concurrency,
                     round(q.per_user, 3),
+                    q.per_user_from,
                     round(q.per_gpu, 3),
                     q.cell in front,
                 ]

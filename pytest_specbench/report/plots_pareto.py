@@ -70,7 +70,12 @@ def draw(doc: dict[str, Any], panels: dict[str, list[Point]]) -> Any:
         front = frontier(pts)
         fx, fy = [q.per_user for q in front], [q.per_gpu for q in front]
         ax.plot(fx, fy, "--", color="0.2", lw=1, label="frontier", zorder=2)
-        ax.set_xlabel("output tok/s per user (1000 / TPOT p50 ms)")
+        froms = {q.per_user_from for q in pts}
+        how = {
+            frozenset({"tpot"}): "1000 / TPOT p50 ms",
+            frozenset({"latency"}): "tokens a request / (E2E p50 - TTFT p50); no TPOT measured",
+        }.get(frozenset(froms), "1000 / TPOT p50 ms, else tokens / (E2E p50 - TTFT p50)")
+        ax.set_xlabel(f"output tok/s per user ({how})")
         ax.set_ylabel("output tok/s per GPU")
         ax.set_title(name, fontsize=9)
         ax.grid(alpha=0.3)

@@ -461,7 +461,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.html:
             from .html import write_html
 
-            print(f"wrote {write_html(docs[0], Path(args.html))}", file=sys.stderr)
+            page = write_html(docs[0], Path(args.html), markdown(docs[0]), write_plots)
+            print(f"wrote {page}", file=sys.stderr)
         return 0
     print("\n".join(compare(docs[0], docs[1])))
     if args.plots:
