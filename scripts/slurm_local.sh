@@ -5,7 +5,9 @@
 #   bash scripts/slurm_local.sh            # install if needed, start the daemons, submit, wait
 #   SHARDS=3 PYTHON=.venv/bin/python OUT=/tmp/slurm-local bash scripts/slurm_local.sh
 # The node offers this machine's cores; each shard task asks for all of them (--cpus-per-task), so
-# the shards run one after another and each measures an otherwise idle machine.
+# the shards run one after another and each measures an otherwise idle machine. It writes
+# /etc/slurm/slurm.conf and /etc/munge/munge.key (a machine with its own SLURM is not the place for it)
+# and waits until the whole queue is empty.
 set -euo pipefail
 SHARDS=${SHARDS:-3}
 OUT=${OUT:-/tmp/slurm-local}
