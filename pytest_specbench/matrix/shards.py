@@ -118,12 +118,13 @@ def split(
     """Families of ``cells`` over ``count`` shards, balanced by planned seconds: each cell's
     ``cell_s`` (None: the mean of the known ones, else 1) plus, on each shard, the ``start_s`` of
     every engine group the shard's cells need."""
-    known = [s for c in cells if (s := cell_s(c)) is not None]
+    eta = {c.id: cell_s(c) for c in cells}
+    known = [s for s in eta.values() if s is not None]
     fill = sum(known) / len(known) if known else 1.0
     fam: dict[str, list[Cell]] = {}
     for c in cells:
         fam.setdefault(family_of(c, baselines), []).append(c)
-    work = {k: sum(s if (s := cell_s(c)) is not None else fill for c in cs) for k, cs in fam.items()}
+    work = {k: sum(s if (s := eta[c.id]) is not None else fill for c in cs) for k, cs in fam.items()}
     needs = {k: list(dict.fromkeys(c.group.id for c in cs)) for k, cs in fam.items()}
     starts = {g: start_s(g) for gs in needs.values() for g in gs}
     load = [0.0] * count
@@ -141,11 +142,10 @@ def split(
         where[k] = i
     groups: list[list[str]] = [[] for _ in range(count)]
     widest = [0] * count
-    for c in cells:
-        i = where[family_of(c, baselines)]
-        widest[i] = max(widest[i], c.tp)
-        if c.group.id not in groups[i]:
-            groups[i].append(c.group.id)
+    for k, cs in fam.items():
+        i = where[k]
+        widest[i] = max([widest[i], *(c.tp for c in cs)])
+        groups[i] += [g for g in needs[k] if g not in groups[i]]
     one_host = sum(work.values()) + sum(starts.values())
     return Split(
         count,

@@ -202,7 +202,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(("engine", "cell"), params, indirect=["engine"], scope="session")
 
 
-@pytest.hookimpl(trylast=True)
 @pytest.hookimpl(trylast=True)  # after -k / -m: a shard splits what they selected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from . import sharding

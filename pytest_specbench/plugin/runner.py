@@ -3,6 +3,7 @@ the energy meter, and the result recorded for the JSON (or a failed cell with wh
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -177,11 +178,11 @@ def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell, nodeid: str) 
     w = cell.workload
     capman = config.pluginmanager.get_plugin("capturemanager")
 
-    def write(line: str) -> None:  # past pytest's output capture, which is on during a test
-        if capman is None:
-            tr.write_line(line)
-            return
-        with capman.global_and_fixture_disabled():
+    def uncaptured() -> Any:  # past pytest's output capture, which is on during a test
+        return capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+
+    def write(line: str) -> None:
+        with uncaptured():
             tr.ensure_newline()
             tr.write_line(line)
 
@@ -195,17 +196,11 @@ def _ticker(config: pytest.Config, st: SpecbenchState, cell: Cell, nodeid: str) 
     def end(elapsed_s: float) -> None:
         # the cell's closing line, left open: pytest's result letter for it lands at its end (one
         # line per cell; the file's name is not printed again for the next cell)
-        text = f"<- {cell.id}: {elapsed_text(elapsed_s, eta)} "
-        fspath = config.rootpath / nodeid.split("::")[0]
-        if capman is None:
+        with uncaptured():
             tr.ensure_newline()
-            tr.write(text, flush=True)
-        else:
-            with capman.global_and_fixture_disabled():
-                tr.ensure_newline()
-                tr.write(text, flush=True)
+            tr.write(f"<- {cell.id}: {elapsed_text(elapsed_s, eta)} ", flush=True)
         if config.get_verbosity() <= 0:
-            tr.currentfspath = fspath
+            tr.currentfspath = config.rootpath / nodeid.split("::")[0]
 
     ticker.on_stop = end
     return ticker

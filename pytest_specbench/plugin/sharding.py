@@ -32,15 +32,17 @@ def setup(config: pytest.Config, st: SpecbenchState) -> None:
 
 
 def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
+    from .xdist_sched import planned_seconds
+
     plan = st.get_plan()
+    groups = {c.group.id: c.group for c in cells}
 
     def cell_s(c: Any) -> float | None:
         cp = plan.cells.get(c.id)
         return cp.eta_s if cp is not None else None
 
-    def start_s(g: str) -> float:
-        s = getattr(plan.groups.get(g), "start_s", None)
-        return float(s) if isinstance(s, (int, float)) else 60.0
+    def start_s(g: str) -> float:  # as the packed schedule reads it, with its fallback by backend
+        return planned_seconds(plan, groups[g], []).start_s
 
     assert st.matrix is not None and st.shard_count
     return shards.split(cells, st.matrix.baselines(), int(st.shard_count), cell_s, start_s)
@@ -51,20 +53,15 @@ def deselect(config: pytest.Config, st: SpecbenchState, items: list[pytest.Item]
     cells; the others are deselected (pytest counts them as such)."""
     if not st.shard_count or st.matrix is None:
         return
-    cells = [c for c in (st.cell_of(i.nodeid) for i in items) if c is not None]
-    st.shard_split = _split(st, cells)
-    st.shard_selected = len(cells)
+    cells = {id(i): st.cell_of(i.nodeid) for i in items}
+    st.shard_split = _split(st, [c for c in cells.values() if c is not None])
     if st.shard is None:
         return
     baselines = st.matrix.baselines()
-    drop = []
-    for item in items:
-        cell = st.cell_of(item.nodeid)
-        if (
-            cell is not None
-            and st.shard_split.families.get(shards.family_of(cell, baselines)) != st.shard.index
-        ):
-            drop.append(item)
+    here = st.shard.index
+    drop = [
+        i for i in items if (c := cells[id(i)]) is not None and st.shard_split.shard_of(c, baselines) != here
+    ]
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = [i for i in items if i not in drop]
@@ -74,9 +71,10 @@ def status_line(st: SpecbenchState, kept: int) -> str | None:
     """What the terminal says of this shard after collection."""
     if st.shard is None or st.shard_split is None:
         return None
+    split = st.shard_split
     line = (
-        f"specbench: shard {st.shard} (from {st.shard.source}): {kept} of the {st.shard_selected} selected "
-        f"cells, planned {st.shard_split.load_s[st.shard.index] / 60:.1f} min; split {st.shard_split.digest}"
+        f"specbench: shard {st.shard} (from {st.shard.source}): {kept} of the {len(split.cells)} selected "
+        f"cells, planned {split.load_s[st.shard.index] / 60:.1f} min; split {split.digest}"
     )
     if not kept:
         line += "; nothing to run here: the split gave every family of this selection to other shards"
@@ -88,7 +86,7 @@ def empty_shard(st: SpecbenchState) -> bool:
     return (
         st.shard is not None
         and st.shard_split is not None
-        and bool(st.shard_selected)
+        and bool(st.shard_split.cells)
         and not any(i == st.shard.index for i in st.shard_split.families.values())
     )
 

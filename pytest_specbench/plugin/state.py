@@ -75,7 +75,6 @@ class SpecbenchState:
     shard: Any = None  # shards.Shard this machine runs (None: every selected cell)
     shard_split: Any = None  # shards.Split of the selected cells (with --specbench-shard(s))
     shard_count: int | None = None  # N of --specbench-shard I/N or --specbench-shards N
-    shard_selected: int = 0  # cells -k / -m selected, before the split
     _provenance: dict[str, Any] | None = None
     references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)

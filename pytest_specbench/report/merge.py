@@ -174,7 +174,9 @@ def main(argv: Sequence[str]) -> int:
     except MergeError as e:
         print(f"merge refused: {e}")
         return 2
-    Path(args.output).write_text(json.dumps(doc, indent=2, default=str))  # as the run wrote its JSON
+    from .summary import dumps
+
+    Path(args.output).write_text(dumps(doc))
     hosts = sorted({s["host"] or "?" for s in doc["specbench"]["shards"]})
     print(
         f"merged {len(docs)} files, {len(doc['benchmarks'])} cells, "

@@ -152,7 +152,9 @@ def crossover(doc: dict[str, Any]) -> list[str]:
         base, verdict = e.get("speedup_baseline"), e.get("speedup_verdict")
         if not base or base == p.get("method") or verdict in (None, "baseline"):
             continue
-        word = {"faster": "faster", "slower": "slower"}.get(verdict, "tied" if "±" in verdict else verdict)
+        word = (
+            "tied" if "±" in verdict else verdict
+        )  # "within ±2%"; faster, slower, not separated as they are
         key = (
             str(p.get("method")),
             int(p.get("tp") or 1),

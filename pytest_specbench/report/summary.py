@@ -388,19 +388,12 @@ def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pytest_specbench.report RUN.json`` (a Markdown table),
-    ``python -m pytest_specbench.report merge SHARD.json ... -o RUN.json`` (report/merge.py) or
+    """``python -m pytest_specbench.report RUN.json`` (a Markdown table) or
     ``python -m pytest_specbench.report OLD.json NEW.json`` (cell by cell; with
     ``--max-tok-s-drop`` / ``--max-accept-drop`` it exits 1 when a cell got worse than allowed)."""
     import argparse
     import sys
     from pathlib import Path
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["merge"]:  # python -m pytest_specbench.report merge A.json B.json -o RUN.json
-        from .merge import main as merge_main
-
-        return merge_main(argv[1:])
 
     def fraction(text: str) -> float:
         try:
