@@ -350,7 +350,7 @@ def _swept_args(
             if not v:
                 raise cx.err(f"{key}.{where}.{k}", "an empty list: give the values to sweep")
             vals = tuple(freeze(x) for x in v)
-            if len(set(vals)) != len(vals) or len({str(x) for x in vals}) != len(vals):
+            if len({str(x) for x in vals}) != len(vals):  # 32 and "32" are one value to an engine
                 raise cx.err(f"{key}.{where}.{k}", f"duplicate values in {v!r}")
             if k in engine_args and k in env:
                 raise cx.err(f"{key}.{where}.{k}", "is both an engine argument and a variable")
