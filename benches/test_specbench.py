@@ -25,3 +25,8 @@ def test_agentic(engine, cell, specbench):
 def test_categories(engine, cell, specbench):
     """Acceptance per prompt category (chat, code, math, translation, ...)."""
     specbench.run(engine, cell)
+
+
+def test_trace(engine, cell, specbench):
+    """A timestamped request trace replayed at its times (shared prefixes, prefix-cache hits)."""
+    specbench.run(engine, cell)

@@ -25,6 +25,8 @@
 #              and SGLANG_ENABLE_SPEC_V2, and FROZEN_KV_MTP (no rules known here), against AR
 #   steady     benches/gpu/h200-steady.yaml: ar, ngram-d8, standalone (draft = target), c1/c8/c32, each
 #              shape with refilled slots (steady window) and as one wave (lockstep)
+#   trace      benches/gpu/h200-trace.yaml: fixtures/traces/chat-300.jsonl replayed against ar and ngram-d8 at
+#              speed 1 and 2 (shared prefixes: SGLang's cached_tokens per request), the plan in trace-plan.txt
 #   gpuci      scripts/gpu_ci.sh (the GPU workflow's job body) twice on benches/gpu/h200-paired.yaml
 #              (ar, ngram-d4, standalone-s3), the second run gated against the first
 #   interrupt  the seed-class 27B hybrid (benches/examples/seed-27b-hybrid.yaml at TP1): SIGTERM in the
@@ -81,6 +83,10 @@ case "$PART" in
     bench h200-paired benches/gpu/h200-paired.yaml ;;
   steady)
     bench h200-steady benches/gpu/h200-steady.yaml ;;
+  trace)  # the plan first, then the run, its report and plots
+    timeout 120 python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+      --specbench-matrix benches/gpu/h200-trace.yaml --specbench-plan > "$OUT/trace-plan.txt" 2>&1
+    bench h200-trace benches/gpu/h200-trace.yaml ;;
   verdicts)
     bench h200-verdicts benches/gpu/h200-verdicts.yaml ;;
   tuning)

@@ -14,8 +14,9 @@ same config get identical weights.
 
 OUT gets config.json (Qwen3ForCausalLM, in the format of the real Qwen3 checkpoints),
 generation_config.json and, with --tokenizer bpe (default), a byte-level BPE tokenizer
-(tokenizer.json + tokenizer_config.json, ChatML chat template) trained here on a seeded
-synthetic corpus; its vocabulary is smaller than the model's vocab_size, which is allowed.
+(tokenizer.json + tokenizer_config.json, ChatML chat template with Qwen3's enable_thinking
+switch) trained here on a seeded synthetic corpus; its vocabulary is smaller than the model's
+vocab_size, which is allowed.
 --eagle3-draft / --dflash-draft / --dspark-draft also write draft-model directories sized for OUT
 (the DSpark draft is the DFlash layout with SGLang's Qwen3DSparkModel head: a vanilla Markov head of
 rank 64 and a confidence head, gamma 7).

@@ -46,7 +46,9 @@ class RequestRecord:
     queue_s: float = 0.0
     verify_steps: int | None = None
     accept_histogram: tuple[int, ...] = ()
-    cached_tokens: int = 0
+    # prompt tokens the engine's prefix cache served (SGLang's meta_info.cached_tokens, the OpenAI
+    # usage's prompt_tokens_details.cached_tokens, the hf engine's own cache); None: not reported
+    cached_tokens: int | None = None
     chunks: tuple[tuple[float, int], ...] = ()
     output_ids: tuple[int, ...] = ()
     output_text: str = ""  # when the engine returns text but no ids (agentic history only)
@@ -228,13 +230,23 @@ async def timed_stream(
         ttft_s=chunks[0][0] if chunks else None,
         verify_steps=meta.get("spec_verify_ct"),
         accept_histogram=tuple(meta.get("spec_accept_histogram") or ()),
-        cached_tokens=int(meta.get("cached_tokens") or 0),
+        cached_tokens=cached_tokens(meta),
         chunks=tuple(chunks),
         output_ids=ids,
         output_text=text,
         tag=tag,
         engine_prompt_tokens=int(meta["prompt_tokens"]) if meta.get("prompt_tokens") is not None else None,
     )
+
+
+def cached_tokens(meta: dict[str, Any], usage: dict[str, Any] | None = None) -> int | None:
+    """Prefix-cache hits of one request: SGLang's meta_info.cached_tokens, else an OpenAI usage's
+    prompt_tokens_details.cached_tokens (SGLang sends it only with --enable-cache-report, and
+    leaves prompt_tokens_details null for 0 hits); None where neither says."""
+    if meta.get("cached_tokens") is not None:
+        return int(meta["cached_tokens"])
+    details = (usage or {}).get("prompt_tokens_details") or {}
+    return int(details["cached_tokens"]) if details.get("cached_tokens") is not None else None
 
 
 def output_of(chunk: Any, n_tokens: int) -> tuple[tuple[int, ...], str]:

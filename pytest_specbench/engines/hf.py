@@ -14,7 +14,8 @@ Acceptance bookkeeping is SGLang's: ``verify_steps`` counts target forward passe
 prefill (spec_verify_ct); accept length = output tokens / verify_steps; the histogram
 counts verify steps by number of accepted drafts. Concurrency is served by one thread
 per in-flight request (no continuous batching): this backend exercises the plugin on a
-CPU; it does not model a serving engine's batching.
+CPU; it does not model a serving engine's batching. A prompt that starts with tokens an earlier
+request's sequence had reuses that part of its KV cache (prefix_cache.py; ``cached_tokens``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..inputs import tinymodel
 from ..matrix.cells import EngineGroup
 from ..planning import plan
 from .base import EngineStartError, Request, RequestRecord, guard
+from .prefix_cache import PrefixCache
 
 T = TypeVar("T")
 
@@ -184,6 +186,7 @@ class HFEngine:
                 f"method {m.name!r}: a forced accept length of {self.forced:g} needs at least "
                 f"{math.ceil(self.forced) - 1} draft tokens per step; num_draft_tokens is {self.k}"
             )
+        self._prefixes = PrefixCache()
         self._pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="hf-engine")
         self._closing = False  # close(): requests still decoding in the pool stop at their next step
         self._loop = asyncio.new_event_loop()
@@ -226,7 +229,8 @@ class HFEngine:
         return await loop.run_in_executor(self._pool, self.generate, request, t0)
 
     def flush_cache(self) -> None:
-        """No cache survives a request here: every request prefills from scratch."""
+        """Empties the prefix cache: the next request prefills its whole prompt."""
+        self._prefixes.clear()
 
     def close(self) -> None:
         self._closing = True
@@ -253,9 +257,11 @@ class HFEngine:
         verify = draft_steps = draft_tokens = 0
         carry = 0.0  # forced acceptance: accepted drafts owed by a fractional length
         with torch.inference_mode():
-            cache = DynamicCache()
-            seq.append(_pick(_prefill(self.target, seq, cache), temp, gen))
+            cached, hit = self._prefixes.lookup(seq, _crop)
+            cache = hit if hit is not None else DynamicCache()
+            seq.append(_pick(_prefill(self.target, seq[cached:], cache), temp, gen))
             prefilled = cache.get_seq_length()  # what the model consumed: the engine's own count
+            self._prefixes.store(seq[:prefilled], cache)
             chunks.append((time.perf_counter() - t0, 1))
             drafter = _Drafter(self.draft, n_prompt) if self.draft is not None else None
             while len(seq) - n_prompt < max_new:
@@ -305,6 +311,7 @@ class HFEngine:
                 if self.spec is not None and n_acc < len(hist):
                     hist[n_acc] += 1
                 chunks.append((time.perf_counter() - t0, len(seq) - n_prompt))
+            self._prefixes.store(seq[: cache.get_seq_length()], cache)
         latency = time.perf_counter() - t0
         return RequestRecord(
             prompt_tokens=n_prompt,
@@ -321,6 +328,7 @@ class HFEngine:
             tag=request.tag,
             meta=(("thread", threading.current_thread().name),),
             engine_prompt_tokens=prefilled,
+            cached_tokens=cached,
         )
 
 

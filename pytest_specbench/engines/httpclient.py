@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Request, RequestRecord
+from .base import Request, RequestRecord, cached_tokens
 
 # ------------------------------------------------------------------------------ SSE
 
@@ -168,7 +168,7 @@ def record_from(
         ttft_s=t_chunks[0][0] if t_chunks else None,
         verify_steps=meta.get("spec_verify_ct"),
         accept_histogram=tuple(meta.get("spec_accept_histogram") or ()),
-        cached_tokens=int(meta.get("cached_tokens") or 0),
+        cached_tokens=cached_tokens(meta, st.usage),
         chunks=tuple(t_chunks),
         output_ids=ids,
         output_text=st.text,

@@ -28,7 +28,16 @@ from typing import Any, TypeVar
 from ..inputs import tinymodel
 from ..matrix.cells import EngineGroup, thaw
 from ..planning import plan
-from .base import CellTimeout, EngineStartError, Request, RequestRecord, output_of, run_watched, timed_stream
+from .base import (
+    CellTimeout,
+    EngineStartError,
+    Request,
+    RequestRecord,
+    cached_tokens,
+    output_of,
+    run_watched,
+    timed_stream,
+)
 
 T = TypeVar("T")
 ALGORITHMS = {
@@ -451,7 +460,7 @@ def _final_record(request: Request, out: dict[str, Any], latency: float) -> Requ
         latency_s=latency,
         verify_steps=meta.get("spec_verify_ct"),
         accept_histogram=tuple(meta.get("spec_accept_histogram") or ()),
-        cached_tokens=int(meta.get("cached_tokens") or 0),
+        cached_tokens=cached_tokens(meta),
         tag=request.tag,
         engine_prompt_tokens=int(meta["prompt_tokens"]) if meta.get("prompt_tokens") is not None else None,
     )

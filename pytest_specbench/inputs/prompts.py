@@ -85,18 +85,64 @@ def make_prompts(tokenizer: Any, n_tokens: int, count: int, seed: int = 0) -> li
 
 # ------------------------------------------------------------------ chat, scenarios, questions
 
+_SENTINEL = "\u2063specbench-body\u2063"
+
+
+def chat_frame(tokenizer: Any, thinking: bool | None = None) -> tuple[list[int], list[int]]:
+    """The ids the chat template puts before and after one user message (generation prompt
+    included, ``enable_thinking`` passed when ``thinking`` is not None)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("chat_template: true, but the target's tokenizer has no chat template")
+    kw = {} if thinking is None else {"enable_thinking": thinking}
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": _SENTINEL}], tokenize=False, add_generation_prompt=True, **kw
+    )
+    pre, post = text.split(_SENTINEL)
+    enc = tokenizer.encode
+    return list(enc(pre, add_special_tokens=False)), list(enc(post, add_special_tokens=False))
+
+
+def check_thinking(tokenizer: Any, where: str) -> None:
+    """Refuses a template that renders the same with enable_thinking true and false (an axis
+    that would measure one prompt twice)."""
+    if chat_frame(tokenizer, True) == chat_frame(tokenizer, False):
+        raise ValueError(
+            f"{where}: enable_thinking is an axis, but the target's chat template renders the same "
+            "prompt with it true and false (it does not take enable_thinking; Qwen3-style templates do)"
+        )
+
+
+def make_chat_prompts(
+    tokenizer: Any, n_tokens: int, count: int, seed: int, thinking: bool | None = None
+) -> list[tuple[int, ...]]:
+    """``count`` prompts of exactly ``n_tokens`` ids each: one user message of real text in the
+    chat template's frame (the frame's ids counted in the ``n_tokens``)."""
+    pre, post = chat_frame(tokenizer, thinking)
+    body = n_tokens - len(pre) - len(post)
+    if body < 1:
+        raise ValueError(
+            f"a {n_tokens}-token prompt cannot hold the chat template's {len(pre) + len(post)} tokens "
+            "and a message; give more prompt tokens"
+        )
+    return [tuple(pre + list(p) + post) for p in make_prompts(tokenizer, body, count, seed)]
+
 
 def chat_ids(
-    tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool = False
+    tokenizer: Any,
+    messages: list[dict[str, str]],
+    add_generation_prompt: bool = False,
+    thinking: bool | None = None,
 ) -> list[int]:
-    """Token ids of chat messages through the tokenizer's chat template (plain text without one).
+    """Token ids of chat messages through the tokenizer's chat template (plain text without one);
+    ``thinking`` (when not None) is the template's ``enable_thinking``.
 
     Rendered as text, then encoded without special-token insertion: the ids the engine gets
     are the ids counted.
     """
     if getattr(tokenizer, "chat_template", None):
+        kw = {} if thinking is None else {"enable_thinking": thinking}
         text = tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=add_generation_prompt
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt, **kw
         )
     else:
         text = "".join(f"{m['role']}: {m['content']}\n\n" for m in messages)
@@ -167,15 +213,29 @@ class Question:
     id: str
     category: str
     turns: tuple[str, ...]
+    sub_category: str = ""  # SPEED-Bench's, where given
+
+
+# SPEED-Bench ships some rows without their text; its own scripts fetch it from the source
+SPEED_BENCH_PLACEHOLDER = "FULL BENCHMARK DATA SHOULD BE FETCHED"
 
 
 @cache
 def load_questions(path: str | None = None) -> tuple[Question, ...]:
-    """Spec-Bench / MT-Bench ``question.jsonl``: one JSON object per line with ``question_id``,
-    ``category`` and ``turns`` (a list of user messages). Default: the project's own prompt set."""
+    """Spec-Bench / MT-Bench ``question.jsonl`` or SPEED-Bench rows as JSON lines: one object per
+    line with ``question_id``, ``category`` and ``turns`` (a list of user messages); SPEED-Bench's
+    ``sub_category`` is kept, its other fields (source, src_id, difficulty, multiturn) are read
+    past. Its qualitative split's categories are topics (coding, math, ...), its throughput
+    splits' are entropy tiers (low_entropy, mixed, high_entropy); its input-length buckets are
+    separate files (throughput_1k ... _32k). Default: the project's own prompt set."""
     import json
 
     p = Path(path) if path else fixtures_dir() / "prompts" / "question.jsonl"
+    if p.suffix == ".parquet":
+        raise ValueError(
+            f'{p}: a Parquet file; give its rows as JSON lines, e.g. python -c "import pandas; '
+            f"pandas.read_parquet('{p.name}').to_json('{p.stem}.jsonl', orient='records', lines=True)\""
+        )
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such question file")
     out: list[Question] = []
@@ -197,7 +257,14 @@ def load_questions(path: str | None = None) -> tuple[Question, ...]:
                 f"{p}:{n}: expected keys question_id, category (a string) and turns "
                 "(a non-empty list of strings)"
             )
-        out.append(Question(str(d.get("question_id", n)), d["category"], tuple(turns)))
+        if any(t.startswith(SPEED_BENCH_PLACEHOLDER) for t in turns):
+            raise ValueError(
+                f"{p}:{n}: question {d.get('question_id', n)!r} holds SPEED-Bench's placeholder, not its "
+                "text; fetch the rows' text from their sources first (SPEED-Bench's own preparation "
+                "script), or leave those rows out"
+            )
+        sub = d.get("sub_category")
+        out.append(Question(str(d.get("question_id", n)), d["category"], tuple(turns), str(sub or "")))
     if not out:
         raise ValueError(f"{p}: no questions")
     return tuple(out)

@@ -29,7 +29,10 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    # Qwen3's switch: thinking off opens the reply with an empty think block
+    "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}"
+    "{% endif %}{% endif %}"
 )
 TARGET_SHAPE: dict[str, Any] = dict(
     hidden_size=256,

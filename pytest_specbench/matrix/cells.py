@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 SPEC_ALGORITHMS = ("ngram", "draft", "standalone", "eagle", "eagle3", "dflash")
-WORKLOAD_KINDS = ("throughput", "ttft", "long_context", "agentic", "categories")
+WORKLOAD_KINDS = ("throughput", "ttft", "long_context", "agentic", "categories", "trace")
 LOAD_FORMATS = ("auto", "dummy")
 DEFAULT_BASELINE = "ar"
 
@@ -233,6 +233,23 @@ class Workload:
     temperature: tuple[float, ...] = ()  # sampling temperatures (an axis; () = greedy only)
     # service-level objectives per request (ttft_ms, tpot_ms, e2e_s): attainment and goodput
     slo: tuple[tuple[str, float], ...] = ()
+    # trace: a timestamped JSONL replayed at its times (inputs/traces.py), ``speed`` its time scale
+    # (an axis: 2 = twice as fast), cut to its first ``cut_requests`` or ``cut_s`` seconds; what the
+    # schema read from the file: its digest, mean arrival rate, longest request and mean lengths
+    trace: str | None = None
+    speed: tuple[float, ...] = ()
+    cut_requests: int | None = None
+    cut_s: float | None = None
+    block_tokens: int = 512
+    max_output_tokens: int | None = None  # caps the trace's output lengths
+    trace_digest: str = ""
+    trace_rate: float = 0.0
+    trace_max_tokens: int = 0
+    trace_requests: int = 0  # requests a round replays (after the cut)
+    # prompts through the target tokenizer's chat template (categories and agentic always are);
+    # enable_thinking: an axis, passed to the template (Qwen3-style templates take it)
+    chat_template: bool = False
+    enable_thinking: tuple[bool, ...] = ()
 
     @property
     def streamed(self) -> bool:
@@ -247,6 +264,8 @@ class Workload:
         return max(self.rounds, self.max_rounds or 0)
 
     def requests_per_round(self, concurrency: int) -> int:
+        if self.kind == "trace":
+            return self.trace_requests
         if self.requests:
             return self.requests
         # default: DEFAULT_WAVES waves, so that a closed loop's steady-state window (every slot
@@ -256,8 +275,10 @@ class Workload:
     def extra_axes(self) -> list[tuple[tuple[str, Any], ...]]:
         """The workload's own axes beyond concurrency/context/output, as Cell.extra tuples
         (a temperature only when > 0: greedy cells keep their ids)."""
-        if self.request_rate:
-            base: list[tuple[tuple[str, Any], ...]] = [(("request_rate", r),) for r in self.request_rate]
+        if self.kind == "trace":
+            base: list[tuple[tuple[str, Any], ...]] = [(("speed", s),) for s in self.speed or (1.0,)]
+        elif self.request_rate:
+            base = [(("request_rate", r),) for r in self.request_rate]
         elif self.kind == "agentic":
             base = [(("scenario", s),) for s in self.scenarios]
         elif self.kind == "categories":
@@ -265,7 +286,8 @@ class Workload:
         else:
             base = [()]
         temps = self.temperature or (0.0,)
-        return [e + ((("temperature", t),) if t else ()) for e in base for t in temps]
+        base = [e + ((("temperature", t),) if t else ()) for e in base for t in temps]
+        return [e + (("thinking", th),) for e in base for th in self.enable_thinking] or base
 
 
 @dataclass(frozen=True)
@@ -313,7 +335,8 @@ class Cell:
         parts += [self.method.name, f"tp{self.tp}", f"c{self.concurrency}"]
         if self.workload.context_tokens:
             parts.append(f"ctx{fmt_tokens(self.context_tokens)}")
-        parts.append(f"out{fmt_tokens(self.output_tokens)}")
+        if self.workload.kind != "trace":  # a trace's lengths are its own, per request
+            parts.append(f"out{fmt_tokens(self.output_tokens)}")
         parts += [_axis_label(k, v) for k, v in self.extra]
         return "-".join(parts)
 
@@ -327,7 +350,10 @@ class Cell:
 
     @property
     def request_rate(self) -> float | None:
-        """Poisson arrival rate of an open-loop cell (req/s); None for a closed loop."""
+        """Arrival rate of an open-loop cell (req/s): Poisson arrivals at the workload's rate, or
+        a trace's mean rate at the cell's speed; None for a closed loop."""
+        if self.workload.kind == "trace":
+            return self.workload.trace_rate * float(dict(self.extra).get("speed", 1.0))
         rate = dict(self.extra).get("request_rate")
         return float(rate) if rate else None
 
@@ -352,9 +378,13 @@ class Cell:
             "context_tokens": self.context_tokens,
             "output_tokens": self.output_tokens,
         }
-        if self.workload.kind in ("agentic", "categories"):  # prompts from the scenario / questions
+        if self.workload.kind in ("agentic", "categories", "trace"):  # prompts from elsewhere
             del p["context_tokens"]
         p.update({k: Path(str(v)).stem if k == "scenario" else v for k, v in self.extra})
+        if self.workload.kind == "trace":  # lengths per request: output_tokens is the trace's mean
+            p.update(
+                trace=Path(str(self.workload.trace)).name, request_rate=float(f"{self.request_rate or 0:.4g}")
+            )
         return p
 
     def fingerprint(self) -> str:
@@ -389,6 +419,10 @@ class Cell:
             key += (("default_waves", DEFAULT_WAVES),)
         if w.max_rounds is not None:
             key += (("max_rounds", w.max_rounds),)
+        if w.kind == "trace":
+            key += (("trace", w.trace_digest, w.cut_requests, w.cut_s, w.block_tokens, w.max_output_tokens),)
+        if w.chat_template:
+            key += (("chat_template", True),)
         spec = self.method.speculative
         if spec is not None and spec.simulate_accept_length is not None:
             key += (("forced", spec.simulate_accept_length, spec.simulate_accept_method),)
@@ -410,6 +444,10 @@ def _axis_label(key: str, value: Any) -> str:
         return f"t{value:g}"
     if key == "scenario":
         return Path(str(value)).stem
+    if key == "speed":
+        return f"speed{value:g}"
+    if key == "thinking":
+        return "think" if value else "nothink"
     return str(value)
 
 
@@ -476,6 +514,8 @@ def _tokens_needed(w: Workload, method: str) -> int:
     """The longest prompt + output a workload gives a method's engine (0: not its cells)."""
     if w.methods and method not in w.methods:
         return 0
+    if w.kind == "trace":
+        return w.trace_max_tokens
     return request_tokens(w.kind, max(w.context_tokens or (w.prompt_tokens,)), max(w.output_tokens))
 
 

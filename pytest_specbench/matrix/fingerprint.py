@@ -65,6 +65,16 @@ NOT_FINGERPRINTED: dict[tuple[str, str], str] = {
     ("Speculative", "simulate_accept_method"): "Cell.fingerprint adds ('forced', length, method) when set",
     ("Method", "labels"): "only names the swept settings; the name itself is fingerprinted",
     ("Workload", "max_rounds"): "Cell.fingerprint adds ('max_rounds', n) when set; without it, unchanged",
+    **{
+        ("Workload", f): "Cell.fingerprint adds ('trace', digest, cuts, block size, cap) for a trace"
+        for f in ("trace", "cut_requests", "cut_s", "block_tokens", "max_output_tokens", "trace_digest")
+    },
+    ("Workload", "speed"): "the cell's axis (Cell.extra)",
+    ("Workload", "trace_rate"): "follows from the trace's digest and cuts",
+    ("Workload", "trace_max_tokens"): "follows from the trace's digest, cuts and cap",
+    ("Workload", "trace_requests"): "follows from the trace's digest and cuts",
+    ("Workload", "chat_template"): "Cell.fingerprint adds ('chat_template', True) when set",
+    ("Workload", "enable_thinking"): "the cell's axis (Cell.extra)",
 }
 
 

@@ -37,12 +37,31 @@ WORKLOAD_KEYS = (
     "questions",
     "temperature",
     "slo",
+    "trace",
+    "speed",
+    "cut",
+    "block_tokens",
+    "max_output_tokens",
+    "chat_template",
+    "enable_thinking",
 )
 MAX_REQUEST_RATE = 1e6  # requests per second a client can offer
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a cell's time limit: a week at most
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_s")
 OPTION_KEYS = ("stream",)
-IGNORED_BY = {"context_tokens": ("agentic", "categories"), "prompt_tokens": ("agentic", "categories")}
+IGNORED_BY = {
+    "context_tokens": ("agentic", "categories", "trace"),
+    "prompt_tokens": ("agentic", "categories", "trace"),
+}
+TRACE_REFUSES = {
+    "output_tokens": "a trace gives each request's output length; cap them with max_output_tokens",
+    "requests": "a round replays the whole trace; cut it with cut: {requests: N} or cut: {seconds: T}",
+    "waves": "a round replays the whole trace; cut it with cut: {requests: N} or cut: {seconds: T}",
+    "request_rate": "a trace's arrivals are its timestamps; scale them with speed: [0.5, 1, 2]",
+}
+TRACE_ONLY = ("trace", "speed", "cut", "block_tokens", "max_output_tokens")
+TRACE_CONCURRENCY = 256  # a trace's default cap on requests in flight
+THINKING_KINDS = ("throughput", "ttft", "long_context", "agentic", "categories")
 
 
 def _str_list(cx: Ctx, value: Any, key: str) -> tuple[str, ...]:
@@ -135,6 +154,9 @@ def workload(cx: Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir:
     d = cx.mapping(raw, key, WORKLOAD_KEYS)
     kind = cx.choice(d.get("kind", name), f"{key}.kind", WORKLOAD_KINDS)
     kw: dict[str, Any] = {"name": name, "kind": kind}
+    for k, why in TRACE_REFUSES.items() if kind == "trace" else ():
+        if d.get(k) is not None:
+            raise cx.err(f"{key}.{k}", f"not for workload kind trace: {why}")
     for k in ("concurrency", "output_tokens", "context_tokens"):
         if d.get(k) is not None:
             kw[k] = cx.int_list(d[k], f"{key}.{k}")
@@ -179,13 +201,106 @@ def workload(cx: Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir:
             raise cx.err(
                 f"{key}.{k}",
                 f"workload kind {kind!r} does not use it (its prompts come from "
-                f"{'the scenario' if kind == 'agentic' else 'the question file'}); remove the key",
+                f"{ {'agentic': 'the scenario', 'trace': 'the trace'}.get(kind, 'the question file') }); "
+                "remove the key",
             )
     kw.update(_workload_axes(cx, key, kind, d, base_dir))
+    kw.update(_trace(cx, key, kind, d, base_dir))
+    kw.update(_chat(cx, key, kind, d))
     w = Workload(**kw)
     if d.get("slo") is not None:
         w = dataclasses.replace(w, slo=_slo(cx, f"{key}.slo", d["slo"], w))
     return w
+
+
+def _trace(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """kind trace: the file (read now: every error before an engine starts), its speed axis,
+    cuts, block size and output cap; what the cells need from the file goes into the Workload."""
+    import hashlib
+
+    from ..inputs import traces
+
+    if kind != "trace":
+        for k in TRACE_ONLY:
+            if d.get(k) is not None:
+                raise cx.err(f"{key}.{k}", f"only for workload kind trace; this one is {kind!r}")
+        return {}
+    if d.get("trace") is None:
+        raise cx.err(f"{key}.trace", "kind trace needs the trace file: trace: PATH.jsonl (Mooncake format)")
+    path = cx.string(d["trace"], f"{key}.trace")
+    if not Path(path).is_absolute():
+        path = str((base_dir / path).resolve())
+    kw: dict[str, Any] = {"trace": path}
+    if d.get("speed") is not None:
+        speeds = d["speed"] if isinstance(d["speed"], list) else [d["speed"]]
+        if not speeds:
+            raise cx.err(f"{key}.speed", "expected a non-empty list of time scales (1 = as recorded)")
+        for i, v in enumerate(speeds):
+            cx.pos_number(v, f"{key}.speed[{i}]", "a time scale (2 = twice as fast as recorded)", 1e6)
+        if len({float(v) for v in speeds}) != len(speeds):
+            raise cx.err(f"{key}.speed", f"lists a speed twice: {speeds!r}")
+        kw["speed"] = tuple(float(v) for v in speeds)
+    if d.get("cut") is not None:
+        cut = cx.mapping(d["cut"], f"{key}.cut", ("requests", "seconds"), required=())
+        if cut.get("requests") is not None:
+            kw["cut_requests"] = cx.pos_int(cut["requests"], f"{key}.cut.requests")
+        if cut.get("seconds") is not None:
+            kw["cut_s"] = float(cx.pos_number(cut["seconds"], f"{key}.cut.seconds", "seconds", MAX_TIMEOUT_S))
+    for k in ("block_tokens", "max_output_tokens"):
+        if d.get(k) is not None:
+            kw[k] = cx.pos_int(d[k], f"{key}.{k}")
+    try:
+        tr = traces.load_trace(path, kw.get("cut_requests"), kw.get("cut_s"))
+    except (OSError, ValueError) as e:
+        raise cx.err(f"{key}.trace", str(e)) from None
+    cap = kw.get("max_output_tokens")
+    outs = [min(r.output_length, cap) if cap else r.output_length for r in tr.requests]
+    kw.update(
+        trace_digest=hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16],
+        trace_rate=tr.rate(),
+        trace_max_tokens=max(r.input_length + o for r, o in zip(tr.requests, outs, strict=True)),
+        trace_requests=len(tr.requests),
+        prompt_tokens=tr.mean_input(),
+        output_tokens=(round(sum(outs) / len(outs)),),
+    )
+    if d.get("concurrency") is None:
+        kw["concurrency"] = (TRACE_CONCURRENCY,)
+    return kw
+
+
+def _chat(cx: Ctx, key: str, kind: str, d: dict[str, Any]) -> dict[str, Any]:
+    """chat_template (exact-prompt kinds) and the enable_thinking axis."""
+    kw: dict[str, Any] = {}
+    if d.get("chat_template") is not None:
+        if not isinstance(d["chat_template"], bool):
+            raise cx.err(f"{key}.chat_template", f"expected true or false; got {d['chat_template']!r}")
+        if kind not in ("throughput", "ttft", "long_context"):
+            raise cx.err(
+                f"{key}.chat_template",
+                f"for kinds throughput, ttft and long_context (kind {kind!r} "
+                + (
+                    "always renders its prompts through the template)"
+                    if kind in THINKING_KINDS
+                    else "does not)"
+                ),
+            )
+        kw["chat_template"] = d["chat_template"]
+    if d.get("enable_thinking") is not None:
+        vals = d["enable_thinking"] if isinstance(d["enable_thinking"], list) else [d["enable_thinking"]]
+        if not vals or not all(isinstance(v, bool) for v in vals) or len(set(vals)) != len(vals):
+            raise cx.err(f"{key}.enable_thinking", f"expected a list of true and/or false; got {vals!r}")
+        if kind not in THINKING_KINDS:
+            raise cx.err(
+                f"{key}.enable_thinking", f"for kinds {', '.join(THINKING_KINDS)}; this one is {kind!r}"
+            )
+        if kind in ("throughput", "ttft", "long_context") and not kw.get("chat_template"):
+            raise cx.err(
+                f"{key}.enable_thinking",
+                "is passed to the chat template: set chat_template: true "
+                "(exact prompts are raw tokens without it)",
+            )
+        kw["enable_thinking"] = tuple(vals)
+    return kw
 
 
 def _slo(cx: Ctx, key: str, raw: Any, w: Workload) -> tuple[tuple[str, float], ...]:

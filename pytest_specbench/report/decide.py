@@ -142,6 +142,8 @@ def _varying(doc: dict[str, Any], axis: str) -> dict[tuple[Any, ...], list[tuple
         if e.get("accept_forced") is not None:
             continue
         value = p.pop(axis)
+        if axis == "request_rate":  # a trace's rate follows its speed
+            p.pop("speed", None)
         key = (e.get("speedup_baseline") or "-", *sorted((k, str(v)) for k, v in p.items()))
         by.setdefault(key, []).append((value, b))
     return {k: sorted(v, key=lambda x: x[0]) for k, v in by.items()}

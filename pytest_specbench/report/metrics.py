@@ -212,7 +212,7 @@ def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]
         "accept_histogram": hist or None,
         "accept_rate_by_position": accept_rate_by_position(hist) or None,
         **drafts_proposed(ok, hist),
-        "cached_tokens": sum(r.cached_tokens for r in ok),
+        **prefix_cache(ok),
         "queue_s_p50": percentile([r.queue_s for r in ok], 50),
         "queue_s_max": max((r.queue_s for r in ok), default=None),
     }
@@ -221,6 +221,20 @@ def summarize(records: Sequence[RequestRecord], wall_s: float) -> dict[str, Any]
     m.update(_pcts("tpot_ms", tpots, 1e3))
     m.update(_pcts("itl_ms", itls, 1e3))
     return m
+
+
+def prefix_cache(records: list[Any]) -> dict[str, Any]:
+    """Prompt tokens served by the engine's prefix cache: their sum, and the hit rate over the
+    prompt tokens of the requests whose engine reported it (None where no request's did)."""
+    said = [r for r in records if r.cached_tokens is not None]
+    prompt = sum(r.prompt_tokens for r in said)
+    return {
+        "cached_tokens": sum(r.cached_tokens for r in said),
+        "prefix_cache_hit_rate": sum(r.cached_tokens for r in said) / prompt if said and prompt else None,
+        "prefix_cache_reported": f"{len(said)} of {len(records)} requests"
+        if said
+        else "no request's engine reported it",
+    }
 
 
 # the JSON's metrics: 2 = a cell's tok/s is the geometric mean of its rounds' (steady window in a

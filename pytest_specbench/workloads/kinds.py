@@ -76,14 +76,27 @@ def _submit(engine: Engine, cell: Cell, plan: RoundPlan) -> list[RequestRecord]:
     return run_requests(engine, plan.requests, cell.concurrency)
 
 
+def _thinking(cell: Cell, tok: Any) -> bool | None:
+    """The cell's enable_thinking (None: not an axis); a template that ignores it is refused."""
+    thinking = dict(cell.extra).get("thinking")
+    if thinking is not None:
+        prompts.check_thinking(tok, f"cell {cell.id}")
+    return thinking
+
+
 def _exact_rounds(
     engine: Engine, cell: Cell, stream: bool, meter: Meter | None, reference: Reference | None
 ) -> CellRun:
     tok = engine.tokenizer()
     n = cell.workload.requests_per_round(cell.concurrency)
 
+    thinking = _thinking(cell, tok)
+
     def build(r: int) -> RoundPlan:
-        ps = prompts.make_prompts(tok, cell.context_tokens, n, request_seed(cell, r))
+        if cell.workload.chat_template:
+            ps = prompts.make_chat_prompts(tok, cell.context_tokens, n, request_seed(cell, r), thinking)
+        else:
+            ps = prompts.make_prompts(tok, cell.context_tokens, n, request_seed(cell, r))
         return _plan(cell, [_request(cell, p, f"round{r}/req{i}", stream) for i, p in enumerate(ps)], r)
 
     plans = [build(r) for r in range(cell.workload.warmup + cell.workload.round_cap)]
@@ -134,8 +147,10 @@ def categories(
     cat = dict(cell.extra)["category"]
     qs = [q for q in prompts.load_questions(w.questions) if q.category == cat]
     n = w.requests or max(len(qs), cell.concurrency)
+    thinking = _thinking(cell, tok)
     ids = [
-        prompts.chat_ids(tok, [{"role": "user", "content": qs[i % len(qs)].turns[0]}], True) for i in range(n)
+        prompts.chat_ids(tok, [{"role": "user", "content": qs[i % len(qs)].turns[0]}], True, thinking)
+        for i in range(n)
     ]
     stream = w.streamed
 
@@ -163,7 +178,10 @@ def agentic(
     end_ids = list(
         tok.encode("<|im_end|>\n" if "<|im_end|>" in template else "\n\n", add_special_tokens=False)
     )
-    user_ids = [prompts.chat_ids(tok, [{"role": "user", "content": t.user}], True) for t in sc.turns]
+    thinking = _thinking(cell, tok)
+    user_ids = [
+        prompts.chat_ids(tok, [{"role": "user", "content": t.user}], True, thinking) for t in sc.turns
+    ]
 
     def build(r: int) -> list[list[int]]:
         # a per-session line keeps sessions apart after the shared system prompt
@@ -203,6 +221,67 @@ def agentic(
     return run
 
 
+def trace(
+    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+) -> CellRun:
+    """A round replays the (cut) trace at its timestamps over the cell's speed, at most
+    ``concurrency`` requests in flight (later arrivals wait in the client, counted as queue
+    time); each request's prompt shares its blocks' tokens with every request that lists the
+    same block ids (inputs/traces.py). Every round sends the same requests (the cache is
+    flushed between rounds); every method of a shape sends them at the same offsets."""
+    from ..inputs import traces
+
+    w = cell.workload
+    assert w.trace is not None
+    tr = traces.load_trace(w.trace, w.cut_requests, w.cut_s)
+    tok = engine.tokenizer()
+    speed = float(dict(cell.extra).get("speed", 1.0))
+    blocks: dict[tuple[int, int], tuple[int, ...]] = {}
+    ids = [traces.prompt_ids(tok, tr, i, w.block_tokens, blocks) for i in range(len(tr.requests))]
+    cap = w.max_output_tokens
+    outs = [min(r.output_length, cap) if cap else r.output_length for r in tr.requests]
+    arrivals = [r.offset_s / speed for r in tr.requests]
+
+    def build(r: int) -> RoundPlan:
+        reqs = [
+            Request(
+                p,
+                o,
+                tag=f"round{r}/req{i}",
+                stream=True,
+                temperature=cell.temperature,
+                seed=zlib.crc32(f"{request_seed(cell, 0)}/req{i}".encode()),
+            )
+            for i, (p, o) in enumerate(zip(ids, outs, strict=True))
+        ]
+        return RoundPlan(reqs, arrivals)
+
+    plans = [build(r) for r in range(w.warmup + w.round_cap)]
+    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference)
+    counted = [r.engine_prompt_tokens for r in run.records if not r.error]
+    want = {f"req{i}": len(p) for i, p in enumerate(ids)}
+    if counted and all(n is not None for n in counted):
+        run.extra["prompt_tokens_exact"] = all(
+            r.engine_prompt_tokens == want[r.tag.split("/")[-1]] for r in run.records if not r.error
+        )
+        run.extra["prompt_tokens_counted_by"] = "engine"
+    else:
+        run.extra["prompt_tokens_exact"] = None
+        run.extra["prompt_tokens_counted_by"] = "nobody: the engine reports no prompt length"
+    run.extra.update(
+        trace=w.trace,
+        trace_requests=len(tr.requests),
+        trace_duration_s=round(tr.duration_s / speed, 6),
+        trace_speed=speed,
+        request_rate=cell.request_rate,
+        trace_block_tokens=w.block_tokens,
+        # what an unbounded prefix cache could serve of the prompt tokens (the trace's own reuse)
+        trace_prefix_reuse=round(tr.prefix_reuse(w.block_tokens), 6),
+        arrival_offsets_s=[round(a, 6) for a in arrivals],
+    )
+    return run
+
+
 def per_turn(records: list[RequestRecord], names: list[str]) -> list[dict[str, Any]]:
     """One row per turn index over every session and timed round (acceptance vs turn)."""
     rows = []
@@ -218,7 +297,7 @@ def per_turn(records: list[RequestRecord], names: list[str]) -> list[dict[str, A
                 "name": name,
                 "requests": len(recs),
                 "prompt_tokens_mean": sum(r.prompt_tokens for r in recs) / len(recs),
-                "cached_tokens": sum(r.cached_tokens for r in recs),
+                **{k: v for k, v in metrics.prefix_cache(recs).items() if k != "prefix_cache_reported"},
                 "output_tokens": sum(r.output_tokens for r in recs),
                 "accept_length": metrics.accept_length(recs),
                 "ttft_ms_p50": None if p50_ttft is None else p50_ttft * 1e3,
@@ -285,6 +364,7 @@ WORKLOADS: dict[str, Callable[[Engine, Cell, Meter | None, Reference | None], Ce
     "long_context": long_context,
     "agentic": agentic,
     "categories": categories,
+    "trace": trace,
 }
 
 

@@ -1,0 +1,83 @@
+"""The hf engine's prefix cache: the KV cache of earlier sequences, for a prompt that starts with
+the same tokens, so that only the rest is prefilled (what SGLang's radix cache does for shared
+system prompts, agentic histories and traces with shared blocks).
+
+After a request's prefill its prompt is stored, and after its decode the whole sequence (the
+model's own reply included: the next agentic turn starts with it). A lookup takes the entry with
+the longest common prefix, copies its cache and cuts it there; at least one prompt token is
+always computed (the next token's logits need it). Shared prefixes shorter than MIN_TOKENS are
+prefilled again. Least recently used entries go first once the entries hold more than
+MAX_TOKENS. ``clear`` (the engine's flush_cache) empties it. No pytest.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+MIN_TOKENS = 16  # a copy of a shorter prefix costs about what its prefill would
+MAX_TOKENS = 1 << 17  # tokens held over all entries (the embedded model: 4 KiB of KV a token)
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading ids ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    i, step = 0, 256
+    while i + step <= n and a[i : i + step] == b[i : i + step]:
+        i += step
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class PrefixCache:
+    def __init__(self, max_tokens: int = MAX_TOKENS, min_tokens: int = MIN_TOKENS):
+        self.max_tokens = max_tokens
+        self.min_tokens = min_tokens
+        self._entries: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def lookup(self, ids: Sequence[int], crop: Any) -> tuple[int, Any | None]:
+        """(tokens reused, a copy of the cache cut to them) for a prompt ``ids``; (0, None) when
+        no entry shares at least ``min_tokens``. ``crop(cache, n)`` cuts a cache to n positions."""
+        with self._lock:
+            items = list(self._entries.items())
+        best, n = None, 0
+        for key, _ in items:
+            k = common_prefix(key, ids)
+            if k > n:
+                best, n = key, k
+        n = min(n, len(ids) - 1)
+        if best is None or n < self.min_tokens:
+            return 0, None
+        with self._lock:
+            cache = self._entries.get(best)
+            if cache is None:  # evicted meanwhile
+                return 0, None
+            self._entries.move_to_end(best)
+        out = copy.deepcopy(cache)
+        crop(out, n)
+        return n, out
+
+    def store(self, ids: Sequence[int], cache: Any) -> None:
+        """A copy of ``cache`` (holding exactly the positions of ``ids``) under ``ids``; an entry
+        that is a prefix of ``ids`` is replaced (the longer one serves both)."""
+        key = tuple(ids)
+        if len(key) < self.min_tokens or len(key) > self.max_tokens:
+            return
+        snap = copy.deepcopy(cache)
+        with self._lock:
+            for k in [k for k in self._entries if len(k) <= len(key) and key[: len(k)] == k]:
+                del self._entries[k]
+            self._entries[key] = snap
+            total = sum(len(k) for k in self._entries)
+            while total > self.max_tokens and len(self._entries) > 1:
+                old, _ = self._entries.popitem(last=False)
+                total -= len(old)
