@@ -383,8 +383,9 @@ KINDS = {
     "test_agentic": "agentic",
     "test_categories": "categories",
 }
-# fault-injection probes (hang, crash) and deterministic inference are slow on purpose
-NOT_MODELLED = ("hang", "crash", "-det-")
+# fault-injection probes (hang, crash) and deterministic inference are slow on purpose; a trace's
+# round lasts its arrivals' span at the cell's speed (what the plan says), not a service time
+NOT_MODELLED = ("hang", "crash", "-det-", "-speed")
 
 
 def _committed_h200_cells(tmp_path: Path) -> list[tuple[str, Cell, plan.GroupPlan, float, float]]:

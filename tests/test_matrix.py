@@ -138,7 +138,14 @@ def test_default_matrix_is_valid() -> None:
     m = load(Path(__file__).parents[1] / "benches" / "specbench.yaml", ("hf", "sglang"))
     assert {x.name for x in m.methods} == {"ar", "ngram-d2", "ngram-d4", "draft", "draft-oracle"}
     # every workload kind, closed and open loop, sampled, an SLO
-    assert {w.kind for w in m.workloads} == {"throughput", "ttft", "long_context", "agentic", "categories"}
+    assert {w.kind for w in m.workloads} == {
+        "throughput",
+        "ttft",
+        "long_context",
+        "agentic",
+        "categories",
+        "trace",
+    }
     assert any(w.request_rate for w in m.workloads) and any(w.temperature for w in m.workloads)
     assert any(w.slo for w in m.workloads)
     full = load(Path(__file__).parents[1] / "benches" / "full.yaml", ("hf", "sglang"))

@@ -167,6 +167,11 @@ def _twin_matrix() -> dict:
             w["request_rate"] = [40]  # 8 arrivals in about 0.2 s
         if w.get("kind", name) == "throughput":
             w["temperature"] = [0, 1.0]
+        if w.get("kind", name) == "trace":
+            w.pop("output_tokens")
+            w["trace"] = str(ROOT / "fixtures" / "traces" / "chat-small.jsonl")
+            w["max_output_tokens"] = 12
+            w["speed"] = [4]  # 24 arrivals in about 1.2 s
         if w.get("kind", name) == "categories":
             w.pop("requests", None)
             w["categories"] = ["chat", "code"]
@@ -220,11 +225,12 @@ def test_two_identical_engines_compare_one_under_every_workload(
         if b["params"].get("request_rate"):
             open_loop += 1
             assert e["speedup_metric"].startswith("latency_s_p50")
-            assert e["nominal_request_rate"] == b["params"]["request_rate"]
+            # (a trace's rate in the params is rounded to 4 digits for its labels)
+            assert e["nominal_request_rate"] == pytest.approx(b["params"]["request_rate"], rel=1e-3)
             # what the rounds' arrivals offered: the same draw for both (same request digests)
             assert e["offered_request_rate"] == a["offered_request_rate"]
             assert e["saturated"] is False
-    assert open_loop == 2  # the poisson workload at T = 0 and T = 1
+    assert open_loop == 3  # the poisson workload at T = 0 and T = 1, the trace
     # the input ids of every request, tag by tag, in order: identical for the two methods
     lines = log.read_text().splitlines()
     per_group: dict[str, list[str]] = {}
