@@ -379,3 +379,27 @@ def test_thinking_needs_a_template_that_takes_it(tmp_path: Path) -> None:
         MatrixError, match=r"workloads.c.chat_template: .*always renders its prompts through the template"
     ):
         parse(doc, str(tmp_path / "m.yaml"))
+
+
+def test_the_summary_names_the_cells_the_prefix_cache_served() -> None:
+    from pytest_specbench.report import decide
+
+    doc = {
+        "benchmarks": [
+            {
+                "param": "replay-ar",
+                "extra_info": {
+                    "prefix_cache_hit_rate": 0.644,
+                    "prompt_tokens": 1189072,
+                    "trace_prefix_reuse": 0.701,
+                },
+            },
+            {"param": "turns-ar", "extra_info": {"prefix_cache_hit_rate": 0.5, "prompt_tokens": 400}},
+            {"param": "plain-ar", "extra_info": {"prefix_cache_hit_rate": 0.0, "prompt_tokens": 400}},
+            {"param": "http-ar", "extra_info": {"prefix_cache_hit_rate": None, "prompt_tokens": 400}},
+        ]
+    }
+    assert decide.prefix_hits(doc) == [
+        "replay-ar: 64.4% of 1,189,072 prompt tokens from the cache (the trace's own reuse 70.1%)",
+        "turns-ar: 50.0% of 400 prompt tokens from the cache",
+    ]

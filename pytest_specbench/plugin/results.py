@@ -425,6 +425,10 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if cap:
         out.append(f"concurrency that holds the SLO for >= {decide.SLO_TARGET:.0%} of requests:")
         out += [f"  {ln}" for ln in cap]
+    hits = decide.prefix_hits(st.doc)
+    if hits:
+        out.append(decide.PREFIX_HEADLINE)
+        out += [f"  {ln}" for ln in hits]
     be = breakeven.lines(st.doc)
     if be:
         out.append(

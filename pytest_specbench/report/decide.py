@@ -216,6 +216,28 @@ def sustained_rates(doc: dict[str, Any]) -> list[str]:
 SLO_TARGET = 0.9  # a concurrency "holds" the SLO when at least this fraction of requests met it
 
 
+PREFIX_HEADLINE = (
+    "prefix cache (prompt tokens its hits served; a trace's own reuse: what an unbounded cache could serve):"
+)
+
+
+def prefix_hits(doc: dict[str, Any]) -> list[str]:
+    """One line per cell whose engine served prompt tokens from its prefix cache (agentic turns, a
+    trace's shared blocks): the hit rate, its tokens and, for a trace, its own reuse."""
+    out = []
+    for b in doc.get("benchmarks", []):
+        e = b["extra_info"]
+        rate = e.get("prefix_cache_hit_rate")
+        if not rate:
+            continue
+        reuse = e.get("trace_prefix_reuse")
+        tail = f" (the trace's own reuse {reuse:.1%})" if reuse is not None else ""
+        out.append(
+            f"{b['param']}: {rate:.1%} of {e.get('prompt_tokens') or 0:,} prompt tokens from the cache{tail}"
+        )
+    return out
+
+
 def slo_capacity(doc: dict[str, Any]) -> list[str]:
     """For each method and shape with SLO cells at two or more concurrencies: the highest
     concurrency whose requests met the SLO at least SLO_TARGET of the time, with its goodput
@@ -274,6 +296,9 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     if cap:
         out += ["", f"Concurrency that holds the SLO for >= {SLO_TARGET:.0%} of requests:", ""]
         out += [f"- {ln}" for ln in cap]
+    hits = prefix_hits(doc)
+    if hits:
+        out += ["", PREFIX_HEADLINE[0].upper() + PREFIX_HEADLINE[1:], "", *(f"- {ln}" for ln in hits)]
     from . import breakeven
 
     be = breakeven.lines(doc)

@@ -272,7 +272,8 @@ SATURATION_QUEUE_S = 0.010  # an open-loop request that waited longer for a free
 
 def per_request(records: Sequence[RequestRecord]) -> dict[str, list[Any]]:
     """The successful requests of a cell as columns (tag, prompt/output tokens, verify steps,
-    latency, TTFT, queue time): what paired comparisons across methods read (same tags)."""
+    latency, TTFT, queue time, prefix-cache hits): what paired comparisons across methods read
+    (same tags)."""
     ok = [r for r in records if not r.error]
     return {
         "tag": [r.tag for r in ok],
@@ -282,6 +283,7 @@ def per_request(records: Sequence[RequestRecord]) -> dict[str, list[Any]]:
         "latency_s": [round(r.latency_s, 6) for r in ok],
         "ttft_s": [None if r.ttft_s is None else round(r.ttft_s, 6) for r in ok],
         "queue_s": [round(r.queue_s, 6) for r in ok],
+        "cached_tokens": [r.cached_tokens for r in ok],  # None: the engine did not say
         "itl_ms_p50": [_round(percentile(itl_gaps(r.chunks), 50), 1e3) for r in ok],
     }
 

@@ -290,20 +290,23 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
             logx=True,
         )
 
-    turns = []
-    for p, e, status in _cells(doc):
-        for t in e.get("turns") or []:
-            if t.get("accept_length") is not None:
-                turns.append(
-                    {
-                        "panel": _panel(p, ("workload", "tp", "concurrency")),
-                        "series": p["method"],
-                        "x": t["turn"],
-                        "y": t["accept_length"],
-                        "status": status,
-                    }
-                )
-    emit("accept_vs_turn", turns, "Acceptance length vs agentic turn", "turn", "accept length")
+    for key, name, what, ylabel in (
+        ("accept_length", "accept_vs_turn", "Acceptance length vs agentic turn", "accept length"),
+        ("prefix_cache_hit_rate", "prefix_hits_vs_turn", "Prefix-cache hits vs agentic turn", "hit rate"),
+    ):
+        turns = [
+            {
+                "panel": _panel(p, ("workload", "tp", "concurrency")),
+                "series": p["method"],
+                "x": t["turn"],
+                "y": t[key],
+                "status": status,
+            }
+            for p, e, status in _cells(doc)
+            for t in e.get("turns") or []
+            if t.get(key) is not None
+        ]
+        emit(name, turns, what, "turn", ylabel)
 
     cats = _series_rows(doc, "category", lambda e: e.get("accept_length"), ("workload", "tp", "concurrency"))
     emit(
