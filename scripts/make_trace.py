@@ -32,6 +32,15 @@ def main() -> int:
     ap.add_argument("--output", type=int, nargs=2, default=(32, 256), help="output length range")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    for name in ("requests", "block", "system_prompts", "system_blocks", "turns"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
+    if not args.rate > 0:
+        ap.error(f"--rate must be > 0 (arrivals per second); got {args.rate}")
+    for name in ("user_blocks", "output"):
+        lo, hi = getattr(args, name)
+        if not 1 <= lo <= hi:
+            ap.error(f"--{name.replace('_', '-')} LO HI needs 1 <= LO <= HI; got {lo} {hi}")
     rng = random.Random(args.seed)
     ids: dict[tuple[int, ...], int] = {}  # a prefix (its parent's id, this block's key) -> its id
 

@@ -55,11 +55,18 @@ def test_mooncake_lines_load_as_published_sorted_and_cut(tmp_path: Path) -> None
     tr = traces.load_trace(str(p))
     assert [r.offset_s for r in tr.requests] == [0.0, 0.482, 2.482]  # ms from the first arrival
     assert tr.requests[1].hash_ids[-2:] == (2353, 2354) and tr.requests[1].input_length == 6955
-    assert tr.rate() == pytest.approx(3 / 2.482)
+    assert tr.rate() == pytest.approx(2 / 2.482)  # arrivals after the first over the span
     assert len(traces.load_trace(str(p), requests=2).requests) == 2
     assert len(traces.load_trace(str(p), seconds=1.0).requests) == 2
     # block 46 of the third request is the second's first block: 512 tokens reusable of 7565
     assert tr.prefix_reuse(512) == pytest.approx(512 / (10 + 6955 + 600))
+    # a block cut short by its request's length is only partly there for the next one to reuse
+    p.write_text(
+        '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}\n'
+        '{"timestamp": 9, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]}\n'
+    )
+    traces.load_trace.cache_clear()
+    assert traces.load_trace(str(p)).prefix_reuse(512) == pytest.approx(600 / 1700)
 
 
 def test_trace_errors_name_the_line(tmp_path: Path) -> None:
@@ -154,13 +161,13 @@ def test_a_trace_replays_at_its_times_and_every_method_gets_the_same_requests(tm
     )
     cells = {c.id: c for c in m.cells("trace")}
     assert sorted(cells) == [
-        "replay-ar-tp1-c256-speed2",
-        "replay-ar-tp1-c256-speed4",
-        "replay-ngram-tp1-c256-speed2",
-        "replay-ngram-tp1-c256-speed4",
+        "replay-ar-tp1-c256-speed2x",
+        "replay-ar-tp1-c256-speed4x",
+        "replay-ngram-tp1-c256-speed2x",
+        "replay-ngram-tp1-c256-speed4x",
     ]
     tr = traces.load_trace(SMALL)
-    assert cells["replay-ar-tp1-c256-speed2"].request_rate == pytest.approx(2 * 24 / tr.duration_s)
+    assert cells["replay-ar-tp1-c256-speed2x"].request_rate == pytest.approx(2 * 23 / tr.duration_s)
     runs, got = {}, {}
     for cid, cell in cells.items():
         eng = FakeTimedEngine()
@@ -170,22 +177,24 @@ def test_a_trace_replays_at_its_times_and_every_method_gets_the_same_requests(tm
             eng.close()
         got[cid] = eng.got
     for speed in (2, 4):
-        run = runs[f"replay-ar-tp1-c256-speed{speed}"]
+        run = runs[f"replay-ar-tp1-c256-speed{speed}x"]
         want = [r.offset_s / speed for r in tr.requests]
         assert run.extra["arrival_offsets_s"] == [round(x, 6) for x in want]
         starts = {r.tag: r.start_s for r in run.records}
         for i, at in enumerate(want):  # never sent before its time, in the trace's order
             assert starts[f"round0/req{i}"] >= at - 1e-9
-        assert [r.max_new_tokens for r in got[f"replay-ar-tp1-c256-speed{speed}"]][:3] == [
+        assert [r.max_new_tokens for r in got[f"replay-ar-tp1-c256-speed{speed}x"]][:3] == [
             min(8, r.output_length) for r in tr.requests[:3]
         ]
         assert run.extra["prompt_tokens_exact"] is True
-        ar, ng = run, runs[f"replay-ngram-tp1-c256-speed{speed}"]
+        ar, ng = run, runs[f"replay-ngram-tp1-c256-speed{speed}x"]
         assert ar.round_digests == ng.round_digests  # same ids, outputs, seeds, arrival offsets
-        assert sorted(got[f"replay-ar-tp1-c256-speed{speed}"], key=lambda r: r.tag) == sorted(
-            got[f"replay-ngram-tp1-c256-speed{speed}"], key=lambda r: r.tag
+        assert sorted(got[f"replay-ar-tp1-c256-speed{speed}x"], key=lambda r: r.tag) == sorted(
+            got[f"replay-ngram-tp1-c256-speed{speed}x"], key=lambda r: r.tag
         )
-    assert runs["replay-ar-tp1-c256-speed2"].round_digests != runs["replay-ar-tp1-c256-speed4"].round_digests
+    assert (
+        runs["replay-ar-tp1-c256-speed2x"].round_digests != runs["replay-ar-tp1-c256-speed4x"].round_digests
+    )
 
 
 def test_the_embedded_engine_serves_shared_prefixes_from_its_cache(tmp_path: Path) -> None:
@@ -397,9 +406,71 @@ def test_the_summary_names_the_cells_the_prefix_cache_served() -> None:
             {"param": "turns-ar", "extra_info": {"prefix_cache_hit_rate": 0.5, "prompt_tokens": 400}},
             {"param": "plain-ar", "extra_info": {"prefix_cache_hit_rate": 0.0, "prompt_tokens": 400}},
             {"param": "http-ar", "extra_info": {"prefix_cache_hit_rate": None, "prompt_tokens": 400}},
+            {
+                "param": "replay-none",
+                "extra_info": {"prefix_cache_hit_rate": 0.0, "prompt_tokens": 90, "trace_prefix_reuse": 0.3},
+            },
+            {
+                "param": "replay-http",
+                "extra_info": {"prefix_cache_hit_rate": None, "prompt_tokens": 90, "trace_prefix_reuse": 0.3},
+            },
         ]
     }
     assert decide.prefix_hits(doc) == [
         "replay-ar: 64.4% of 1,189,072 prompt tokens from the cache (the trace's own reuse 70.1%)",
         "turns-ar: 50.0% of 400 prompt tokens from the cache",
+        "replay-none: 0.0% of 90 prompt tokens from the cache (the trace's own reuse 30.0%)",
+        "replay-http: no engine reported hits for its 90 prompt tokens from the cache "
+        "(the trace's own reuse 30.0%)",
     ]
+
+
+def test_a_trace_without_a_span_or_with_odd_fields_is_refused(tmp_path: Path) -> None:
+    burst = tmp_path / "burst.jsonl"
+    burst.write_text("".join('{"timestamp": 5, "input_length": 20, "output_length": 4}\n' for _ in range(3)))
+    with pytest.raises(
+        MatrixError, match=r"workloads.replay.trace: 3 request\(s\) arriving at one time: .*kind throughput"
+    ):
+        parse(_trace_doc(str(burst)), str(tmp_path / "m.yaml"))
+    with pytest.raises(
+        MatrixError, match=r"workloads.replay.cut: 1 request\(s\) arriving at one time after the cut"
+    ):
+        parse(_trace_doc(SMALL, cut={"requests": 1}), str(tmp_path / "m.yaml"))
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text('{"timestamp": 0, "input_length": 20, "output_length": 4, "hash_ids": 0}\n')
+    with pytest.raises(ValueError, match=r"odd.jsonl:1: hash_ids must be a list of integers; got 0"):
+        traces.load_trace(str(odd))
+    odd.write_text('{"timestamp": 0, "input_length": 0, "output_length": 4}\n')
+    with pytest.raises(ValueError, match=r"odd.jsonl:1: 'input_length' must be a whole number >= 1; got 0"):
+        traces.load_trace(str(odd))
+
+
+def test_the_offered_rate_of_a_trace_counts_from_its_first_arrival(tmp_path: Path) -> None:
+    m = parse(_trace_doc(SMALL, speed=[4], rounds=1, warmup=0, max_output_tokens=2), str(tmp_path / "m.yaml"))
+    cell = next(c for c in m.cells("trace") if c.method.name == "ar")
+    eng = FakeTimedEngine()
+    try:
+        run = workloads.run(eng, cell)
+    finally:
+        eng.close()
+    tr = traces.load_trace(SMALL)
+    assert run.extra["offered_request_rates"] == [round(23 / (tr.duration_s / 4), 4)]
+    assert cell.request_rate == pytest.approx(23 / (tr.duration_s / 4))
+
+
+def test_the_hf_prefix_cache_can_be_turned_off(tmp_path: Path) -> None:
+    from pytest_specbench.engines.hf import HFEngine
+
+    doc = _trace_doc(
+        SMALL, concurrency=[1], rounds=1, warmup=0, max_output_tokens=2, speed=[100], cut={"requests": 6}
+    )
+    doc["methods"]["ar"]["engine_args"] = {"disable_radix_cache": True}
+    cell = next(c for c in parse(doc, str(tmp_path / "m.yaml")).cells("trace") if c.method.name == "ar")
+    eng = HFEngine(cell.group)
+    try:
+        run = workloads.run(eng, cell)
+    finally:
+        eng.close()
+    assert eng.info["prefix_cache"] is False
+    assert [r.cached_tokens for r in run.records] == [0] * 6
+    assert traces.load_trace(SMALL, requests=6).prefix_reuse(32) > 0  # there was reuse to find

@@ -186,7 +186,8 @@ class HFEngine:
                 f"method {m.name!r}: a forced accept length of {self.forced:g} needs at least "
                 f"{math.ceil(self.forced) - 1} draft tokens per step; num_draft_tokens is {self.k}"
             )
-        self._prefixes = PrefixCache()
+        # engine_args disable_radix_cache (SGLang's name for its own): no prefix cache
+        self._prefixes = PrefixCache(enabled=not dict(m.engine_args).get("disable_radix_cache"))
         self._pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="hf-engine")
         self._closing = False  # close(): requests still decoding in the pool stop at their next step
         self._loop = asyncio.new_event_loop()
@@ -205,6 +206,7 @@ class HFEngine:
             "context_length": self.context.length,
             "native_context_length": self.context.native,
             "context_override": self.context.override,
+            "prefix_cache": self._prefixes.enabled,
         }
 
     @staticmethod
@@ -261,8 +263,8 @@ class HFEngine:
             cache = hit if hit is not None else DynamicCache()
             seq.append(_pick(_prefill(self.target, seq[cached:], cache), temp, gen))
             prefilled = cache.get_seq_length()  # what the model consumed: the engine's own count
-            self._prefixes.store(seq[:prefilled], cache)
             chunks.append((time.perf_counter() - t0, 1))
+            self._prefixes.store(seq[:prefilled], cache)  # after the first token's time
             drafter = _Drafter(self.draft, n_prompt) if self.draft is not None else None
             while len(seq) - n_prompt < max_new:
                 if self._closing:

@@ -7,7 +7,8 @@ model's own reply included: the next agentic turn starts with it). A lookup take
 the longest common prefix, copies its cache and cuts it there; at least one prompt token is
 always computed (the next token's logits need it). Shared prefixes shorter than MIN_TOKENS are
 prefilled again. Least recently used entries go first once the entries hold more than
-MAX_TOKENS. ``clear`` (the engine's flush_cache) empties it. No pytest.
+MAX_TOKENS. ``clear`` (the engine's flush_cache) empties it. A method's ``engine_args:
+{disable_radix_cache: true}`` (SGLang's name for its own) turns it off. No pytest.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class PrefixCache:
-    def __init__(self, max_tokens: int = MAX_TOKENS, min_tokens: int = MIN_TOKENS):
+    def __init__(self, max_tokens: int = MAX_TOKENS, min_tokens: int = MIN_TOKENS, enabled: bool = True):
+        self.enabled = enabled  # off: every lookup misses and nothing is stored
         self.max_tokens = max_tokens
         self.min_tokens = min_tokens
         self._entries: OrderedDict[tuple[int, ...], Any] = OrderedDict()
@@ -47,6 +49,8 @@ class PrefixCache:
     def lookup(self, ids: Sequence[int], crop: Any) -> tuple[int, Any | None]:
         """(tokens reused, a copy of the cache cut to them) for a prompt ``ids``; (0, None) when
         no entry shares at least ``min_tokens``. ``crop(cache, n)`` cuts a cache to n positions."""
+        if not self.enabled:
+            return 0, None
         with self._lock:
             items = list(self._entries.items())
         best, n = None, 0
@@ -70,7 +74,7 @@ class PrefixCache:
         """A copy of ``cache`` (holding exactly the positions of ``ids``) under ``ids``; an entry
         that is a prefix of ``ids`` is replaced (the longer one serves both)."""
         key = tuple(ids)
-        if len(key) < self.min_tokens or len(key) > self.max_tokens:
+        if not self.enabled or len(key) < self.min_tokens or len(key) > self.max_tokens:
             return
         snap = copy.deepcopy(cache)
         with self._lock:

@@ -47,10 +47,11 @@ class Trace:
         return self.requests[-1].offset_s if self.requests else 0.0
 
     def rate(self) -> float:
-        """Mean arrival rate at speed 1 (req/s): requests over the span from the first arrival to
-        the last (what the open loop calls the offered rate)."""
+        """Mean arrival rate at speed 1 (req/s): the arrivals after the first over the span from
+        the first to the last (a trace's clock starts at its first request). A trace whose
+        requests all arrive at once has none (the schema refuses it)."""
         n = len(self.requests)
-        return n / self.duration_s if self.duration_s > 0 else float(n)
+        return (n - 1) / self.duration_s if n > 1 and self.duration_s > 0 else 0.0
 
     def max_tokens(self) -> int:
         return max((r.input_length + r.output_length for r in self.requests), default=0)
@@ -62,27 +63,35 @@ class Trace:
         return round(sum(r.output_length for r in self.requests) / max(1, len(self.requests)))
 
     def prefix_reuse(self, block_tokens: int) -> float:
-        """The share of prompt tokens an unbounded prefix cache could serve: per request, its
-        leading blocks whose ids an earlier request listed at the same position (at least one
-        token of each prompt is always computed). What a measured hit rate can reach at most."""
-        seen: set[tuple[int, ...]] = set()
+        """The share of prompt tokens a prefix cache that never evicts could serve, given the
+        prompts as built (prompt_ids): per request, the longest prefix it shares with an earlier
+        request's prompt, which is its leading blocks that the earlier request listed at the same
+        positions, but only as far as that earlier prompt went (a block cut short by its
+        input_length was not all there), and at least one token of each prompt computed. What a
+        measured hit rate can reach at most (replies are not counted: a trace's reply blocks
+        stand for the model's own words, which a replay does not reproduce)."""
+        longest: dict[tuple[int, ...], int] = {}  # a block prefix -> the longest prompt through it
         hit = total = 0
         for r in self.requests:
             total += r.input_length
-            k = 0
-            while k < len(r.hash_ids) and r.hash_ids[: k + 1] in seen:
-                k += 1
-            hit += min(k * block_tokens, max(0, r.input_length - 1))
-            for j in range(1, len(r.hash_ids) + 1):
-                seen.add(r.hash_ids[:j])
+            best = 0
+            for k in range(1, len(r.hash_ids) + 1):
+                held = longest.get(r.hash_ids[:k])
+                if held is None:
+                    break
+                best = max(best, min(k * block_tokens, held))
+            hit += min(best, max(0, r.input_length - 1))
+            for k in range(1, len(r.hash_ids) + 1):
+                key = r.hash_ids[:k]
+                longest[key] = max(longest.get(key, 0), r.input_length)
         return hit / total if total else 0.0
 
 
 def _field(path: Path, n: int, d: dict[str, Any], key: str, kind: type) -> Any:
     v = d.get(key)
     if kind is int:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:
-            raise ValueError(f"{path}:{n}: {key!r} must be a whole number >= 0; got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
+            raise ValueError(f"{path}:{n}: {key!r} must be a whole number >= 1; got {v!r}")
         return int(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise ValueError(f"{path}:{n}: {key!r} must be a number (milliseconds); got {v!r}")
@@ -116,14 +125,15 @@ def load_trace(path: str, requests: int | None = None, seconds: float | None = N
         ts = _field(p, n, d, "timestamp", float)
         inp = _field(p, n, d, "input_length", int)
         out = _field(p, n, d, "output_length", int)
-        if inp < 1 or out < 1:
-            raise ValueError(f"{p}:{n}: input_length and output_length must be >= 1; got {inp}, {out}")
-        ids = d.get("hash_ids") or []
+        ids = d.get("hash_ids")
+        ids = [] if ids is None else ids
         if not isinstance(ids, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in ids):
             raise ValueError(f"{p}:{n}: hash_ids must be a list of integers; got {ids!r}")
         rows.append((ts, n, TraceRequest(0.0, inp, out, tuple(ids))))
     if not rows:
         raise ValueError(f"{p}: no requests")
+    if max(ts for ts, _, _ in rows) - min(ts for ts, _, _ in rows) > 1e3 * 86400 * 365:
+        raise ValueError(f"{p}: its timestamps span more than a year: they must be milliseconds")
     rows.sort(key=lambda x: (x[0], x[1]))
     t0 = rows[0][0]
     out_reqs = []

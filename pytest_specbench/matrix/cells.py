@@ -445,7 +445,7 @@ def _axis_label(key: str, value: Any) -> str:
     if key == "scenario":
         return Path(str(value)).stem
     if key == "speed":
-        return f"speed{value:g}"
+        return f"speed{value:g}x"  # -k speed1x does not select speed10x
     if key == "thinking":
         return "think" if value else "nothink"
     return str(value)

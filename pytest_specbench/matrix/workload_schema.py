@@ -253,6 +253,14 @@ def _trace(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Path) -> d
         tr = traces.load_trace(path, kw.get("cut_requests"), kw.get("cut_s"))
     except (OSError, ValueError) as e:
         raise cx.err(f"{key}.trace", str(e)) from None
+    if tr.rate() <= 0:
+        raise cx.err(
+            f"{key}.{'cut' if d.get('cut') else 'trace'}",
+            f"{len(tr.requests)} request(s) arriving at one time"
+            + (" after the cut" if d.get("cut") else "")
+            + ": a replay needs arrivals at two times at least (a burst of N requests at once is "
+            "kind throughput with requests: N)",
+        )
     cap = kw.get("max_output_tokens")
     outs = [min(r.output_length, cap) if cap else r.output_length for r in tr.requests]
     kw.update(

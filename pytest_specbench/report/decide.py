@@ -223,18 +223,17 @@ PREFIX_HEADLINE = (
 
 def prefix_hits(doc: dict[str, Any]) -> list[str]:
     """One line per cell whose engine served prompt tokens from its prefix cache (agentic turns, a
-    trace's shared blocks): the hit rate, its tokens and, for a trace, its own reuse."""
+    trace's shared blocks) and per trace cell: the hit rate, its tokens and, for a trace, its own
+    reuse (the most a cache could serve)."""
     out = []
     for b in doc.get("benchmarks", []):
         e = b["extra_info"]
-        rate = e.get("prefix_cache_hit_rate")
-        if not rate:
+        rate, reuse = e.get("prefix_cache_hit_rate"), e.get("trace_prefix_reuse")
+        if not rate and reuse is None:  # a trace is listed even at 0 hits: that is news
             continue
-        reuse = e.get("trace_prefix_reuse")
         tail = f" (the trace's own reuse {reuse:.1%})" if reuse is not None else ""
-        out.append(
-            f"{b['param']}: {rate:.1%} of {e.get('prompt_tokens') or 0:,} prompt tokens from the cache{tail}"
-        )
+        said = f"{rate:.1%} of" if rate is not None else "no engine reported hits for its"
+        out.append(f"{b['param']}: {said} {e.get('prompt_tokens') or 0:,} prompt tokens from the cache{tail}")
     return out
 
 

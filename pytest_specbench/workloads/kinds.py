@@ -94,7 +94,11 @@ def _exact_rounds(
 
     def build(r: int) -> RoundPlan:
         if cell.workload.chat_template:
-            ps = prompts.make_chat_prompts(tok, cell.context_tokens, n, request_seed(cell, r), thinking)
+            try:
+                ps = prompts.make_chat_prompts(tok, cell.context_tokens, n, request_seed(cell, r), thinking)
+            except ValueError as e:
+                key = "context_tokens" if cell.workload.context_tokens else "prompt_tokens"
+                raise ValueError(f"cell {cell.id}: workloads.{cell.workload.name}.{key}: {e}") from None
         else:
             ps = prompts.make_prompts(tok, cell.context_tokens, n, request_seed(cell, r))
         return _plan(cell, [_request(cell, p, f"round{r}/req{i}", stream) for i, p in enumerate(ps)], r)

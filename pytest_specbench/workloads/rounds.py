@@ -203,11 +203,8 @@ def timed(
             f"max_rounds ({w.max_rounds}) reached, not decided: "
             + (_undecided(own, ref_own if reference is not None else None, closed))
         )
-    offered = [
-        len(p.arrivals) / p.arrivals[-1]
-        for p in ran
-        if isinstance(p, RoundPlan) and p.arrivals and p.arrivals[-1] > 0
-    ]
+    offered = [_offered(p.arrivals) for p in ran if isinstance(p, RoundPlan) and p.arrivals]
+    offered = [x for x in offered if x]
     if offered:  # what each round's arrivals actually offered (a Poisson draw, not the nominal rate)
         run.extra["offered_request_rates"] = [round(x, 4) for x in offered]
     if w.warmup:
@@ -221,6 +218,15 @@ def timed(
     if reference is not None:
         run.reference = reference.summary(ref_rounds, ref_rates, closed)
     return run
+
+
+def _offered(arrivals: list[float]) -> float | None:
+    """The rate a round's arrivals offered: Poisson arrivals count from the round's start (n over
+    the last), a trace's from its first request (n - 1 over the span)."""
+    if arrivals[0] == 0:
+        span = arrivals[-1]
+        return (len(arrivals) - 1) / span if span > 0 else None
+    return len(arrivals) / arrivals[-1]
 
 
 def _p50(recs: list[RequestRecord]) -> float | None:
