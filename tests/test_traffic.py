@@ -432,6 +432,8 @@ def test_a_trace_without_a_span_or_with_odd_fields_is_refused(tmp_path: Path) ->
         MatrixError, match=r"workloads.replay.trace: 3 request\(s\) arriving at one time: .*kind throughput"
     ):
         parse(_trace_doc(str(burst)), str(tmp_path / "m.yaml"))
+    with pytest.raises(MatrixError, match=r"workloads.replay.cut: give requests: N .*and/or seconds: T"):
+        parse(_trace_doc(SMALL, cut={}), str(tmp_path / "m.yaml"))
     with pytest.raises(
         MatrixError, match=r"workloads.replay.cut: 1 request\(s\) arriving at one time after the cut"
     ):

@@ -242,6 +242,8 @@ def _trace(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Path) -> d
         kw["speed"] = tuple(float(v) for v in speeds)
     if d.get("cut") is not None:
         cut = cx.mapping(d["cut"], f"{key}.cut", ("requests", "seconds"), required=())
+        if not cut:
+            raise cx.err(f"{key}.cut", "give requests: N (the first N arrivals) and/or seconds: T")
         if cut.get("requests") is not None:
             kw["cut_requests"] = cx.pos_int(cut["requests"], f"{key}.cut.requests")
         if cut.get("seconds") is not None:
