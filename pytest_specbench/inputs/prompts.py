@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -208,6 +209,22 @@ def load_scenario(name: str) -> Scenario:
     return Scenario(str(d.get("name", p.stem)), str(d.get("system", "")), tuple(turns), str(p))
 
 
+def json_lines(p: Path, what: str) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSON-lines file; errors name the file
+    (``no such {what} file``) and the line."""
+    import json
+
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such {what} file")
+    for n, line in enumerate(p.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{p}:{n}: not valid JSON: {e.msg}") from None
+
+
 @dataclass(frozen=True)
 class Question:
     id: str
@@ -228,7 +245,6 @@ def load_questions(path: str | None = None) -> tuple[Question, ...]:
     past. Its qualitative split's categories are topics (coding, math, ...), its throughput
     splits' are entropy tiers (low_entropy, mixed, high_entropy); its input-length buckets are
     separate files (throughput_1k ... _32k). Default: the project's own prompt set."""
-    import json
 
     p = Path(path) if path else fixtures_dir() / "prompts" / "question.jsonl"
     if p.suffix == ".parquet":
@@ -236,16 +252,8 @@ def load_questions(path: str | None = None) -> tuple[Question, ...]:
             f'{p}: a Parquet file; give its rows as JSON lines, e.g. python -c "import pandas; '
             f"pandas.read_parquet('{p.name}').to_json('{p.stem}.jsonl', orient='records', lines=True)\""
         )
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such question file")
     out: list[Question] = []
-    for n, line in enumerate(p.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{p}:{n}: not valid JSON: {e.msg}") from None
+    for n, d in json_lines(p, "question"):
         turns = d.get("turns") if isinstance(d, dict) else None
         if (
             not isinstance(turns, list)

@@ -18,7 +18,6 @@ imports.
 
 from __future__ import annotations
 
-import json
 import math
 import zlib
 from dataclasses import dataclass
@@ -103,17 +102,11 @@ def load_trace(path: str, requests: int | None = None, seconds: float | None = N
     """The trace at ``path``, sorted by arrival, offsets relative to its first request; cut to
     its first ``requests`` arrivals and to those within ``seconds`` of the first (either, both
     or neither). Every error names the file and line."""
+    from .prompts import json_lines
+
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such trace file")
     rows: list[tuple[float, int, TraceRequest]] = []
-    for n, line in enumerate(p.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{p}:{n}: not valid JSON: {e.msg}") from None
+    for n, d in json_lines(p, "trace"):
         if not isinstance(d, dict):
             raise ValueError(f"{p}:{n}: expected an object with timestamp, input_length, output_length")
         missing = [k for k in ("timestamp", "input_length", "output_length") if k not in d]
