@@ -217,7 +217,8 @@ SLO_TARGET = 0.9  # a concurrency "holds" the SLO when at least this fraction of
 
 
 PREFIX_HEADLINE = (
-    "prefix cache (prompt tokens its hits served; a trace's own reuse: what an unbounded cache could serve):"
+    "prefix cache (prompt tokens its hits served; a trace's own reuse: what a cache that never evicts "
+    "could serve):"
 )
 
 

@@ -279,7 +279,7 @@ def trace(
         trace_speed=speed,
         request_rate=cell.request_rate,
         trace_block_tokens=w.block_tokens,
-        # what an unbounded prefix cache could serve of the prompt tokens (the trace's own reuse)
+        # what a prefix cache that never evicts could serve (the trace's own reuse)
         trace_prefix_reuse=round(tr.prefix_reuse(w.block_tokens), 6),
         arrival_offsets_s=[round(a, 6) for a in arrivals],
     )
