@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .names import SWEEP_LABELS, axis_label, fmt_tokens, setting_name
+
+__all__ = ["SWEEP_LABELS", "fmt_tokens", "setting_name"]  # also read from here by schema and plots
 
 SPEC_ALGORITHMS = ("ngram", "draft", "standalone", "eagle", "eagle3", "dflash")
 WORKLOAD_KINDS = ("throughput", "ttft", "long_context", "agentic", "categories", "trace")
@@ -40,11 +43,6 @@ def thaw(value: Any) -> Any:
     if isinstance(value, tuple):
         return [thaw(v) for v in value]
     return value
-
-
-def fmt_tokens(n: int) -> str:
-    """3000 -> '3k', 100000 -> '100k', 256 -> '256' (ids stay short and greppable)."""
-    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
 
 @dataclass(frozen=True)
@@ -105,15 +103,6 @@ ALGORITHM_KEYS = {
     "eagle3": ("num_steps", "topk", "num_draft_tokens"),
     "dflash": ("num_steps", "topk", "num_draft_tokens", "block_size"),
 }
-# a swept knob's letter in its setting's method name (ngram-d8, eagle3-s3-k4)
-SWEEP_LABELS = {
-    "num_steps": "s",
-    "topk": "k",
-    "num_draft_tokens": "d",
-    "block_size": "b",
-    "max_ngram": "n",
-    "simulate_accept_length": "a",
-}
 # algorithms whose engines honour a forced accept length. SGLang 0.5.17 reads SGLANG_SIMULATE_ACC_LEN
 # once per process (srt/speculative/spec_utils.py) and applies it in eagle_utils.eagle_sample, the
 # verify of EAGLE, EAGLE3, MTP, STANDALONE (EAGLEWorkerV2) and NGRAM (ngram_worker.py calls it),
@@ -137,38 +126,6 @@ def refused_setting(algorithm: str, s: dict[str, Any]) -> str | None:
                 f"num_draft_tokens {draft} exceeds the tree's topk x num_steps + 1 = {topk * steps + 1} nodes"
             )
     return None
-
-
-def setting_name(
-    sweep: str, varying: tuple[tuple[str, Any], ...], labels: tuple[tuple[str, str], ...] = ()
-) -> str:
-    """The method name of one setting of a sweep: ``ngram`` with num_draft_tokens 8 -> ``ngram-d8``;
-    a forced accept length 3.5 -> ``eagle3-a3.5``; a swept engine argument or variable by its
-    label (``labels: {speculative_ddtree_budget: b}`` -> ``ddtree-b64``), else by its name
-    shortened (``SGLANG_ENABLE_SPEC_V2`` 1 -> ``enable-spec-v2-1``)."""
-    named = dict(labels)
-    parts = []
-    for k, v in varying:
-        label = named.get(k) or SWEEP_LABELS.get(k) or _short(k) + "-"
-        parts.append(f"{label}{_value_text(v)}")
-    return "-".join([sweep, *parts])
-
-
-def _short(key: str) -> str:
-    k = key.lower()
-    for prefix in ("sglang_", "speculative_"):
-        k = k.removeprefix(prefix)
-    return k.replace("_", "-")
-
-
-def _value_text(v: Any) -> str:
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, tuple):
-        return "x".join(_value_text(x) for x in v)
-    return re.sub(r"[^A-Za-z0-9.+_-]+", "_", str(v))  # ids that -k can select: no spaces or slashes
 
 
 @dataclass(frozen=True)
@@ -337,7 +294,7 @@ class Cell:
             parts.append(f"ctx{fmt_tokens(self.context_tokens)}")
         if self.workload.kind != "trace":  # a trace's lengths are its own, per request
             parts.append(f"out{fmt_tokens(self.output_tokens)}")
-        parts += [_axis_label(k, v) for k, v in self.extra]
+        parts += [axis_label(k, v) for k, v in self.extra]
         return "-".join(parts)
 
     @property
@@ -435,20 +392,6 @@ class Cell:
 
     def __repr__(self) -> str:
         return f"Cell({self.id})"
-
-
-def _axis_label(key: str, value: Any) -> str:
-    if key == "request_rate":
-        return f"rate{value:g}"
-    if key == "temperature":
-        return f"t{value:g}"
-    if key == "scenario":
-        return Path(str(value)).stem
-    if key == "speed":
-        return f"speed{value:g}x"  # -k speed1x does not select speed10x
-    if key == "thinking":
-        return "think" if value else "nothink"
-    return str(value)
 
 
 @dataclass(frozen=True)

@@ -203,8 +203,8 @@ def timed(
             f"max_rounds ({w.max_rounds}) reached, not decided: "
             + (_undecided(own, ref_own if reference is not None else None, closed))
         )
-    offered = [_offered(p.arrivals) for p in ran if isinstance(p, RoundPlan) and p.arrivals]
-    offered = [x for x in offered if x]
+    rates = [_offered(p.arrivals) for p in ran if isinstance(p, RoundPlan) and p.arrivals]
+    offered = [x for x in rates if x]
     if offered:  # what each round's arrivals actually offered (a Poisson draw, not the nominal rate)
         run.extra["offered_request_rates"] = [round(x, 4) for x in offered]
     if w.warmup:
