@@ -339,11 +339,15 @@ def test_a_malformed_server_sent_event_names_the_url_and_the_event() -> None:
 def test_a_hub_model_without_network_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     import copy
 
+    import huggingface_hub.constants
+
     from pytest_specbench.engines.base import EngineStartError
     from pytest_specbench.engines.hf import HFEngine
     from pytest_specbench.matrix.schema import parse
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # the library read the variable when it was imported (another test may have imported it)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     doc = copy.deepcopy(BASE)
     doc["models"]["m"] = "nonexistent-org/no-such-model-here"
     (group,) = {c.group.id: c.group for c in parse(doc, "m.yaml").cells()}.values()

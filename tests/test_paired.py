@@ -171,7 +171,7 @@ def _twin_matrix() -> dict:
             w.pop("output_tokens")
             w["trace"] = str(ROOT / "fixtures" / "traces" / "chat-small.jsonl")
             w["max_output_tokens"] = 12
-            w["speed"] = [4]  # 24 arrivals in about 1.2 s
+            w["speed"] = [8]  # 24 arrivals in about 0.6 s
         if w.get("kind", name) == "categories":
             w.pop("requests", None)
             w["categories"] = ["chat", "code"]

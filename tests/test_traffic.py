@@ -3,6 +3,7 @@ chat templates with thinking on and off."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,7 @@ def test_trace_prompts_share_the_tokens_of_shared_blocks_and_are_exact() -> None
                 assert common_prefix(ids[i], ids[j]) < (shared + 1) * 32
 
 
+@functools.cache
 def _tiny_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
@@ -157,17 +159,17 @@ class FakeTimedEngine:
 
 def test_a_trace_replays_at_its_times_and_every_method_gets_the_same_requests(tmp_path: Path) -> None:
     m = parse(
-        _trace_doc(SMALL, speed=[2, 4], rounds=1, warmup=0, max_output_tokens=8), str(tmp_path / "m.yaml")
+        _trace_doc(SMALL, speed=[4, 8], rounds=1, warmup=0, max_output_tokens=8), str(tmp_path / "m.yaml")
     )
     cells = {c.id: c for c in m.cells("trace")}
     assert sorted(cells) == [
-        "replay-ar-tp1-c256-speed2x",
         "replay-ar-tp1-c256-speed4x",
-        "replay-ngram-tp1-c256-speed2x",
+        "replay-ar-tp1-c256-speed8x",
         "replay-ngram-tp1-c256-speed4x",
+        "replay-ngram-tp1-c256-speed8x",
     ]
     tr = traces.load_trace(SMALL)
-    assert cells["replay-ar-tp1-c256-speed2x"].request_rate == pytest.approx(2 * 23 / tr.duration_s)
+    assert cells["replay-ar-tp1-c256-speed4x"].request_rate == pytest.approx(4 * 23 / tr.duration_s)
     runs, got = {}, {}
     for cid, cell in cells.items():
         eng = FakeTimedEngine()
@@ -176,7 +178,7 @@ def test_a_trace_replays_at_its_times_and_every_method_gets_the_same_requests(tm
         finally:
             eng.close()
         got[cid] = eng.got
-    for speed in (2, 4):
+    for speed in (4, 8):
         run = runs[f"replay-ar-tp1-c256-speed{speed}x"]
         want = [r.offset_s / speed for r in tr.requests]
         assert run.extra["arrival_offsets_s"] == [round(x, 6) for x in want]
@@ -193,7 +195,7 @@ def test_a_trace_replays_at_its_times_and_every_method_gets_the_same_requests(tm
             got[f"replay-ngram-tp1-c256-speed{speed}x"], key=lambda r: r.tag
         )
     assert (
-        runs["replay-ar-tp1-c256-speed2x"].round_digests != runs["replay-ar-tp1-c256-speed4x"].round_digests
+        runs["replay-ar-tp1-c256-speed4x"].round_digests != runs["replay-ar-tp1-c256-speed8x"].round_digests
     )
 
 
