@@ -95,7 +95,8 @@ def main() -> int:
     with open(args.out, "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    print(f"{args.out}: {len(rows)} requests over {rows[-1]['timestamp'] / 1000:.1f} s, {conv} conversations")
+    span = (rows[-1]["timestamp"] - rows[0]["timestamp"]) / 1000
+    print(f"{args.out}: {len(rows)} requests over {span:.1f} s from the first, {conv} conversations")
     return 0
 
 

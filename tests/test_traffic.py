@@ -478,3 +478,62 @@ def test_the_hf_prefix_cache_can_be_turned_off(tmp_path: Path) -> None:
     assert eng.info["prefix_cache"] is False
     assert [r.cached_tokens for r in run.records] == [0] * 6
     assert traces.load_trace(SMALL, requests=6).prefix_reuse(32) > 0  # there was reuse to find
+
+
+def _entries_hold_their_own_kv(eng: Any) -> None:
+    """Every entry, looked up by its own key, gives exactly the KV a fresh prefill of that key
+    computes (the model's outputs alone could hide a corrupted entry: a tiny model with seeded
+    weights repeats itself)."""
+    import torch
+    from transformers import DynamicCache
+
+    from pytest_specbench.engines.hf import _crop, _prefill
+
+    keys = list(eng._prefixes._entries)
+    assert len(keys) >= 3
+    for key in keys:
+        n, got = eng._prefixes.lookup(key, _crop)
+        assert n == len(key) - 1 and got.get_seq_length() == n
+        fresh = DynamicCache()
+        with torch.inference_mode():
+            _prefill(eng.target, list(key[:n]), fresh)
+        for a, b in zip(got.layers, fresh.layers, strict=True):
+            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+
+
+def test_outputs_from_the_prefix_cache_equal_outputs_without_it(tmp_path: Path) -> None:
+    """Entries share their tensors with the requests that made and reused them: a request that
+    extends a cached prefix, decodes and is cropped must leave the entry as it was."""
+    from pytest_specbench.engines.hf import HFEngine
+
+    doc = _trace_doc(SMALL)
+    doc["methods"] = {
+        "ar": {"backend": "hf", "model": "t"},
+        "nocache": {"backend": "hf", "model": "t", "engine_args": {"disable_radix_cache": True}},
+        "ngram": {
+            "backend": "hf",
+            "model": "t",
+            "speculative": {"algorithm": "ngram", "num_draft_tokens": 4},
+        },
+    }
+    groups = {g.method.name: g for g in parse(doc, str(tmp_path / "m.yaml")).groups()}
+    tok = _tiny_tokenizer()
+    p = list(prompts.exact_prompt(tok, 120, 1))
+    x, y = list(prompts.exact_prompt(tok, 30, 2)), list(prompts.exact_prompt(tok, 30, 3))
+    asks = [p, p + x, p, p + y, p + x]
+    outs: dict[str, list[tuple[int, ...]]] = {}
+    hits: dict[str, list[int | None]] = {}
+    for name in ("ar", "nocache", "ngram"):
+        eng = HFEngine(groups[name])
+        try:
+            recs = [eng.generate(Request(tuple(a), 12)) for a in asks]
+            if name != "nocache":
+                _entries_hold_their_own_kv(eng)
+        finally:
+            eng.close()
+        outs[name] = [r.output_ids for r in recs]
+        hits[name] = [r.cached_tokens for r in recs]
+    assert outs["ar"] == outs["nocache"] == outs["ngram"]  # greedy: the same tokens every way
+    assert hits["nocache"] == [0] * 5
+    assert hits["ar"][0] == 0 and hits["ar"][1] >= 120 and hits["ar"][2] == 119  # p's last token computed
+    assert hits["ar"][4] == 149  # p + x, from the second request's whole sequence (its last token computed)

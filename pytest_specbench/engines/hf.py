@@ -313,8 +313,8 @@ class HFEngine:
                 if self.spec is not None and n_acc < len(hist):
                     hist[n_acc] += 1
                 chunks.append((time.perf_counter() - t0, len(seq) - n_prompt))
-            self._prefixes.store(seq[: cache.get_seq_length()], cache)
         latency = time.perf_counter() - t0
+        self._prefixes.store(seq[: cache.get_seq_length()], cache)  # after the request's clock
         return RequestRecord(
             prompt_tokens=n_prompt,
             output_tokens=len(seq) - n_prompt,

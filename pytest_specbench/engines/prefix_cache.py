@@ -20,7 +20,22 @@ from collections.abc import Sequence
 from typing import Any
 
 MIN_TOKENS = 16  # a copy of a shorter prefix costs about what its prefill would
-MAX_TOKENS = 1 << 17  # tokens held over all entries (the embedded model: 4 KiB of KV a token)
+# tokens held over all entries (the embedded model: 4 KiB of KV a token; entries of one sequence
+# share their tensors, so this bounds what the cache keeps alive, not what it copied)
+MAX_TOKENS = 1 << 17
+
+
+def snapshot(cache: Any) -> Any:
+    """A copy of ``cache`` that later appends and crops of either side leave alone. A transformers
+    DynamicCache of DynamicLayers shares its tensors (a layer appends with torch.cat, a new tensor,
+    and crops by slicing, a view: it never writes into a tensor it holds), so storing and reusing
+    an entry costs no copy of its KV; other cache types are deep-copied."""
+    layers = getattr(cache, "layers", None)
+    if isinstance(layers, list) and all(type(x).__name__ == "DynamicLayer" for x in layers):
+        new = copy.copy(cache)
+        new.layers = [copy.copy(x) for x in layers]
+        return new
+    return copy.deepcopy(cache)
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -51,22 +66,18 @@ class PrefixCache:
         no entry shares at least ``min_tokens``. ``crop(cache, n)`` cuts a cache to n positions."""
         if not self.enabled:
             return 0, None
-        with self._lock:
-            items = list(self._entries.items())
-        best, n = None, 0
-        for key, _ in items:
-            k = common_prefix(key, ids)
-            if k > n:
-                best, n = key, k
-        n = min(n, len(ids) - 1)
-        if best is None or n < self.min_tokens:
-            return 0, None
-        with self._lock:
-            cache = self._entries.get(best)
-            if cache is None:  # evicted meanwhile
+        ids = tuple(ids)
+        with self._lock:  # the scan holds the lock: an entry replaced meanwhile is not missed
+            best, n = None, 0
+            for key in self._entries:
+                k = common_prefix(key, ids)
+                if k > n:
+                    best, n = key, k
+            n = min(n, len(ids) - 1)
+            if best is None or n < self.min_tokens:
                 return 0, None
             self._entries.move_to_end(best)
-        out = copy.deepcopy(cache)
+            out = snapshot(self._entries[best])
         crop(out, n)
         return n, out
 
@@ -76,7 +87,7 @@ class PrefixCache:
         key = tuple(ids)
         if not self.enabled or len(key) < self.min_tokens or len(key) > self.max_tokens:
             return
-        snap = copy.deepcopy(cache)
+        snap = snapshot(cache)
         with self._lock:
             for k in [k for k in self._entries if len(k) <= len(key) and key[: len(k)] == k]:
                 del self._entries[k]

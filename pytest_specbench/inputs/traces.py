@@ -88,6 +88,8 @@ class Trace:
 
 def _field(path: Path, n: int, d: dict[str, Any], key: str, kind: type) -> Any:
     v = d.get(key)
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"{path}:{n}: {key!r} must be a finite number; got {v!r}")
     if kind is int:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
             raise ValueError(f"{path}:{n}: {key!r} must be a whole number >= 1; got {v!r}")

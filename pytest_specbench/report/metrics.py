@@ -296,7 +296,8 @@ def open_loop_metrics(
     records: Sequence[RequestRecord], wall_s: float, rate: float, offered: Sequence[float] = ()
 ) -> dict[str, Any]:
     """What an open loop measures besides latency: the rate its rounds' arrivals actually offered
-    (``offered``: per round, requests ÷ the last arrival; the nominal ``rate`` when not given),
+    (``offered``: per round, requests ÷ the last arrival, a trace's from its first arrival; the
+    nominal ``rate`` when not given),
     the rate the engine completed requests at (requests ÷ the rounds' wall time, which includes
     the last requests' service), and whether the engine kept up: saturated when a request waited
     > SATURATION_QUEUE_S for a free slot (every slot taken at its arrival). The client's own

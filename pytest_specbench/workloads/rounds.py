@@ -203,7 +203,8 @@ def timed(
             f"max_rounds ({w.max_rounds}) reached, not decided: "
             + (_undecided(own, ref_own if reference is not None else None, closed))
         )
-    rates = [_offered(p.arrivals) for p in ran if isinstance(p, RoundPlan) and p.arrivals]
+    from_first = w.kind == "trace"
+    rates = [_offered(p.arrivals, from_first) for p in ran if isinstance(p, RoundPlan) and p.arrivals]
     offered = [x for x in rates if x]
     if offered:  # what each round's arrivals actually offered (a Poisson draw, not the nominal rate)
         run.extra["offered_request_rates"] = [round(x, 4) for x in offered]
@@ -220,13 +221,13 @@ def timed(
     return run
 
 
-def _offered(arrivals: list[float]) -> float | None:
+def _offered(arrivals: list[float], from_first: bool) -> float | None:
     """The rate a round's arrivals offered: Poisson arrivals count from the round's start (n over
-    the last), a trace's from its first request (n - 1 over the span)."""
-    if arrivals[0] == 0:
-        span = arrivals[-1]
+    the last), a trace's from its first request (``from_first``: n - 1 over the span)."""
+    if from_first:
+        span = arrivals[-1] - arrivals[0]
         return (len(arrivals) - 1) / span if span > 0 else None
-    return len(arrivals) / arrivals[-1]
+    return len(arrivals) / arrivals[-1] if arrivals[-1] > 0 else None
 
 
 def _p50(recs: list[RequestRecord]) -> float | None:
