@@ -444,6 +444,9 @@ def test_a_trace_without_a_span_or_with_odd_fields_is_refused(tmp_path: Path) ->
     odd.write_text('{"timestamp": 0, "input_length": 20, "output_length": 4, "hash_ids": 0}\n')
     with pytest.raises(ValueError, match=r"odd.jsonl:1: hash_ids must be a list of integers; got 0"):
         traces.load_trace(str(odd))
+    odd.write_text('{"timestamp": 0, "input_length": Infinity, "output_length": 4}\n')
+    with pytest.raises(ValueError, match=r"odd.jsonl:1: 'input_length' must be a finite number; got inf"):
+        traces.load_trace(str(odd))
     odd.write_text('{"timestamp": 0, "input_length": 0, "output_length": 4}\n')
     with pytest.raises(ValueError, match=r"odd.jsonl:1: 'input_length' must be a whole number >= 1; got 0"):
         traces.load_trace(str(odd))
