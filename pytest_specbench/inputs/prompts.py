@@ -89,16 +89,25 @@ def make_prompts(tokenizer: Any, n_tokens: int, count: int, seed: int = 0) -> li
 _SENTINEL = "\u2063specbench-body\u2063"
 
 
+def _render(
+    tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool, thinking: bool | None
+) -> str:
+    """The messages as text through the tokenizer's chat template, ``enable_thinking`` passed when
+    ``thinking`` is not None."""
+    kw = {} if thinking is None else {"enable_thinking": thinking}
+    return str(
+        tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt, **kw
+        )
+    )
+
+
 def chat_frame(tokenizer: Any, thinking: bool | None = None) -> tuple[list[int], list[int]]:
     """The ids the chat template puts before and after one user message (generation prompt
     included, ``enable_thinking`` passed when ``thinking`` is not None)."""
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("chat_template: true, but the target's tokenizer has no chat template")
-    kw = {} if thinking is None else {"enable_thinking": thinking}
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": _SENTINEL}], tokenize=False, add_generation_prompt=True, **kw
-    )
-    pre, post = text.split(_SENTINEL)
+    pre, post = _render(tokenizer, [{"role": "user", "content": _SENTINEL}], True, thinking).split(_SENTINEL)
     enc = tokenizer.encode
     return list(enc(pre, add_special_tokens=False)), list(enc(post, add_special_tokens=False))
 
@@ -141,10 +150,7 @@ def chat_ids(
     are the ids counted.
     """
     if getattr(tokenizer, "chat_template", None):
-        kw = {} if thinking is None else {"enable_thinking": thinking}
-        text = tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=add_generation_prompt, **kw
-        )
+        text = _render(tokenizer, messages, add_generation_prompt, thinking)
     else:
         text = "".join(f"{m['role']}: {m['content']}\n\n" for m in messages)
         if add_generation_prompt:

@@ -52,14 +52,12 @@ class Trace:
         n = len(self.requests)
         return (n - 1) / self.duration_s if n > 1 and self.duration_s > 0 else 0.0
 
-    def max_tokens(self) -> int:
-        return max((r.input_length + r.output_length for r in self.requests), default=0)
-
     def mean_input(self) -> int:
         return round(sum(r.input_length for r in self.requests) / max(1, len(self.requests)))
 
-    def mean_output(self) -> int:
-        return round(sum(r.output_length for r in self.requests) / max(1, len(self.requests)))
+    def output_lengths(self, cap: int | None = None) -> list[int]:
+        """Each request's output length, at most ``cap`` (the workload's max_output_tokens)."""
+        return [min(r.output_length, cap) if cap else r.output_length for r in self.requests]
 
     def prefix_reuse(self, block_tokens: int) -> float:
         """The share of prompt tokens a prefix cache that never evicts could serve, given the

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .cells import (
+    WAVE_KINDS,
     WORKLOAD_KINDS,
     Method,
     Workload,
@@ -61,7 +62,7 @@ TRACE_REFUSES = {
 }
 TRACE_ONLY = ("trace", "speed", "cut", "block_tokens", "max_output_tokens")
 TRACE_CONCURRENCY = 256  # a trace's default cap on requests in flight
-THINKING_KINDS = ("throughput", "ttft", "long_context", "agentic", "categories")
+THINKING_KINDS = (*WAVE_KINDS, "agentic", "categories")  # WAVE_KINDS: the exact-prompt kinds
 
 
 def _str_list(cx: Ctx, value: Any, key: str) -> tuple[str, ...]:
@@ -69,6 +70,16 @@ def _str_list(cx: Ctx, value: Any, key: str) -> tuple[str, ...]:
     if not items:
         raise cx.err(key, "expected a non-empty list of names")
     return tuple(cx.string(v, f"{key}[{i}]") for i, v in enumerate(items))
+
+
+def _number_axis(cx: Ctx, raw: Any, key: str, what: str, most: float, noun: str) -> tuple[float, ...]:
+    """A number or a list of them (an axis): each > 0 and <= ``most``, none twice."""
+    vals = raw if isinstance(raw, list) else [raw]
+    for i, v in enumerate(vals):
+        cx.pos_number(v, f"{key}[{i}]", what, most)
+    if len({float(v) for v in vals}) != len(vals):
+        raise cx.err(key, f"lists a {noun} twice: {vals!r}")
+    return tuple(float(v) for v in vals)
 
 
 def _workload_axes(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Path) -> dict[str, Any]:
@@ -86,12 +97,9 @@ def _workload_axes(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Pa
         if d.get(k) is not None and kind not in kinds:
             raise cx.err(f"{key}.{k}", f"only for workload kind {' or '.join(kinds)}; this one is {kind!r}")
     if d.get("request_rate") is not None:
-        rates = d["request_rate"] if isinstance(d["request_rate"], list) else [d["request_rate"]]
-        for i, r in enumerate(rates):
-            cx.pos_number(r, f"{key}.request_rate[{i}]", "requests per second", MAX_REQUEST_RATE)
-        if len({float(r) for r in rates}) != len(rates):
-            raise cx.err(f"{key}.request_rate", f"lists a rate twice: {rates!r}")
-        kw["request_rate"] = tuple(float(r) for r in rates)
+        kw["request_rate"] = _number_axis(
+            cx, d["request_rate"], f"{key}.request_rate", "requests per second", MAX_REQUEST_RATE, "rate"
+        )
     if d.get("temperature") is not None:
         temps = d["temperature"] if isinstance(d["temperature"], list) else [d["temperature"]]
         if not temps:
@@ -232,14 +240,11 @@ def _trace(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Path) -> d
         path = str((base_dir / path).resolve())
     kw: dict[str, Any] = {"trace": path}
     if d.get("speed") is not None:
-        speeds = d["speed"] if isinstance(d["speed"], list) else [d["speed"]]
-        if not speeds:
+        if d["speed"] == []:
             raise cx.err(f"{key}.speed", "expected a non-empty list of time scales (1 = as recorded)")
-        for i, v in enumerate(speeds):
-            cx.pos_number(v, f"{key}.speed[{i}]", "a time scale (2 = twice as fast as recorded)", 1e6)
-        if len({float(v) for v in speeds}) != len(speeds):
-            raise cx.err(f"{key}.speed", f"lists a speed twice: {speeds!r}")
-        kw["speed"] = tuple(float(v) for v in speeds)
+        kw["speed"] = _number_axis(
+            cx, d["speed"], f"{key}.speed", "a time scale (2 = twice as fast as recorded)", 1e6, "speed"
+        )
     if d.get("cut") is not None:
         cut = cx.mapping(d["cut"], f"{key}.cut", ("requests", "seconds"), required=())
         if not cut:
@@ -263,8 +268,7 @@ def _trace(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Path) -> d
             + ": a replay needs arrivals at two times at least (a burst of N requests at once is "
             "kind throughput with requests: N)",
         )
-    cap = kw.get("max_output_tokens")
-    outs = [min(r.output_length, cap) if cap else r.output_length for r in tr.requests]
+    outs = tr.output_lengths(kw.get("max_output_tokens"))
     kw.update(
         trace_digest=hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16],
         trace_rate=tr.rate(),
@@ -284,7 +288,7 @@ def _chat(cx: Ctx, key: str, kind: str, d: dict[str, Any]) -> dict[str, Any]:
     if d.get("chat_template") is not None:
         if not isinstance(d["chat_template"], bool):
             raise cx.err(f"{key}.chat_template", f"expected true or false; got {d['chat_template']!r}")
-        if kind not in ("throughput", "ttft", "long_context"):
+        if kind not in WAVE_KINDS:
             raise cx.err(
                 f"{key}.chat_template",
                 f"for kinds throughput, ttft and long_context (kind {kind!r} "
@@ -303,7 +307,7 @@ def _chat(cx: Ctx, key: str, kind: str, d: dict[str, Any]) -> dict[str, Any]:
             raise cx.err(
                 f"{key}.enable_thinking", f"for kinds {', '.join(THINKING_KINDS)}; this one is {kind!r}"
             )
-        if kind in ("throughput", "ttft", "long_context") and not kw.get("chat_template"):
+        if kind in WAVE_KINDS and not kw.get("chat_template"):
             raise cx.err(
                 f"{key}.enable_thinking",
                 "is passed to the chat template: set chat_template: true "

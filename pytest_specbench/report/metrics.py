@@ -228,9 +228,10 @@ def prefix_cache(records: list[Any]) -> dict[str, Any]:
     prompt tokens of the requests whose engine reported it (None where no request's did)."""
     said = [r for r in records if r.cached_tokens is not None]
     prompt = sum(r.prompt_tokens for r in said)
+    cached = sum(r.cached_tokens for r in said)
     return {
-        "cached_tokens": sum(r.cached_tokens for r in said),
-        "prefix_cache_hit_rate": sum(r.cached_tokens for r in said) / prompt if said and prompt else None,
+        "cached_tokens": cached,
+        "prefix_cache_hit_rate": cached / prompt if said and prompt else None,
         "prefix_cache_reported": f"{len(said)} of {len(records)} requests"
         if said
         else "no request's engine reported it",

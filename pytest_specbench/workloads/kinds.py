@@ -84,6 +84,19 @@ def _thinking(cell: Cell, tok: Any) -> bool | None:
     return thinking
 
 
+def _count_prompts(run: CellRun, want: Callable[[RequestRecord], int]) -> None:
+    """``prompt_tokens_exact``: whether every successful request's prompt was ``want(record)``
+    tokens as the engine counted them (what it saw, not what was sent); None when the engine
+    reports no prompt length."""
+    counted = [r for r in run.records if not r.error]
+    if counted and all(r.engine_prompt_tokens is not None for r in counted):
+        run.extra["prompt_tokens_exact"] = all(r.engine_prompt_tokens == want(r) for r in counted)
+        run.extra["prompt_tokens_counted_by"] = "engine"
+    else:
+        run.extra["prompt_tokens_exact"] = None
+        run.extra["prompt_tokens_counted_by"] = "nobody: the engine reports no prompt length"
+
+
 def _exact_rounds(
     engine: Engine, cell: Cell, stream: bool, meter: Meter | None, reference: Reference | None
 ) -> CellRun:
@@ -105,13 +118,7 @@ def _exact_rounds(
 
     plans = [build(r) for r in range(cell.workload.warmup + cell.workload.round_cap)]
     run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference)
-    counted = [r.engine_prompt_tokens for r in run.records if not r.error]
-    if counted and all(n is not None for n in counted):  # what the engine saw, not what was sent
-        run.extra["prompt_tokens_exact"] = all(n == cell.context_tokens for n in counted)
-        run.extra["prompt_tokens_counted_by"] = "engine"
-    else:
-        run.extra["prompt_tokens_exact"] = None
-        run.extra["prompt_tokens_counted_by"] = "nobody: the engine reports no prompt length"
+    _count_prompts(run, lambda r: cell.context_tokens)
     if cell.request_rate:
         run.extra["request_rate"] = cell.request_rate
     return run
@@ -242,8 +249,7 @@ def trace(
     speed = float(dict(cell.extra).get("speed", 1.0))
     blocks: dict[tuple[int, int], tuple[int, ...]] = {}
     ids = [traces.prompt_ids(tok, tr, i, w.block_tokens, blocks) for i in range(len(tr.requests))]
-    cap = w.max_output_tokens
-    outs = [min(r.output_length, cap) if cap else r.output_length for r in tr.requests]
+    outs = tr.output_lengths(w.max_output_tokens)
     arrivals = [r.offset_s / speed for r in tr.requests]
 
     def build(r: int) -> RoundPlan:
@@ -262,16 +268,8 @@ def trace(
 
     plans = [build(r) for r in range(w.warmup + w.round_cap)]
     run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference)
-    counted = [r.engine_prompt_tokens for r in run.records if not r.error]
     want = {f"req{i}": len(p) for i, p in enumerate(ids)}
-    if counted and all(n is not None for n in counted):
-        run.extra["prompt_tokens_exact"] = all(
-            r.engine_prompt_tokens == want[r.tag.split("/")[-1]] for r in run.records if not r.error
-        )
-        run.extra["prompt_tokens_counted_by"] = "engine"
-    else:
-        run.extra["prompt_tokens_exact"] = None
-        run.extra["prompt_tokens_counted_by"] = "nobody: the engine reports no prompt length"
+    _count_prompts(run, lambda r: want[r.tag.split("/")[-1]])
     run.extra.update(
         trace=w.trace,
         trace_requests=len(tr.requests),
