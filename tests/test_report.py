@@ -108,8 +108,25 @@ def test_regression_gate_for_higher_is_better_metrics(
         f"2 regression(s) against {old}:",
         "- ar-tp1-c1-out256: tok/s 500.000 -> 480.000 (new/old 0.960, allowed down to 0.970)",
     ]
-    # within the allowed drops, and a cell not run (another -k) is no regression: exit 0
+    # a cell the new run does not hold (a lost shard, another -k) fails the gate: it was not seen
     new.write_text(json.dumps(_doc({"ar-tp1-c1-out256": (480.0, None), "ngram-tp1-c1-out256": (990.0, 9.4)})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.05", "--max-accept-drop", "0.02"]) == 1
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        f"1 regression(s) against {old}:",
+        "- sa-tp1-c1-out256: measured in the old run, absent from the new one",
+    ]
+    # within the allowed drops: exit 0
+    new.write_text(
+        json.dumps(
+            _doc(
+                {
+                    "ar-tp1-c1-out256": (480.0, None),
+                    "ngram-tp1-c1-out256": (990.0, 9.4),
+                    "sa-tp1-c1-out256": (400.0, 4.0),
+                }
+            )
+        )
+    )
     assert main([str(old), str(new), "--max-tok-s-drop", "0.05", "--max-accept-drop", "0.02"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"0 regression(s) against {old}"
     with pytest.raises(SystemExit) as e:

@@ -150,6 +150,11 @@ def test_three_shards_merge_into_the_unsharded_run(
     assert sum(counts) == 14 and all(counts)
     paths = [str(project.path / f"s{i}.json") for i in range(3)]
     out = project.path / "merged.json"
+    # shard 2's JSON lost: the merge names each of its cells and writes nothing
+    lost = sorted(b["param"] for b in json.loads(Path(paths[2]).read_text())["benchmarks"])
+    r = _merge_cli(*paths[:2], "-o", str(out))
+    assert r.returncode == 1 and f"{len(lost)} cells missing: {', '.join(lost)}" in r.stdout, r.stdout
+    assert not out.exists()
     r = subprocess.run(
         [sys.executable, "-m", "pytest_specbench.report", "merge", *paths, "-o", str(out)],
         capture_output=True,
@@ -180,12 +185,23 @@ def test_three_shards_merge_into_the_unsharded_run(
     assert cmp.returncode == 0, cmp.stderr
 
 
-def _doc(index: int, count: int = 3, split: str = "s1", matrix: str = "m1", cells=("a",), sglang="0.5.17"):
+SPLIT = [["x"], ["y"], ["z1", "z2"]]  # the cells of shards 0, 1 and 2 of _doc's split
+
+
+def _doc(
+    index: int, count: int = 3, split: str = "s1", matrix: str = "m1", cells=("a",), sglang="0.5.17", split_cells=SPLIT
+):
     return {
         "benchmarks": [{"param": c, "extra_info": {"provenance": {"host": f"h{index}"}}} for c in cells],
         "machine_info": {"specbench": {"versions": {"pytest-specbench": "0.2.0", "sglang": sglang}}},
         "specbench": {
-            "shard": {"index": index, "count": count, "split_digest": split, "matrix_digest": matrix},
+            "shard": {
+                "index": index,
+                "count": count,
+                "split_digest": split,
+                "matrix_digest": matrix,
+                "split_cells": split_cells,
+            },
             "engine_starts": 1,
         },
     }
@@ -195,7 +211,14 @@ def test_merge_refuses_what_is_not_one_run() -> None:
     ok = [("a.json", _doc(0, cells=("x",))), ("b.json", _doc(1, cells=("y",)))]
     doc, notes = merge.merge(ok)
     assert [b["param"] for b in doc["benchmarks"]] == ["x", "y"] and doc["specbench"]["engine_starts"] == 2
-    assert notes == ["shards missing: 2/3: their cells are not in the merge"]
+    assert notes == [
+        "shards missing: 2/3: their cells are not in the merge",
+        "2 cells missing: z1, z2",
+    ]
+    assert doc["specbench"]["missing_cells"] == [
+        {"cell": "z1", "shard": "2/3", "why": "shard 2/3 not given"},
+        {"cell": "z2", "shard": "2/3", "why": "shard 2/3 not given"},
+    ]
     for docs, why in (
         ([ok[0], ("b.json", _doc(0, cells=("y",)))], "shard 0/3 is given twice: a.json and b.json"),
         ([ok[0], ("b.json", _doc(1, matrix="m2", cells=("y",)))], "b.json is a shard of a different matrix"),
@@ -204,7 +227,7 @@ def test_merge_refuses_what_is_not_one_run() -> None:
         ([ok[0], ("b.json", _doc(1, cells=("x",)))], "cell x is in a.json and in b.json"),
         ([ok[0], ("b.json", _doc(1, sglang="0.5.18", cells=("y",)))], r"sglang 0.5.17 \(a.json\) vs 0.5.18"),
         ([ok[0], ("b.json", {"benchmarks": []})], "b.json: not a results JSON of pytest-specbench"),
-        ([ok[0]], "give two or more shard JSONs"),
+        ([], "give the shard JSONs of one sharded run, or two or more runs"),
     ):
         with pytest.raises(merge.MergeError, match=why):
             merge.merge(docs)
@@ -268,3 +291,60 @@ def test_the_split_follows_what_k_matched_markers_included(project: pytest.Pytes
     assert len(whole) == 4  # throughput (marked heavy) at c1: ar, ngram-d2, ngram-d4, eagle3
     parts = collected("--specbench-shard", "0/2") + collected("--specbench-shard", "1/2")
     assert sorted(parts) == sorted(whole)
+
+
+def _merge_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_specbench.report", "merge", *args], capture_output=True, text=True
+    )
+
+
+def test_a_missing_shard_names_its_cells_and_fails_the_merge_unless_allowed(tmp_path: Path) -> None:
+    paths = []
+    for i, cells in enumerate((("x",), ("y",))):
+        paths.append(tmp_path / f"s{i}.json")
+        paths[-1].write_text(json.dumps(_doc(i, cells=cells)))
+    out = tmp_path / "run.json"
+    r = _merge_cli(*map(str, paths), "-o", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "merge incomplete, nothing written: 2 cells missing: z1, z2" in r.stdout
+    assert "missing: z1: shard 2/3 not given" in r.stdout and "missing: z2: shard 2/3 not given" in r.stdout
+    assert not out.exists()
+    r = _merge_cli(*map(str, paths), "-o", str(out), "--allow-missing")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "note: 2 cells missing: z1, z2" in r.stdout
+    merged = json.loads(out.read_text())
+    assert [m["cell"] for m in merged["specbench"]["missing_cells"]] == ["z1", "z2"]
+    # one shard file alone: the same, naming the cells of the other two
+    r = _merge_cli(str(paths[0]), "-o", str(out))
+    assert r.returncode == 1 and "3 cells missing: y, z1, z2" in r.stdout, r.stdout
+    # the report of the partial run names them; the gate against a complete run fails on them
+    from pytest_specbench.report.summary import main
+
+    complete = tmp_path / "complete.json"
+    doc = _doc(0, cells=("x", "y", "z1", "z2"))
+    for b in doc["benchmarks"]:
+        b["extra_info"]["output_tokens_per_s"] = 100.0
+    for b in merged["benchmarks"]:
+        b["extra_info"]["output_tokens_per_s"] = 100.0
+    out.write_text(json.dumps(merged))
+    complete.write_text(json.dumps(doc))
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest_specbench.report", str(out)], capture_output=True, text=True
+    )
+    assert "- missing `z1`: shard 2/3 not given" in r.stdout, r.stdout
+    assert main([str(complete), str(out), "--max-tok-s-drop", "0.05"]) == 1
+
+
+def test_an_interrupted_shard_names_the_cells_it_did_not_reach() -> None:
+    a = _doc(0, cells=("x",))
+    b = _doc(1, cells=(), split_cells=[["x"], ["y1", "y2", "y3"], []], count=2)
+    a["specbench"]["shard"].update(count=2, split_cells=[["x"], ["y1", "y2", "y3"], []])
+    b["benchmarks"] = [{"param": "y1", "extra_info": {}}]
+    b["specbench"]["failed_cells"] = [{"cell": "y2", "phase": "call", "error": "x"}]
+    b["specbench"]["interrupted"] = {"cell": "y2", "why": "interrupted by SIGTERM"}
+    doc, notes = merge.merge([("a.json", a), ("b.json", b)])
+    assert doc["specbench"]["missing_cells"] == [
+        {"cell": "y3", "shard": "1/2", "why": "shard 1/2 was interrupted before it"}
+    ]
+    assert "1 cells missing: y3" in notes

@@ -91,6 +91,7 @@ class Split:
     widest_tp: tuple[int, ...] = ()  # GPUs a shard's host needs: its widest TP (0: no cells)
     one_host_s: float = 0.0  # the same cells on one host: every engine group started once
     cells: tuple[str, ...] = ()  # the ids of the cells split (what -k / -m selected), sorted
+    by_shard: tuple[tuple[str, ...], ...] = ()  # per shard, the ids of its cells, sorted
 
     def shard_of(self, cell: Cell, baselines: Mapping[str, str | None]) -> int:
         return self.families[family_of(cell, baselines)]
@@ -147,6 +148,9 @@ def split(
         widest[i] = max([widest[i], *(c.tp for c in cs)])
         groups[i] += [g for g in needs[k] if g not in groups[i]]
     one_host = sum(work.values()) + sum(starts.values())
+    by_shard: list[list[str]] = [[] for _ in range(count)]
+    for c in cells:
+        by_shard[where[family_of(c, baselines)]].append(c.id)
     return Split(
         count,
         where,
@@ -155,6 +159,7 @@ def split(
         tuple(widest),
         one_host,
         tuple(sorted(c.id for c in cells)),
+        tuple(tuple(sorted(ids)) for ids in by_shard),
     )
 
 
@@ -191,4 +196,6 @@ def as_dict(split_: Split, shard: Shard, cells: list[Cell]) -> dict[str, Any]:
         "matrix_digest": matrix_digest(cells),
         "families": sorted(k for k, i in split_.families.items() if i == shard.index),
         "planned_s": round(split_.load_s[shard.index], 1),
+        # the whole split, so that a merge can name every cell of a shard that never arrived
+        "split_cells": [list(ids) for ids in split_.by_shard],
     }

@@ -294,6 +294,8 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     spec = doc.get("specbench") or {}
     for f in spec.get("failed_cells") or []:
         lines.append(f"- failed `{f['cell']}` ({f['phase']}): {failure_headline(f)}")
+    for m in spec.get("missing_cells") or []:  # a partial merge: cells of the split not measured
+        lines.append(f"- missing `{m.get('cell') or '?'}`: {m.get('why')}")
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
     from .provenance import markdown as settings_table
@@ -326,46 +328,6 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     for cell, why in redefined.items():
         lines.append(f"- `{cell}` measured other work in the two runs ({why}): not compared")
     return lines
-
-
-def regressions(
-    old: dict[str, Any],
-    new: dict[str, Any],
-    max_tok_s_drop: float | None = None,
-    max_accept_drop: float | None = None,
-) -> list[str]:
-    """Cells of NEW worse than OLD beyond the allowed fractions (higher is better for both, which
-    ``pytest-benchmark compare --benchmark-compare-fail`` cannot gate: it fails only when a time
-    goes up). A cell measured in OLD that failed in NEW is a regression too; one NEW did not run
-    (another ``-k``, skipped) is only shown as absent in the comparison table."""
-    if max_tok_s_drop is None and max_accept_drop is None:
-        return []
-    a, b = _rows(old), _rows(new)
-    failed = {f["cell"]: f for f in (new.get("specbench") or {}).get("failed_cells") or []}
-    redefined = _redefined(old, new)
-    out = []
-    for cell, ea in a.items():
-        if cell in failed:
-            out.append(
-                f"{cell}: measured in the old run, failed in the new one: {failure_headline(failed[cell])}"
-            )
-            continue
-        if cell not in b or cell in redefined:
-            continue
-        eb = b[cell]
-        for key, label, limit in (
-            ("output_tokens_per_s", "tok/s", max_tok_s_drop),
-            ("accept_length", "accept length", max_accept_drop),
-        ):
-            va, vb = ea.get(key), eb.get(key)
-            if limit is None or not va or vb is None:
-                continue
-            if vb < va * (1 - limit):
-                out.append(
-                    f"{cell}: {label} {va:.3f} -> {vb:.3f} (new/old {vb / va:.3f}, "
-                    f"allowed down to {1 - limit:.3f})"
-                )
-    return out
 
 
 def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
@@ -465,6 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             docs[0], docs[1], Path(args.plots), args.max_tok_s_drop, args.max_accept_drop
         ):
             print(f"wrote {png}")
+    from .gate import regressions
+
     bad = regressions(docs[0], docs[1], args.max_tok_s_drop, args.max_accept_drop)
     if gated:
         print(f"\n{len(bad)} regression(s) against {args.json[0]}" + (":" if bad else ""))
