@@ -189,7 +189,13 @@ SPLIT = [["x"], ["y"], ["z1", "z2"]]  # the cells of shards 0, 1 and 2 of _doc's
 
 
 def _doc(
-    index: int, count: int = 3, split: str = "s1", matrix: str = "m1", cells=("a",), sglang="0.5.17", split_cells=SPLIT
+    index: int,
+    count: int = 3,
+    split: str = "s1",
+    matrix: str = "m1",
+    cells=("a",),
+    sglang="0.5.17",
+    split_cells=SPLIT,
 ):
     return {
         "benchmarks": [{"param": c, "extra_info": {"provenance": {"host": f"h{index}"}}} for c in cells],

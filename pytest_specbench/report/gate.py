@@ -9,7 +9,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from .summary import _redefined, _rows, failure_headline
+
+def _rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {b["param"]: b["extra_info"] for b in doc.get("benchmarks", [])}
+
+
+def failure_headline(f: dict[str, Any]) -> str:
+    """One line for a failed cell: the exception's first line, plus the engine log's own reason."""
+    err = (f.get("error") or "").splitlines()
+    if not err:
+        return f["reason"].splitlines()[-1] if f.get("reason") else ""
+    says = next((ln for ln in err if ln.startswith("engine log says: ")), None)
+    return f"{err[0]}; {says}" if says else err[0]
+
+
+def _work(doc: dict[str, Any]) -> dict[str, tuple[float, float] | None]:
+    """Per cell, what one timed round measured: (requests per round, prompt tokens per request).
+    Two runs' cells compare only when these agree (the number of rounds may differ)."""
+    out: dict[str, tuple[float, float] | None] = {}
+    for b in doc.get("benchmarks", []):
+        e, rounds = b["extra_info"], len((b.get("stats") or {}).get("data") or [])
+        n, p = e.get("requests"), e.get("prompt_tokens")
+        out[b["param"]] = (round(n / rounds, 3), round(p / n, 3)) if n and p and rounds else None
+    return out
+
+
+def redefined(old: dict[str, Any], new: dict[str, Any]) -> dict[str, str]:
+    """Cells in both runs whose rounds measured different work, with what differs."""
+    wa, wb = _work(old), _work(new)
+    out = {}
+    for cell in (c for c in wa if c in wb):
+        a, b = wa[cell], wb[cell]
+        if a and b and a != b:
+            names = ("requests per round", "prompt tokens per request")
+            out[cell] = ", ".join(
+                f"{n} {x:g} -> {y:g}" for n, x, y in zip(names, a, b, strict=True) if x != y
+            )
+    return out
 
 
 def regressions(
@@ -25,7 +61,7 @@ def regressions(
     spec = new.get("specbench") or {}
     failed = {f["cell"]: f for f in spec.get("failed_cells") or [] if isinstance(f, dict) and f.get("cell")}
     missing = {m["cell"]: m for m in spec.get("missing_cells") or [] if isinstance(m, dict) and m.get("cell")}
-    redefined = _redefined(old, new)
+    changed = redefined(old, new)
     out = []
     for cell, ea in a.items():
         if cell in failed:
@@ -37,7 +73,7 @@ def regressions(
             why = f" ({missing[cell]['why']})" if cell in missing else ""
             out.append(f"{cell}: measured in the old run, absent from the new one{why}")
             continue
-        if cell in redefined:
+        if cell in changed:
             continue
         eb = b[cell]
         for key, label, limit in (

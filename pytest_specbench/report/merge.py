@@ -119,7 +119,9 @@ def missing_cells(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, 
         label = f"{i}/{count}"
         if i not in here:
             if split is None:  # a JSON of an earlier version: the shard's cells are not known
-                out.append({"cell": None, "shard": label, "why": f"shard {label} not given (its cells unknown)"})
+                out.append(
+                    {"cell": None, "shard": label, "why": f"shard {label} not given (its cells unknown)"}
+                )
             else:
                 out += [{"cell": c, "shard": label, "why": f"shard {label} not given"} for c in split[i]]
             continue
@@ -200,7 +202,9 @@ def missing_line(missing: Sequence[dict[str, Any]]) -> str:
     unknown = [m["shard"] for m in missing if not m.get("cell")]
     parts = [f"{len(known)} cells missing: {', '.join(known)}"] if known else []
     if unknown:
-        parts.append(f"the cells of shard(s) {', '.join(unknown)} (JSONs of an earlier version do not list them)")
+        parts.append(
+            f"the cells of shard(s) {', '.join(unknown)} (JSONs of an earlier version do not list them)"
+        )
     return "; ".join(parts)
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from . import decide
+from .gate import failure_headline
+from .gate import redefined as _redefined
 from .paired import compare_all
 
 EXTRA_KEYS_FIRST = (
@@ -244,40 +246,6 @@ def planned_vs_engine(event: dict[str, Any]) -> str | None:
 
 def _rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {b["param"]: b["extra_info"] for b in doc.get("benchmarks", [])}
-
-
-def _work(doc: dict[str, Any]) -> dict[str, tuple[float, float] | None]:
-    """Per cell, what one timed round measured: (requests per round, prompt tokens per request).
-    Two runs' cells compare only when these agree (the number of rounds may differ)."""
-    out: dict[str, tuple[float, float] | None] = {}
-    for b in doc.get("benchmarks", []):
-        e, rounds = b["extra_info"], len((b.get("stats") or {}).get("data") or [])
-        n, p = e.get("requests"), e.get("prompt_tokens")
-        out[b["param"]] = (round(n / rounds, 3), round(p / n, 3)) if n and p and rounds else None
-    return out
-
-
-def _redefined(old: dict[str, Any], new: dict[str, Any]) -> dict[str, str]:
-    """Cells in both runs whose rounds measured different work, with what differs."""
-    wa, wb = _work(old), _work(new)
-    out = {}
-    for cell in (c for c in wa if c in wb):
-        a, b = wa[cell], wb[cell]
-        if a and b and a != b:
-            names = ("requests per round", "prompt tokens per request")
-            out[cell] = ", ".join(
-                f"{n} {x:g} -> {y:g}" for n, x, y in zip(names, a, b, strict=True) if x != y
-            )
-    return out
-
-
-def failure_headline(f: dict[str, Any]) -> str:
-    """One line for a failed cell: the exception's first line, plus the engine log's own reason."""
-    err = (f.get("error") or "").splitlines()
-    if not err:
-        return f["reason"].splitlines()[-1] if f.get("reason") else ""
-    says = next((ln for ln in err if ln.startswith("engine log says: ")), None)
-    return f"{err[0]}; {says}" if says else err[0]
 
 
 def markdown(doc: dict[str, Any]) -> list[str]:
