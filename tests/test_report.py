@@ -106,7 +106,8 @@ def test_regression_gate_for_higher_is_better_metrics(
     assert main([str(old), str(new), "--max-tok-s-drop", "0.03"]) == 1
     assert capsys.readouterr().out.splitlines()[-3:-1] == [
         f"2 regression(s) against {old}:",
-        "- ar-tp1-c1-out256: tok/s 500.000 -> 480.000 (new/old 0.960, allowed down to 0.970)",
+        "- ar-tp1-c1-out256: tok/s 500.000 -> 480.000 (new/old 0.960, allowed down to 0.970; fewer than 2 rounds in a run: "
+        "no interval, compared as points)",
     ]
     # a cell the new run does not hold (a lost shard, another -k) fails the gate: it was not seen
     new.write_text(json.dumps(_doc({"ar-tp1-c1-out256": (480.0, None), "ngram-tp1-c1-out256": (990.0, 9.4)})))
@@ -162,5 +163,67 @@ def test_cells_that_measured_other_work_are_not_compared(
     ]
     assert main([str(old), str(same), "--max-tok-s-drop", "0.05"]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "- ar-tp1-c1-out256: tok/s 500.000 -> 400.000 (new/old 0.800, allowed down to 0.950)"
+        "- ar-tp1-c1-out256: tok/s 500.000 -> 400.000 (new/old 0.800, allowed down to 0.950; fewer than 2 rounds in a run: "
+        "no interval, compared as points)"
     )
+
+
+def _run(cells: dict[str, list[float]], **extra: dict) -> dict:
+    """A run whose cells have these rounds' tok/s (tok/s: their geometric mean), each cell's
+    ``extra`` merged into its extra_info."""
+    import math
+
+    doc = _doc({c: (math.exp(sum(math.log(r) for r in rs) / len(rs)), None) for c, rs in cells.items()})
+    for b in doc["benchmarks"]:
+        b["extra_info"]["round_tokens_per_s"] = cells[b["param"]]
+        b["extra_info"].update(extra.get(b["param"], {}))
+        b["stats"] = {"data": [1.0] * len(cells[b["param"]])}
+    return doc
+
+
+def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_saturated_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two identical 4-cell runs, where one cell ran at 0.867 of the old tok/s but the old cell
+    was disturbed (another process took the cores): no regression, exit 0, the cell named as
+    unreliable. A drop whose interval reaches the limit is not one either; one wholly below it is."""
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    steady = [100.0, 100.0, 100.0]
+    cells = {c: steady for c in ("ar-c1", "ar-c4", "ngram-c1", "ngram-c4")}
+    disturbed = {"ngram-c4": {"disturbed": "other processes used 31% of the CPU"}}
+    old.write_text(json.dumps(_run(cells, **disturbed)))
+    new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7, 86.7, 86.7]})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-4:] == [
+        "1 cell(s) without a tok/s verdict (unreliable, not regressions):",
+        "- ngram-c4: tok/s not gated: the old run's cell was disturbed (other processes used 31% of the CPU)",
+        "",
+        f"0 regression(s) against {old}",
+    ]
+    # the same drop in the new run, saturated there: no verdict either
+    old.write_text(json.dumps(_run(cells)))
+    new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3}, **{"ngram-c4": {"saturated": True}})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    assert "- ngram-c4: tok/s not gated: the new run's cell saturated" in capsys.readouterr().out
+    # undisturbed, the same drop in every round: the interval is [0.867, 0.867], wholly below 0.9
+    new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "- ngram-c4: tok/s 100.000 -> 86.700 (new/old 0.867 [0.867, 0.867] from 3 + 3 rounds: the "
+        "whole interval below 0.900)"
+    )
+    # noisy new rounds 64 and 100 against a steady 100: new/old 0.8 at the point; the logs' mean
+    # is ln 0.8, their sd |ln 0.64| / sqrt 2 = 0.3156, the standard error 0.2231 with 1 degree of
+    # freedom (t 12.706): 0.8 x exp(-/+ 2.835) = [0.047, 13.628]: reaches 0.9, not a regression
+    old.write_text(json.dumps(_run({**cells, "ngram-c4": [100.0, 100.0]})))
+    new.write_text(json.dumps(_run({**cells, "ngram-c4": [64.0, 100.0]})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-4:] == [
+        "1 cell(s) below the limit but not separated from it:",
+        "- ngram-c4: tok/s 100.000 -> 80.000 (new/old 0.800 [0.047, 13.628] from 2 + 2 rounds: below "
+        "0.900 at the point, the interval reaches it: not a regression)",
+        "",
+        f"0 regression(s) against {old}",
+    ]

@@ -395,11 +395,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             docs[0], docs[1], Path(args.plots), args.max_tok_s_drop, args.max_accept_drop
         ):
             print(f"wrote {png}")
-    from .gate import regressions
+    from .gate import gate, lines
 
-    bad = regressions(docs[0], docs[1], args.max_tok_s_drop, args.max_accept_drop)
+    verdict = gate(docs[0], docs[1], args.max_tok_s_drop, args.max_accept_drop)
     if gated:
-        print(f"\n{len(bad)} regression(s) against {args.json[0]}" + (":" if bad else ""))
-        for line in bad:
-            print(f"- {line}")
-    return 1 if bad else 0
+        print("\n".join(lines(verdict, args.json[0])))
+    return 1 if verdict.regressions else 0
