@@ -105,6 +105,9 @@ def test_shard_from_the_option_and_the_schedulers_variables() -> None:
     assert shards.from_env({"HOME": "/root"}) is None
 
 
+SLURM_VARS = tuple(f"SLURM_ARRAY_TASK_{k}" for k in ("ID", "COUNT", "MIN", "MAX", "STEP"))
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST)
@@ -112,7 +115,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
     (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
     (pytester.path / "benches" / "test_bench.py").write_text(BENCH)
     monkeypatch.setenv("FAKE_ENGINE_STARTS", str(tmp_path / "starts.txt"))
-    for k in ("JOB_COMPLETION_INDEX", "SPECBENCH_SHARDS", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"):
+    for k in ("JOB_COMPLETION_INDEX", "SPECBENCH_SHARDS", *SLURM_VARS):
         monkeypatch.delenv(k, raising=False)
     return pytester
 
@@ -354,3 +357,114 @@ def test_an_interrupted_shard_names_the_cells_it_did_not_reach() -> None:
         {"cell": "y3", "shard": "1/2", "why": "shard 1/2 was interrupted before it"}
     ]
     assert "1 cells missing: y3" in notes
+
+
+def _slurm(task: int, ids: list[int], step: int = 1) -> dict[str, str]:
+    """SLURM's variables for one task of ``--array`` with these ids (job_mgr.c: COUNT the ids,
+    MIN and MAX the lowest and highest, STEP the number after ':' in --array, else 1)."""
+    return {
+        "SLURM_ARRAY_TASK_ID": str(task),
+        "SLURM_ARRAY_TASK_COUNT": str(len(ids)),
+        "SLURM_ARRAY_TASK_MIN": str(min(ids)),
+        "SLURM_ARRAY_TASK_MAX": str(max(ids)),
+        "SLURM_ARRAY_TASK_STEP": str(step),
+    }
+
+
+@pytest.mark.parametrize(
+    "ids, step", [([0, 1, 2], 1), ([1, 2, 3], 1), ([0, 2, 4], 2), ([1, 5, 9], 1), ([3], 1)]
+)
+def test_every_task_of_a_slurm_array_runs_its_own_shard(ids: list[int], step: int) -> None:
+    """--array=0-2, 1-3, 0-4:2, 1,5,9 and 3: task k of the array is shard k/N, each shard once."""
+    got = [shards.from_env(_slurm(t, ids, step)) for t in ids]
+    assert [(s.index, s.count) for s in got] == [(i, len(ids)) for i in range(len(ids))]
+
+
+def test_a_slurm_task_whose_shard_cannot_be_known_is_a_usage_error(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(shards.ShardError, match="the array's ids are not evenly spaced"):
+        shards.from_env(_slurm(1, [0, 1, 3]))  # --array=0,1,3
+    with pytest.raises(shards.ShardError, match="SLURM_ARRAY_TASK_COUNT .* is not"):
+        shards.from_env({"SLURM_ARRAY_TASK_ID": "1"})
+    for bad in ("abc", "1.5"):
+        env = {**_slurm(1, [0, 1, 2]), "SLURM_ARRAY_TASK_ID": bad}
+        with pytest.raises(shards.ShardError, match=f"SLURM_ARRAY_TASK_ID='{bad}': expected a whole number"):
+            shards.from_env(env)
+    for k, v in {**_slurm(1, [0, 1, 2]), "SLURM_ARRAY_TASK_ID": "abc"}.items():
+        monkeypatch.setenv(k, v)
+    res = project.runpytest("benches", "--collect-only", "-q")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    err = res.stderr.str()
+    assert "SLURM_ARRAY_TASK_ID='abc': expected a whole number" in err and "INTERNALERROR" not in err
+
+
+def test_unsharded_runs_of_different_matrices_refuse_to_merge(project: pytest.Pytester) -> None:
+    other = MATRIX.replace(
+        "prompt_tokens: 8\n    rounds: 2\n    warmup: 0", "prompt_tokens: 9\n    rounds: 2\n    warmup: 0"
+    )
+    assert other != MATRIX
+    (project.path / "other.yaml").write_text(other)
+    project.runpytest("benches", "-k", "ttft and ar", "--benchmark-json", "a.json").assert_outcomes(passed=1)
+    project.runpytest("benches", "-k", "ttft and eagle3", "--benchmark-json", "b.json").assert_outcomes(
+        passed=1
+    )
+    project.runpytest(
+        "benches", "-k", "ttft and eagle3", "--specbench-matrix", "other.yaml", "--benchmark-json", "c.json"
+    ).assert_outcomes(passed=1)
+    docs = {n: json.loads((project.path / n).read_text()) for n in ("a.json", "b.json", "c.json")}
+    doc, notes = merge.merge([("a.json", docs["a.json"]), ("b.json", docs["b.json"])])  # one matrix: fine
+    assert len(doc["benchmarks"]) == 2 and notes == []
+    with pytest.raises(
+        merge.MergeError, match=r"c.json and a.json are runs of different matrices \(matrix_digest"
+    ):
+        merge.merge([("a.json", docs["a.json"]), ("c.json", docs["c.json"])])
+
+
+def test_a_frontier_across_hosts_says_so_and_labels_each_point_with_its_host() -> None:
+    from pytest_specbench.report import pareto
+
+    def b(method: str, c: int, tok_s: float, tpot_ms: float, host: str) -> dict:
+        return {
+            "param": f"{method}-c{c}",
+            "params": {
+                "method": method,
+                "tp": 1,
+                "workload": "throughput",
+                "concurrency": c,
+                "output_tokens": 64,
+            },
+            "extra_info": {
+                "output_tokens_per_s": tok_s,
+                "tpot_ms_p50": tpot_ms,
+                "provenance": {"host": host},
+            },
+        }
+
+    doc = {
+        "benchmarks": [
+            b("ar", 1, 100.0, 10.0, "h0"),
+            b("ar", 8, 640.0, 12.5, "h0"),
+            b("ngram", 1, 150.0, 6.25, "h1"),
+        ]
+    }
+    (pts,) = pareto.points(doc).values()
+    front = pareto.frontier(pts)
+    assert [q.cell for q in front] == ["ar-c8", "ngram-c1"]
+    assert (
+        pareto.hosts_note(front, pareto.hosts(doc))
+        == "frontier across 2 hosts (h0, h1): points labelled @host"
+    )
+    one = {
+        "benchmarks": [
+            {**x, "extra_info": {**x["extra_info"], "provenance": {"host": "h0"}}} for x in doc["benchmarks"]
+        ]
+    }
+    assert pareto.hosts_note(front, pareto.hosts(one)) is None
+    pytest.importorskip("matplotlib")
+    from pytest_specbench.report.plots_pareto import draw
+
+    fig = draw(doc, pareto.trade_panels(pareto.points(doc)))
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert ax.get_title().endswith("\nfrontier across 2 hosts (h0, h1): points labelled @host")
+    assert sorted(t.get_text() for t in ax.texts) == ["c1 @h0", "c1 @h1", "c8 @h0"]

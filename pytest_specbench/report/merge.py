@@ -5,7 +5,7 @@ Every cell once, with its host and shard in its provenance; each cell's speedup 
 shard computed, so both sides of a comparison were measured on one host (the split keeps a
 baseline and the methods compared with it together); nothing is recomputed across hosts. Refused,
 with the reason: files that are not results JSONs, shards of different matrices (cell ids and
-definitions), splits or shard counts, a shard given twice, a cell in two files, and different
+definitions; unsharded runs too, by the matrix digest each JSON records), splits or shard counts, a shard given twice, a cell in two files, and different
 versions of pytest-specbench, SGLang, torch or transformers. Every shard's JSON lists the whole
 split (each shard's cell ids), so the cells of a shard not given, or of an interrupted shard, are
 named one by one (``specbench.missing_cells``); while any is missing the merge writes nothing and
@@ -59,6 +59,17 @@ def check(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
             raise MergeError("measured with different versions: " + "; ".join(diff))
     shards = [(name, d["specbench"].get("shard")) for name, d in docs]
     notes: list[str] = []
+    digests = [(name, d["specbench"].get("matrix_digest")) for name, d in docs]
+    known = [(name, m) for name, m in digests if m]
+    for name, m in known[1:]:
+        if m != known[0][1]:
+            raise MergeError(
+                f"{name} and {known[0][0]} are runs of different matrices (matrix_digest {m} against "
+                f"{known[0][1]}: cell ids or definitions differ); merge runs of one matrix"
+            )
+    if known and len(known) < len(digests):
+        unknown = ", ".join(name for name, m in digests if not m)
+        notes.append(f"{unknown}: no matrix digest (an earlier version): the matrices were not compared")
     if any(s for _, s in shards):
         unsharded = [name for name, s in shards if not s]
         if unsharded:
