@@ -4,9 +4,10 @@ sharded run (``--specbench-shard I/N``) as one pytest-benchmark JSON.
 Every cell once, with its host and shard in its provenance; each cell's speedup is the one its
 shard computed, so both sides of a comparison were measured on one host (the split keeps a
 baseline and the methods compared with it together); nothing is recomputed across hosts. Refused,
-with the reason: files that are not results JSONs, shards of different matrices (cell ids and
-definitions; unsharded runs too, by the matrix digest each JSON records), splits or shard counts, a shard given twice, a cell in two files, and different
-versions of pytest-specbench, SGLang, torch or transformers. Every shard's JSON lists the whole
+with the reason: files that are not results JSONs, runs of different matrices (cell ids and
+definitions, by the matrix digest each JSON records, sharded or not), splits or shard counts, a
+shard given twice, a cell in two files, and different versions of pytest-specbench, SGLang, torch
+or transformers. Every shard's JSON lists the whole
 split (each shard's cell ids), so the cells of a shard not given, or of an interrupted shard, are
 named one by one (``specbench.missing_cells``); while any is missing the merge writes nothing and
 exits 1, unless ``--allow-missing`` asks for the partial run. Pure: no pytest.
