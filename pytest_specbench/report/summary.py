@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import decide
+from .mdtext import one_line, safe_doc
 from .paired import compare_all
 
 EXTRA_KEYS_FIRST = (
@@ -273,15 +274,36 @@ def _redefined(old: dict[str, Any], new: dict[str, Any]) -> dict[str, str]:
 
 def failure_headline(f: dict[str, Any]) -> str:
     """One line for a failed cell: the exception's first line, plus the engine log's own reason."""
-    err = (f.get("error") or "").splitlines()
+    err = str(f.get("error") or "").splitlines()
     if not err:
-        return f["reason"].splitlines()[-1] if f.get("reason") else ""
+        reason = str(f.get("reason") or "").splitlines()
+        return reason[-1] if reason else ""
     says = next((ln for ln in err if ln.startswith("engine log says: ")), None)
     return f"{err[0]}; {says}" if says else err[0]
 
 
+def failed_line(f: Any) -> str:
+    """A failed_cells entry as a list item; one without a name (or not an entry at all, from an
+    edited or foreign JSON) is shown unnamed with what it has."""
+    if not isinstance(f, dict):
+        return f"- failed, unnamed: {f!r}"
+    if f.get("cell"):
+        name = f"`{f['cell']}`"
+    else:
+        params = f.get("params")
+        axes = ", ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else ""
+        name = f"an unnamed cell ({axes})" if axes else "an unnamed cell"
+    phase = f" ({f['phase']})" if f.get("phase") else ""
+    return f"- failed {name}{phase}: {failure_headline(f) or 'no error recorded'}"
+
+
 def markdown(doc: dict[str, Any]) -> list[str]:
-    """One results JSON as a Markdown table, then its failed cells (with the engine's reason)."""
+    """One results JSON as a Markdown table, then its failed cells (with the engine's reason).
+    Every string from the JSON is escaped (mdtext): a name or reason cannot break a table."""
+    return one_line(_markdown(safe_doc(doc)))
+
+
+def _markdown(doc: dict[str, Any]) -> list[str]:
     columns = _columns(doc, terminal=False)
     lines = [
         "| cell | " + " | ".join(h for h, _, _, _ in columns) + " | err |",
@@ -292,8 +314,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
         lines.append(f"| {' | '.join(cols)} |")
     lines += ["", *legend(doc), ""] if legend(doc) else []
     spec = doc.get("specbench") or {}
-    for f in spec.get("failed_cells") or []:
-        lines.append(f"- failed `{f['cell']}` ({f['phase']}): {failure_headline(f)}")
+    lines += [failed_line(f) for f in spec.get("failed_cells") or []]
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
     from .provenance import markdown as settings_table
@@ -304,6 +325,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Two results JSONs cell by cell: throughput (and new/old) and acceptance length, which
     ``pytest-benchmark compare`` (round times only) does not show."""
+    old, new = safe_doc(old), safe_doc(new)
     a, b = _rows(old), _rows(new)
     redefined = _redefined(old, new)
     lines = [
@@ -325,7 +347,7 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         lines.append(f"| {' | '.join(cols)} |")
     for cell, why in redefined.items():
         lines.append(f"- `{cell}` measured other work in the two runs ({why}): not compared")
-    return lines
+    return one_line(lines)
 
 
 def regressions(
@@ -341,7 +363,11 @@ def regressions(
     if max_tok_s_drop is None and max_accept_drop is None:
         return []
     a, b = _rows(old), _rows(new)
-    failed = {f["cell"]: f for f in (new.get("specbench") or {}).get("failed_cells") or []}
+    failed = {
+        f["cell"]: f
+        for f in (new.get("specbench") or {}).get("failed_cells") or []
+        if isinstance(f, dict) and f.get("cell")
+    }
     redefined = _redefined(old, new)
     out = []
     for cell, ea in a.items():
