@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,105 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
         "",
         f"0 regression(s) against {old}",
     ]
+# a name or reason as a results JSON may carry it: table pipes, a code span, HTML, a line break
+HOSTILE = "ng|ram`<img src=x onerror=alert(1)>\nx"
+
+
+def _unescaped(line: str, ch: str) -> int:
+    """How many times ``ch`` appears in a Markdown line outside a backslash escape."""
+    return re.sub(r"\\.", "", line).count(ch)
+
+
+def _closed_loop(method: str, workload: str, rates: list[float], **extra: object) -> dict:
+    params = {"method": method, "tp": 1, "workload": workload, "concurrency": 1}
+    return {
+        "param": f"{method}-{workload}-c1",
+        "params": {**params, "context_tokens": 128, "output_tokens": 256},
+        "extra_info": {
+            "output_tokens_per_s": sum(rates) / len(rates),
+            "round_tokens_per_s": rates,
+            "request_digests": [f"d{i}" for i in range(len(rates))],
+            "speedup_baseline": "ar",
+            **extra,
+        },
+        "stats": {"data": [1.0] * len(rates)},
+    }
+
+
+def test_the_markdown_report_escapes_hostile_strings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Method, workload and cell names and failure reasons with |, `, < and line breaks: every
+    table row keeps its header's columns, no HTML tag reaches the Markdown or the HTML page, and
+    each entry stays one line."""
+    from pytest_specbench.report.html import markdown_to_html
+
+    doc = {
+        "benchmarks": [
+            _closed_loop("ar", HOSTILE, [500.0, 510.0, 490.0], speedup_vs_ar=1.0),
+            _closed_loop(
+                HOSTILE,
+                HOSTILE,
+                [1680.0, 1700.0, 1660.0],
+                speedup_vs_ar=3.36,
+                speedup_vs_ar_ci95=[3.3, 3.4],
+                speedup_verdict="faster",
+            ),
+        ],
+        "specbench": {
+            "failed_cells": [
+                {
+                    "cell": HOSTILE,
+                    "phase": "call",
+                    "error": "RuntimeError: a | b <script>alert(1)</script>\nmore",
+                }
+            ]
+        },
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc))
+    assert main([str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    tables = [ln for ln in lines if ln.startswith("|")]
+    assert (
+        len(tables) == 7
+    )  # the cells' table (header, rule, 2 rows), the decision view's (header, rule, 1 row)
+    for block in (tables[:4], tables[4:]):
+        assert {_unescaped(ln, "|") for ln in block} == {_unescaped(block[0], "|")}
+    assert all(_unescaped(ln, "<") == 0 for ln in lines)
+    assert r"ng\|ram\`\<img src=x onerror=alert(1)> x" in tables[2]  # escaped, joined to one line
+    assert lines[4] == (
+        r"- failed `ng\|ram\`\<img src=x onerror=alert(1)> x` (call): RuntimeError: a \| b "
+        r"\<script>alert(1)\</script>"
+    )
+    page = markdown_to_html(lines)
+    assert "<img" not in page and "<script" not in page
+    rows = re.findall(r"<tr>(.*?)</tr>", page)
+    assert [len(re.findall(r"<t[hd]", r)) for r in rows] == [10, 10, 10, 3, 3]
+    assert "<td>ng&#124;ram&#96;&lt;img src=x onerror=alert(1)&gt; x-" in page  # shown as written
+
+
+def test_failed_cells_without_their_keys_are_shown_unnamed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failed_cells entry without ``cell`` (or ``phase``, or not a mapping at all) is listed as
+    unnamed with what it has; the report, the comparison and the gate still run."""
+    failed = [
+        {"phase": "call", "error": "EngineCrashed: died\ntail"},
+        {"params": {"method": "ngram", "tp": 2}, "reason": "timed out"},
+        {"cell": "sa-tp1-c1-out256"},
+        "ar-tp1-c1-out256",
+    ]
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(_doc({"ar-tp1-c1-out256": (500.0, None)})))
+    new.write_text(json.dumps(_doc({"ar-tp1-c1-out256": (450.0, None)}, failed)))
+    assert main([str(new)]) == 0
+    assert capsys.readouterr().out.splitlines()[3:8] == [
+        "- failed an unnamed cell (call): EngineCrashed: died",
+        "- failed an unnamed cell (method=ngram, tp=2): timed out",
+        "- failed `sa-tp1-c1-out256`: no error recorded",
+        "- failed, unnamed: 'ar-tp1-c1-out256'",
+        "- engine starts: 2",
+    ]
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.2"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"0 regression(s) against {old}"

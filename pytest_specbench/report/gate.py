@@ -20,9 +20,10 @@ from .paired import Interval, no_verdict_reason, round_rates, t975
 
 def failure_headline(f: dict[str, Any]) -> str:
     """One line for a failed cell: the exception's first line, plus the engine log's own reason."""
-    err = (f.get("error") or "").splitlines()
+    err = str(f.get("error") or "").splitlines()
     if not err:
-        return f["reason"].splitlines()[-1] if f.get("reason") else ""
+        reason = str(f.get("reason") or "").splitlines()
+        return reason[-1] if reason else ""
     says = next((ln for ln in err if ln.startswith("engine log says: ")), None)
     return f"{err[0]}; {says}" if says else err[0]
 

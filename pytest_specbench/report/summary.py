@@ -18,6 +18,7 @@ from typing import Any
 from . import decide
 from .gate import failure_headline
 from .gate import redefined as _redefined
+from .mdtext import one_line, safe_doc
 from .paired import compare_all
 
 EXTRA_KEYS_FIRST = (
@@ -248,8 +249,28 @@ def _rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {b["param"]: b["extra_info"] for b in doc.get("benchmarks", [])}
 
 
+def failed_line(f: Any) -> str:
+    """A failed_cells entry as a list item; one without a name (or not an entry at all, from an
+    edited or foreign JSON) is shown unnamed with what it has."""
+    if not isinstance(f, dict):
+        return f"- failed, unnamed: {f!r}"
+    if f.get("cell"):
+        name = f"`{f['cell']}`"
+    else:
+        params = f.get("params")
+        axes = ", ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else ""
+        name = f"an unnamed cell ({axes})" if axes else "an unnamed cell"
+    phase = f" ({f['phase']})" if f.get("phase") else ""
+    return f"- failed {name}{phase}: {failure_headline(f) or 'no error recorded'}"
+
+
 def markdown(doc: dict[str, Any]) -> list[str]:
-    """One results JSON as a Markdown table, then its failed cells (with the engine's reason)."""
+    """One results JSON as a Markdown table, then its failed cells (with the engine's reason).
+    Every string from the JSON is escaped (mdtext): a name or reason cannot break a table."""
+    return one_line(_markdown(safe_doc(doc)))
+
+
+def _markdown(doc: dict[str, Any]) -> list[str]:
     columns = _columns(doc, terminal=False)
     lines = [
         "| cell | " + " | ".join(h for h, _, _, _ in columns) + " | err |",
@@ -260,8 +281,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
         lines.append(f"| {' | '.join(cols)} |")
     lines += ["", *legend(doc), ""] if legend(doc) else []
     spec = doc.get("specbench") or {}
-    for f in spec.get("failed_cells") or []:
-        lines.append(f"- failed `{f['cell']}` ({f['phase']}): {failure_headline(f)}")
+    lines += [failed_line(f) for f in spec.get("failed_cells") or []]
     for m in spec.get("missing_cells") or []:  # a partial merge: cells of the split not measured
         lines.append(f"- missing `{m.get('cell') or '?'}`: {m.get('why')}")
     if "engine_starts" in spec:
@@ -274,6 +294,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Two results JSONs cell by cell: throughput (and new/old) and acceptance length, which
     ``pytest-benchmark compare`` (round times only) does not show."""
+    old, new = safe_doc(old), safe_doc(new)
     a, b = _rows(old), _rows(new)
     redefined = _redefined(old, new)
     lines = [
@@ -295,7 +316,7 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         lines.append(f"| {' | '.join(cols)} |")
     for cell, why in redefined.items():
         lines.append(f"- `{cell}` measured other work in the two runs ({why}): not compared")
-    return lines
+    return one_line(lines)
 
 
 def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
