@@ -36,6 +36,8 @@ from .cells import (
     setting_name,
 )
 from .checks import Ctx, MatrixError
+from .list_args import one_list_value
+from .selectors import excludes, group_hooks, includes, run_hooks
 from .workload_schema import workload
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
@@ -50,6 +52,8 @@ METHOD_KEYS = (
     "url",
     "api",
     "api_key_env",
+    "hooks",
+    "tune",
 )
 ENDPOINT_BACKENDS = ("http",)  # backends that talk to an endpoint given by url:
 APIS = ("sglang", "openai")
@@ -66,7 +70,7 @@ SPEC_KEYS = (
 )
 SIMULATE_METHODS = ("match-expected", "multinomial")  # SGLANG_SIMULATE_ACC_METHOD
 MAX_FORCED_ACCEPT = 64.0
-TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline")
+TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline", "exclude", "include", "hooks", "compare")
 
 
 def _model(cx: Ctx, name: str, raw: Any, base_dir: Path) -> Model:
@@ -256,6 +260,7 @@ def _method(
         url=url,
         api=api,
         api_key_env=key_env,
+        hooks=group_hooks(cx, f"{key}.hooks", d["hooks"]) if d.get("hooks") is not None else (),
     )
     base = dataclasses.replace(base, labels=tuple(sorted((str(k), v) for k, v in labels.items())))
     spec_settings: list[tuple[Speculative | None, tuple[tuple[str, Any], ...]]] = (
@@ -288,49 +293,6 @@ def _method(
     return out
 
 
-# SGLang 0.5.17's server arguments that take a list (srt/server_args.py): a flat list given for one
-# of these is the argument's value, and a list of lists sweeps it
-LIST_ARGS = frozenset(
-    {
-        "cuda_graph_bs",
-        "cuda_graph_bs_decode",
-        "cuda_graph_bs_prefill",
-        "lora_paths",
-        "lora_target_modules",
-        "bucket_e2e_request_latency",
-        "bucket_inter_token_latency",
-        "bucket_time_to_first_token",
-        "generation_tokens_buckets",
-        "prompt_tokens_buckets",
-        "prefill_delayer_forward_passes_buckets",
-        "prefill_delayer_wait_seconds_buckets",
-        "debug_tensor_dump_layers",
-        "flashinfer_autotune_skip_ops",
-        "forward_hooks",
-        "gc_threshold",
-        "numa_node",
-        "encoder_urls",
-        "encoder_register_urls",
-        "decoupled_spec_connect_endpoints",
-        "sidecar_args",
-        "custom_weight_loader",
-        "log_requests_target",
-        "tokenizer_metrics_allowed_custom_labels",
-        "uvicorn_access_log_exclude_prefixes",
-        "remote_instance_weight_loader_send_weights_group_ports",
-    }
-)
-
-
-def _one_list_value(where: str, key: str, v: list[Any]) -> bool:
-    """Whether a list in engine_args is one value, not a sweep: [[...]] (one list, nested), or a
-    flat list for an argument SGLang takes as a list (LIST_ARGS)."""
-    if where != "engine_args":
-        return False
-    nested = all(isinstance(x, list) for x in v) and bool(v)
-    return (len(v) == 1 and nested) or (key in LIST_ARGS and not nested)
-
-
 def _varies(swept: list[tuple[str, tuple[Any, ...]]], key: str) -> bool:
     return len(dict(swept)[key]) > 1
 
@@ -343,7 +305,7 @@ def _swept_args(
     out = []
     for where, d in (("engine_args", engine_args), ("env", env)):
         for k, v in d.items():
-            if not isinstance(v, list) or _one_list_value(where, k, v):
+            if not isinstance(v, list) or one_list_value(where, k, v):
                 if where == "engine_args" and isinstance(v, list) and len(v) == 1 and isinstance(v[0], list):
                     engine_args[k] = v[0]  # [[1, 2, 4]]: the list itself, given as one value
                 continue
@@ -409,6 +371,8 @@ def parse(
 ) -> Matrix:
     """Validate a loaded YAML document and build the frozen :class:`Matrix`."""
     cx = Ctx(path)
+    if isinstance(data, dict):  # x-... keys are the file's own (a home for YAML anchors): ignored
+        data = {k: v for k, v in data.items() if not str(k).startswith("x-")}
     d = cx.mapping(data, "(top level)", TOP_KEYS, required=("models", "methods", "workloads"))
     base = base_dir or Path(path).parent
     raw_models = cx.mapping(d["models"], "models", tuple(d["models"] or ())) if d["models"] else {}
@@ -446,6 +410,14 @@ def parse(
         workloads=workloads,
         baseline=str(baseline),
     )
+    everything = m.cells()
+    ex = excludes(cx, d.get("exclude"), everything)
+    m = dataclasses.replace(
+        m,
+        exclude=ex,
+        include=includes(cx, d.get("include"), everything, ex),
+        hooks=run_hooks(cx, d.get("hooks")),
+    )
     seen: dict[str, Cell] = {}
     for c in m.cells():
         if c.id in seen:
@@ -481,11 +453,14 @@ class DuplicateKeyError(yaml.YAMLError):
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """safe_load that refuses a key given twice in one mapping (plain YAML keeps the last one:
-    a second ``ar:`` under methods would silently replace the first)."""
+    a second ``ar:`` under methods would silently replace the first). Merge keys (``<<: *common``)
+    are YAML's own: keys written beside one override the merged ones."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *common`: its keys may be overridden
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise DuplicateKeyError(

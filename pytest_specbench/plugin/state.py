@@ -267,7 +267,9 @@ class SpecbenchState:
         name = base.name
         from ..workloads.kinds import Reference, warm_engine
 
-        group = EngineGroup(base, cell.tp)
+        from ..matrix.selectors import apply_includes
+
+        group = EngineGroup(apply_includes(base, cell.tp, self.matrix.include), cell.tp)  # its TP's settings
         if group.id not in self.references:
             t0 = time.perf_counter()
             eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
