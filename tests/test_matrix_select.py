@@ -263,3 +263,50 @@ def test_compare_tune_and_hooks_are_known_keys() -> None:
     m = parse(d, "m.yaml")
     assert m.hooks == (("before_run", "true"), ("after_run", "echo done"))
     assert dict(m.method("ngram-d2").hooks) == {"before_group": "echo up", "after_group": "echo down"}
+
+
+K_MATRIX = """
+models:
+  m: /nonexistent/model
+methods:
+  ar: {backend: fake, model: m}
+  ngram: {backend: fake, model: m, speculative: {algorithm: ngram, num_draft_tokens: [3, 8]}}
+tp: [1]
+workloads:
+  throughput: {concurrency: [1, 16], output_tokens: [16], prompt_tokens: 8, rounds: 2}
+  throughput_long: {kind: throughput, concurrency: [1], output_tokens: [16], prompt_tokens: 64, rounds: 2}
+"""
+
+
+def _ids(res: pytest.RunResult) -> list[str]:
+    return [line.split("[", 1)[1].rstrip("]") for line in res.outlines if "::test_throughput[" in line]
+
+
+def test_k_selects_c1_without_c16(pytester: pytest.Pytester) -> None:
+    from fake_engine import CONFTEST
+
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "benches").mkdir()
+    (pytester.path / "benches" / "specbench.yaml").write_text(K_MATRIX)
+    (pytester.path / "benches" / "test_throughput.py").write_text(
+        "def test_throughput(engine, cell, specbench):\n    specbench.run(engine, cell)\n"
+    )
+
+    def k(expr: str) -> list[str]:
+        return _ids(pytester.runpytest("benches", "--collect-only", "-q", "-k", expr))
+
+    # substrings: c1 is in c16, ngram in ngram-d3, throughput in every item's test_throughput
+    assert k("c1 and ar") == [
+        "throughput-ar-tp1-c1-out16",
+        "throughput-ar-tp1-c16-out16",
+        "throughput_long-ar-tp1-c1-out16",
+    ]
+    assert k(":c1: and ar") == ["throughput-ar-tp1-c1-out16", "throughput_long-ar-tp1-c1-out16"]
+    assert k(":c16:") == [
+        "throughput-ar-tp1-c16-out16",
+        "throughput-ngram-d3-tp1-c16-out16",
+        "throughput-ngram-d8-tp1-c16-out16",
+    ]
+    assert k(":throughput: and :c1: and :ngram-d3:") == ["throughput-ngram-d3-tp1-c1-out16"]
+    assert len(k(":ngram:")) == 6 and k(":ngram:") == k("ngram")  # the sweep's name: every setting
+    assert k(":ar: and :throughput_long:") == ["throughput_long-ar-tp1-c1-out16"]

@@ -202,6 +202,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(("engine", "cell"), params, indirect=["engine"], scope="session")
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A cell's exact ``-k`` tokens (``:c1:``, ``:tp4:``, ``:ngram:``; Cell.tokens): pytest's
+    ``-k`` matches substrings, so ``c1`` alone also selects c16."""
+    cell = _item_cell(item)
+    if cell is not None:
+        item.extra_keyword_matches.update(cell.tokens())
+
+
 @pytest.hookimpl(trylast=True)  # after -k / -m: a shard splits what they selected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from . import sharding

@@ -265,9 +265,8 @@ class SpecbenchState:
         if base is None:
             return None
         name = base.name
-        from ..workloads.kinds import Reference, warm_engine
-
         from ..matrix.selectors import apply_includes
+        from ..workloads.kinds import Reference, warm_engine
 
         group = EngineGroup(apply_includes(base, cell.tp, self.matrix.include), cell.tp)  # its TP's settings
         if group.id not in self.references:
