@@ -310,3 +310,24 @@ def test_k_selects_c1_without_c16(pytester: pytest.Pytester) -> None:
     assert k(":throughput: and :c1: and :ngram-d3:") == ["throughput-ngram-d3-tp1-c1-out16"]
     assert len(k(":ngram:")) == 6 and k(":ngram:") == k("ngram")  # the sweep's name: every setting
     assert k(":ar: and :throughput_long:") == ["throughput_long-ar-tp1-c1-out16"]
+
+
+def test_unknown_names_say_did_you_mean() -> None:
+    d = doc(baseline="arr")
+    with pytest.raises(
+        MatrixError, match=r"baseline: 'arr' is not defined under methods: \(did you mean 'ar'\?\)"
+    ):
+        parse(d, "m.yaml")
+    d = doc()
+    d["workloads"]["long"]["methods"] = ["ngarm"]
+    with pytest.raises(
+        MatrixError, match=r"methods\[0\]: 'ngarm' is not defined under methods: \(did you mean 'ngram'"
+    ):
+        parse(d, "m.yaml")
+    d = doc()
+    d["models"]["tiny-draft"] = "embedded:tiny-draft"
+    d["methods"]["ar"]["model"] = "tiny-drat"
+    with pytest.raises(
+        MatrixError, match=r"'tiny-drat' is not defined under models: \(did you mean 'tiny-draft'\?\)"
+    ):
+        parse(d, "m.yaml")

@@ -35,7 +35,7 @@ from .cells import (
     refused_setting,
     setting_name,
 )
-from .checks import Ctx, MatrixError
+from .checks import Ctx, MatrixError, did_you_mean
 from .list_args import one_list_value
 from .selectors import excludes, group_hooks, includes, run_hooks
 from .workload_schema import workload
@@ -192,7 +192,8 @@ def _method(
     if mname not in models:
         raise cx.err(
             f"{key}.model",
-            f"{mname!r} is not defined under models:; defined: {', '.join(models) or '(none)'}",
+            f"{mname!r} is not defined under models:{did_you_mean(mname, models)}; "
+            f"defined: {', '.join(models) or '(none)'}",
         )
     if "speculative" in d and d["speculative"] is None:
         raise cx.err(
@@ -211,7 +212,8 @@ def _method(
         if spec0.draft_model not in models:
             raise cx.err(
                 f"{key}.speculative.draft_model",
-                f"{spec0.draft_model!r} is not defined under models:; defined: {', '.join(models)}",
+                f"{spec0.draft_model!r} is not defined under models:"
+                f"{did_you_mean(spec0.draft_model, models)}; defined: {', '.join(models)}",
             )
         draft = models[spec0.draft_model]
     engine_args = d.get("engine_args") or {}
@@ -399,7 +401,10 @@ def parse(
     workloads = tuple(workload(cx, cx.name(n, f"workloads.{n}"), r, named, base) for n, r in raw_w.items())
     baseline = d.get("baseline", DEFAULT_BASELINE)
     if "baseline" in d and baseline not in methods:
-        raise cx.err("baseline", f"{baseline!r} is not defined under methods:; defined: {', '.join(methods)}")
+        hint = did_you_mean(baseline, methods)
+        raise cx.err(
+            "baseline", f"{baseline!r} is not defined under methods:{hint}; defined: {', '.join(methods)}"
+        )
     if baseline in methods and methods[baseline].sweep:
         raise cx.err("baseline", f"{baseline!r} is a sweep (several settings); the baseline is one method")
     m = Matrix(
