@@ -23,13 +23,15 @@ and no heavy imports here.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..matrix.cells import SPEC_ALGORITHMS, Cell, EngineGroup
 from ..matrix.schema import ENDPOINT_BACKENDS
 from . import eta
-from .eta import ENGINE_START_S, GroupCosts
+from .eta import ENGINE_START_S
+from .previous import apply_previous
+from .records import CellPlan, GPUBudget, GroupPlan
 from .sglang_memory import (
     SGLANG_SPEC_MAX_RUNNING,
     SGLANG_STATE_SLOTS_PER_REQUEST,
@@ -86,14 +88,6 @@ def context_reason(cell: Cell) -> str | None:
 # ------------------------------------------------------------------------------ memory
 
 
-@dataclass(frozen=True)
-class GPUBudget:
-    memory_bytes: int
-    bandwidth: float | None  # bytes/s; None: unknown (no roofline, no decode ETA)
-    name: str = "assumed"
-    bandwidth_source: str = ""
-
-
 def parse_memory(value: str) -> int:
     """'80GiB', '141GB', '80g', '81920MiB' -> bytes."""
     s = value.strip().lower().replace(" ", "")
@@ -105,53 +99,6 @@ def parse_memory(value: str) -> int:
             except ValueError:
                 break
     raise ValueError(f"{value!r}: expected a size like 80GiB, 141GB or 81920MiB")
-
-
-@dataclass
-class GroupPlan:
-    group: str
-    method: str
-    backend: str
-    tp: int
-    model: str
-    error: str | None = None  # the group cannot run at all (TP, weights larger than the budget)
-    unsized: str | None = None  # why the planner could not size the model (MLA, no config)
-    notes: list[str] = field(default_factory=list)
-    kv_bytes_per_token: int | None = None  # per GPU, target (+ draft)
-    state_bytes_per_request: int | None = None
-    weight_bytes_per_gpu: int | None = None  # target (+ draft)
-    budget_bytes_per_gpu: int | None = None  # GPU memory x mem_fraction_static
-    mem_fraction_static: float | None = None
-    kv_tokens_capacity: int | None = None
-    state_pool_bytes_per_gpu: int | None = None  # hybrid models: SGLang's linear-attention state pool
-    max_running: int | None = None  # requests SGLang runs at once (None: no cap the plan knows)
-    max_running_why: str | None = None
-    context_length: int | None = None
-    native_context_length: int | None = None
-    context_override: bool = False
-    roofline_bytes_per_step: int | None = None  # the target's weights read per decode step (per GPU)
-    roofline_kv_bytes_per_token: int | None = None  # the target's KV bytes per token (per GPU)
-    start_s: float = 0.0  # planned engine start, when it is not the first start of its process
-    first_start_extra_s: float = 0.0  # what the first start of a process adds (import, cold caches)
-    start_from: str = "model"  # model | measured | fallback (a start the model cannot size)
-    accept_length: float | None = None  # tokens per verify step the cells' ETAs assume
-    costs: GroupCosts | None = field(default=None, repr=False)  # the time model's inputs
-
-
-@dataclass
-class CellPlan:
-    cell: str
-    group: str
-    feasible: bool
-    reason: str | None = None
-    note: str | None = None
-    kv_tokens_needed: int | None = None
-    roofline_tokens_per_s: float | None = None
-    eta_s: float | None = None  # warm-up and timed rounds (None: no estimate)
-    eta_from: str | None = None  # model | measured
-    round_s: float | None = None
-    ttft_s: float | None = None  # planned TTFT p50 of a round
-    in_flight: int | None = None  # requests the engine runs at once (concurrency, or a cap)
 
 
 SGLANG_BACKENDS = ("sglang", "sglang-server")  # SGLang's memory split and running-request caps
@@ -451,8 +398,6 @@ def make_plan(
             groups[c.group.id] = plan_group(c.group, gpu, gpu_backends)
         out[c.id] = plan_cell(c, groups[c.group.id], gpu)
     if previous:
-        from .previous import apply_previous
-
         apply_previous(
             out,
             previous,
