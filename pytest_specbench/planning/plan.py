@@ -28,7 +28,7 @@ from typing import Any
 
 from ..matrix.cells import SPEC_ALGORITHMS, Cell, EngineGroup
 from ..matrix.schema import ENDPOINT_BACKENDS
-from . import eta
+from . import eta, structure
 from .eta import ENGINE_START_S
 from .previous import apply_previous
 from .records import CellPlan, GPUBudget, GroupPlan
@@ -43,6 +43,7 @@ from .shapes import (
     Unsupported,
     model_shape,
 )
+from .structure import BLOCK_DRAFTERS
 
 DEFAULT_MEM_FRACTION = 0.85  # backends other than sglang that set no mem_fraction_static
 
@@ -114,11 +115,22 @@ def _mem_fraction(group: EngineGroup, gpu: GPUBudget) -> tuple[float, str]:
 
 
 def plan_group(
-    group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str] = frozenset({"sglang"})
+    group: EngineGroup,
+    gpu: GPUBudget | None,
+    gpu_backends: frozenset[str] = frozenset({"sglang"}),
+    previous: dict[str, Any] | None = None,
+    source: str = "",
 ) -> GroupPlan:
-    gp = _size_group(group, gpu, gpu_backends)
+    """A group's sizes and start; ``previous``: a results JSON whose measured accept lengths
+    the ETAs use (``source``: its path, for the note)."""
+    gp = _size_group(group, gpu, gpu_backends, previous, source)
     spec = group.method.speculative
-    if spec is not None and spec.algorithm not in SPEC_ALGORITHMS:
+    if spec is not None and spec.algorithm in BLOCK_DRAFTERS and spec.algorithm not in SPEC_ALGORITHMS:
+        gp.notes.append(
+            f"{spec.algorithm}: the matrix checks no settings of it, SGLang validates them at start; "
+            "planned as a block drafter (one draft forward over its block, the target's embedding and LM head)"
+        )
+    elif spec is not None and spec.algorithm not in SPEC_ALGORITHMS:
         import difflib
 
         near = difflib.get_close_matches(spec.algorithm.lower(), SPEC_ALGORITHMS, n=1, cutoff=0.75)
@@ -133,12 +145,24 @@ def plan_group(
     st = eta.engine_start(gp.costs)
     gp.start_s, gp.first_start_extra_s = st.start_s, st.first_extra_s
     if gp.costs.spec is not None:
-        gp.accept_length = gp.costs.accept_length
-        gp.notes.append(f"ETA at {gp.costs.accept_length:g} token(s) per verify step ({gp.costs.accept_why})")
+        c = gp.costs
+        gp.accept_length, gp.accept_from = c.accept_length, c.accept_from
+        gp.notes.append(
+            f"verify: {c.verify_tokens} token(s) a request and step"
+            + (f", {c.num_steps} draft forward(s)" if c.num_steps else "")
+            + (f" ({gp.step_why})" if gp.step_why else "")
+        )
+        gp.notes.append(f"ETA at {c.accept_length:g} token(s) per verify step ({c.accept_why})")
     return gp
 
 
-def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str]) -> GroupPlan:
+def _size_group(
+    group: EngineGroup,
+    gpu: GPUBudget | None,
+    gpu_backends: frozenset[str],
+    previous: dict[str, Any] | None = None,
+    source: str = "",
+) -> GroupPlan:
     m = group.method
     gp = GroupPlan(group.id, m.name, m.backend, group.tp, m.model.name)
     if m.backend in ENDPOINT_BACKENDS:  # nothing to start, size or time: someone else's server
@@ -183,14 +207,20 @@ def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozens
         note = s.kv_note(group.tp)
         if note:
             gp.notes.append(f"{name}: {note}")
-    gp.costs = eta.group_costs(group, t, d)
+    gp.costs = structure.group_costs(group, t, d, previous, source)
+    step = structure.step_shape(m, structure._draft_config(m)) if m.speculative is not None else None
+    gp.step_why = step.why if step is not None else None
     gp.kv_bytes_per_token = t.kv_bytes_per_token(group.tp) + (d.kv_bytes_per_token(group.tp) if d else 0)
     gp.state_bytes_per_request = t.state_bytes_per_request(group.tp) + (
         d.state_bytes_per_request(group.tp) if d else 0
     )
-    gp.weight_bytes_per_gpu = t.weight_bytes_per_gpu(group.tp) + (
-        d.weight_bytes_per_gpu(group.tp) if d else 0
-    )
+    draft_w = gp.costs.draft.weight_bytes if gp.costs.draft is not None else 0
+    gp.weight_bytes_per_gpu = t.weight_bytes_per_gpu(group.tp) + draft_w
+    if step is not None and step.shares_target_head and d is not None:
+        gp.notes.append(
+            f"draft: {draft_w / GiB:.2f} GiB/GPU, the target's embedding and LM head shared (as SGLang's "
+            f"{m.speculative.algorithm.upper()} draft uses them)"
+        )
     # the roofline is decode without speculation: the target's weights and KV alone
     gp.roofline_bytes_per_step = t.weight_bytes_per_gpu(group.tp)
     gp.roofline_kv_bytes_per_token = t.kv_bytes_per_token(group.tp)
@@ -223,7 +253,8 @@ def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozens
             gp.max_running = SGLANG_SPEC_MAX_RUNNING
             gp.max_running_why = "SGLang's default with speculative decoding; set max_running_requests"
     if gp.state_bytes_per_request and m.backend in SGLANG_BACKENDS:
-        state, slots, how = sglang_state_pool(group, free, gp.state_bytes_per_request, gp.max_running)
+        width = gp.costs.verify_tokens if gp.costs.spec is not None else None
+        state, slots, how = sglang_state_pool(group, free, gp.state_bytes_per_request, gp.max_running, width)
         if slots <= 0:  # SGLang 0.5.17 raises "Not enough GPU memory for hybrid ... state cache"
             gp.error = (
                 f"{free / GiB:.2f} GiB per GPU left after the weights at TP={group.tp} hold no "
@@ -292,11 +323,25 @@ def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
     if gp.costs is not None and gp.backend == "hf":
         est = eta.cpu_round(cell, gp.costs)
     elif gp.costs is not None and gp.budget_bytes_per_gpu and gpu is not None and gpu.bandwidth:
-        est = eta.gpu_round(cell, gp.costs, gpu.bandwidth, eta.peak_flops_for(gpu.name), in_flight)
+        est = eta.gpu_round(cell, gp.costs, gpu.bandwidth, peak_flops(gpu)[0], in_flight, gpu.link)
     if est is not None:
         cp.round_s, cp.ttft_s = est.round_s, est.ttft_s
         cp.eta_s, cp.eta_from = eta.cell_eta_s(cell, est.round_s), "model"
     return cp
+
+
+def peak_flops(gpu: GPUBudget) -> tuple[float, str]:
+    """(dense BF16 FLOP/s the plan uses, where it comes from): given, by the GPU's name, else
+    eta.PEAK_FLOPS, said to be an assumption."""
+    if gpu.flops:
+        return gpu.flops, gpu.flops_source or "given"
+    known = eta.known_peak_flops(gpu.name)
+    if known:
+        return known, f"datasheet value for {gpu.name}"
+    return eta.PEAK_FLOPS, (
+        f"ASSUMED {eta.PEAK_FLOPS / 1e12:.0f} TFLOP/s (H100/H200 class): no GPU name to look up; prefill "
+        "and compute-bound steps scale with it: give --specbench-gpu-flops or --specbench-gpu NAME"
+    )
 
 
 def roofline_tokens_per_s(gp: GroupPlan, cell: Cell, gpu: GPUBudget) -> float:
@@ -386,6 +431,7 @@ def make_plan(
     gpu_backends: frozenset[str] = frozenset({"sglang"}),
     timeout_s: float | None = None,
     interleaved: dict[str, str] | None = None,
+    previous_source: str = "",
 ) -> Plan:
     """The plan of ``cells``; ``timeout_s`` overrides every cell's time limit (as
     --specbench-timeout does): a cell planned to run past its limit gets a note saying so.
@@ -395,7 +441,7 @@ def make_plan(
     out: dict[str, CellPlan] = {}
     for c in cells:
         if c.group.id not in groups:
-            groups[c.group.id] = plan_group(c.group, gpu, gpu_backends)
+            groups[c.group.id] = plan_group(c.group, gpu, gpu_backends, previous, previous_source)
         out[c.id] = plan_cell(c, groups[c.group.id], gpu)
     if previous:
         apply_previous(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .eta import GroupCosts
+from .interconnect import Link
 
 
 @dataclass(frozen=True)
@@ -15,6 +16,11 @@ class GPUBudget:
     bandwidth: float | None  # bytes/s; None: unknown (no roofline, no decode ETA)
     name: str = "assumed"
     bandwidth_source: str = ""
+    flops: float | None = None  # dense BF16 FLOP/s; None: by the name, else eta.PEAK_FLOPS (said so)
+    flops_source: str = ""
+    link: Link | None = None  # the GPUs' interconnect; None: NVLink (what the calibration ran on)
+    link_source: str = ""
+    memory_source: str = ""
 
 
 @dataclass
@@ -45,6 +51,8 @@ class GroupPlan:
     first_start_extra_s: float = 0.0  # what the first start of a process adds (import, cold caches)
     start_from: str = "model"  # model | measured | fallback (a start the model cannot size)
     accept_length: float | None = None  # tokens per verify step the cells' ETAs assume
+    accept_from: str | None = None  # forced | expected | measured | oracle | upper bound
+    step_why: str | None = None  # how the verify width was found
     costs: GroupCosts | None = field(default=None, repr=False)  # the time model's inputs
 
 
