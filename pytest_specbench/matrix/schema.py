@@ -50,6 +50,7 @@ METHOD_KEYS = (
     "url",
     "api",
     "api_key_env",
+    "tune",
 )
 ENDPOINT_BACKENDS = ("http",)  # backends that talk to an endpoint given by url:
 APIS = ("sglang", "openai")

@@ -128,7 +128,7 @@ def plan_group(
     if spec is not None and spec.algorithm in BLOCK_DRAFTERS and spec.algorithm not in SPEC_ALGORITHMS:
         gp.notes.append(
             f"{spec.algorithm}: the matrix checks no settings of it, SGLang validates them at start; "
-            "planned as a block drafter (one draft forward over its block, the target's embedding and LM head)"
+            "planned as a block drafter (one draft forward over its block; the target's embedding, LM head)"
         )
     elif spec is not None and spec.algorithm not in SPEC_ALGORITHMS:
         import difflib
@@ -266,6 +266,15 @@ def _size_group(
         gp.state_pool_bytes_per_gpu = state
         gp.notes.append(how)
         cap = slots // SGLANG_STATE_SLOTS_PER_REQUEST
+        if cap <= 0:  # kv_cache_configurator.py:1751-1759: "state cache is too small to serve any requests"
+            d = width or 0
+            gp.error = (
+                f"the state pool's {slots} slot(s) serve no request ({SGLANG_STATE_SLOTS_PER_REQUEST} per running "
+                f"request) at TP={group.tp}: each running request also reserves {d} draft-token states of "
+                f"{gp.state_bytes_per_request / 2**20:.1f} MiB ({d * gp.state_bytes_per_request / GiB:.1f} GiB) for "
+                "the verify; SGLang refuses to start. Verify fewer tokens, raise TP or mem_fraction_static"
+            )
+            return gp
         if gp.max_running is None or cap < gp.max_running:
             gp.max_running = cap
             gp.max_running_why = (
