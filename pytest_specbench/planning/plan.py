@@ -267,12 +267,12 @@ def _size_group(
         gp.notes.append(how)
         cap = slots // SGLANG_STATE_SLOTS_PER_REQUEST
         if cap <= 0:  # kv_cache_configurator.py:1751-1759: "state cache is too small to serve any requests"
-            d = width or 0
+            d, per = width or 0, gp.state_bytes_per_request
             gp.error = (
-                f"the state pool's {slots} slot(s) serve no request ({SGLANG_STATE_SLOTS_PER_REQUEST} per running "
-                f"request) at TP={group.tp}: each running request also reserves {d} draft-token states of "
-                f"{gp.state_bytes_per_request / 2**20:.1f} MiB ({d * gp.state_bytes_per_request / GiB:.1f} GiB) for "
-                "the verify; SGLang refuses to start. Verify fewer tokens, raise TP or mem_fraction_static"
+                f"the state pool's {slots} slot(s) serve no request ({SGLANG_STATE_SLOTS_PER_REQUEST} per "
+                f"running request) at TP={group.tp}: each running request also reserves {d} draft-token "
+                f"states of {per / 2**20:.1f} MiB ({d * per / GiB:.1f} GiB) for the verify; SGLang refuses "
+                "to start. Verify fewer tokens, raise TP or mem_fraction_static"
             )
             return gp
         if gp.max_running is None or cap < gp.max_running:

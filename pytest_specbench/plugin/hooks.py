@@ -233,10 +233,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     cells = [c for c in cells if c.id not in st.resumed]
     selected = [c.id for c in cells]
     sched, sched_lines = xdist_sched.plan_schedule(config, st, cells)
+    from .plan_race import race_plan
+
+    race_doc, race_lines = race_plan(config, st, cells)
     if json_path:
         doc = {"matrix": st.matrix.path, **p.as_dict(selected), "resumed": resumed}
         if sched is not None:
             doc["schedule"] = sched.as_dict()
+        if race_doc is not None:
+            doc["racing"] = race_doc
         Path(json_path).write_text(report.dumps(doc))
     if want_print:
         tr = config.pluginmanager.get_plugin("terminalreporter")
@@ -246,6 +251,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             f"specbench plan for {st.matrix.path}",
             *text.format_plan(p, selected),
             *sched_lines,
+            *race_lines,
             *sharding.plan_lines(st),
         ]
         if resumed:
