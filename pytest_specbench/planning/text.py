@@ -93,4 +93,11 @@ def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
         f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; "
         f"engine starts: {d['engine_starts']}; {eta}"
     )
+    bound = [gp["group"] for gp in d["groups"] if gp["starts"] and gp.get("accept_from") == "upper bound"]
+    if bound:
+        lines.append(
+            f"  an upper bound for {len(bound)} speculative group(s) planned at 1 token per verify step "
+            "(what a draft that accepts nothing gives): set speculative.expect_accept_length or "
+            "--specbench-plan-from a run that measured it"
+        )
     return lines
