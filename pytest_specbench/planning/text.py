@@ -94,10 +94,11 @@ def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
         f"engine starts: {d['engine_starts']}; {eta}"
     )
     bound = [gp["group"] for gp in d["groups"] if gp["starts"] and gp.get("accept_from") == "upper bound"]
-    if bound:
-        lines.append(
+    if bound:  # before the totals, which stay the last line
+        lines.insert(
+            -1,
             f"  an upper bound for {len(bound)} speculative group(s) planned at 1 token per verify step "
             "(what a draft that accepts nothing gives): set speculative.expect_accept_length or "
-            "--specbench-plan-from a run that measured it"
+            "--specbench-plan-from a run that measured it",
         )
     return lines
