@@ -25,7 +25,11 @@ Hybrid presets (qwen3.5-*): a text-only Qwen3.5 config (Qwen3_5ForCausalLM, mode
 qwen3_5_text): Gated DeltaNet (linear attention) layers with every
 full_attention_interval-th layer full attention (gated output, partial RoPE), dense MLP,
 vocab_size 248320 and max_position_embeddings 262144 unless given. No MTP weights exist
-(mtp_num_hidden_layers is only recorded). --dflash-draft and --dspark-draft are refused for them.
+(mtp_num_hidden_layers is only recorded). Their --dflash-draft / --dspark-draft are dense
+Qwen3-layer block drafters of the target's width (hidden size, heads, head_dim, vocabulary), as the
+public DFlash drafts of Qwen3.5 are: no linear-attention layers, no output gate; SGLang gives them
+the target's embedding and LM head, so they hold only their layers and the projection of the
+target's hidden states (--dflash-layers of them, 1 by default).
 
 Needs only the `tokenizers` package (and nothing when --tokenizer none).
 Usage: python3 scripts/make_dummy_model.py OUT --preset qwen3-1.7b --eagle3-draft D --dflash-draft D
@@ -183,9 +187,37 @@ def eagle3_config(t):
     }
 
 
+HYBRID_ONLY_KEYS = (
+    "attn_output_gate",
+    "full_attention_interval",
+    "layer_types",
+    "linear_conv_kernel_dim",
+    "linear_key_head_dim",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_value_head_dim",
+    "mamba_ssm_dtype",
+    "mlp_only_layers",
+    "mtp_num_hidden_layers",
+    "mtp_use_dedicated_embeddings",
+    "partial_rotary_factor",
+    "rope_parameters",
+)
+
+
+def dense_draft_base(t):
+    """A hybrid target's config as a dense Qwen3 layer stack of its width (what a DFlash draft of a
+    Qwen3.5 model is built from); a dense target's config as it is."""
+    if t.get("model_type") != "qwen3_5_text":
+        return dict(t)
+    c = {k: v for k, v in t.items() if k not in HYBRID_ONLY_KEYS}
+    c.update({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "rope_scaling": None})
+    return c
+
+
 def dflash_config(t, draft_layers=1, block_size=16):
     # Shaped like the public DFlash drafts for Qwen3 (DFlashDraftModel, qwen3 layers).
-    c = dict(t)
+    c = dense_draft_base(t)
     c.update(
         {
             "architectures": ["DFlashDraftModel"],
@@ -260,8 +292,6 @@ def main():
         a.context_length = HYBRID_CONTEXT if hybrid else 40960
     if a.tokenizer == "bpe" and a.vocab_size < a.tokenizer_vocab:
         ap.error("--vocab-size must be >= --tokenizer-vocab")
-    if hybrid and (a.dflash_draft or a.dspark_draft):
-        ap.error("--dflash-draft and --dspark-draft are not supported for the hybrid (qwen3.5-*) presets")
     if hybrid:
         cfg = hybrid_config(a.preset, a.context_length, a.vocab_size)
     else:

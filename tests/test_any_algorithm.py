@@ -62,7 +62,9 @@ def test_an_unknown_algorithm_swept_over_an_engine_argument_and_a_variable_is_fo
     ids = sorted(ln.split("[", 1)[1].rstrip("]") for ln in res.stdout.lines if "ddtree" in ln and "[" in ln)
     assert ids == IDS
     plan = pytester.runpytest("benches", "--specbench-plan", "-p", "no:cacheprovider")
-    plan.stdout.fnmatch_lines(["*no rules known for ddtree: SGLang validates it at start*"])
+    plan.stdout.fnmatch_lines(
+        ["*ddtree: the matrix checks no settings of it, SGLang validates them at start; planned as a block*"]
+    )
     assert plan.stdout.str().count("run  ddtree-") == 4
     res = pytester.runpytest(
         "benches", "-k", "ar or (b64 and spec-v2-1)", "--benchmark-json=out.json", "-p", "no:cacheprovider"

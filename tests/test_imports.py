@@ -135,6 +135,35 @@ def test_no_import_cycle_inside_the_package() -> None:
             visit(n)
 
 
+def mutual_imports(root: Path = PKG) -> list[str]:
+    """Pairs of modules that import each other, counting imports for types only (under
+    ``if TYPE_CHECKING:``) too: two modules that need each other are one concern split in two."""
+    paths = {_module(p, root): p for p in root.rglob("*.py")}
+    graph = {}
+    for m, p in paths.items():
+        tree = ast.parse(p.read_text())
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                pkg = m if p.name == "__init__.py" else m.rpartition(".")[0]
+                anchor = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+                deps |= {base} | {f"{base}.{a.name}" for a in node.names}
+        graph[m] = deps & set(paths)
+    return [f"{a} <-> {b}" for a in sorted(graph) for b in sorted(graph[a]) if a < b and a in graph[b]]
+
+
+def test_no_two_modules_import_each_other_even_for_types(tmp_path: Path) -> None:
+    assert not mutual_imports(), mutual_imports()
+    root = tmp_path / "pytest_specbench"  # the check itself: a planted type-only back import is found
+    for p in PKG.rglob("*.py"):
+        (root / p.relative_to(PKG)).parent.mkdir(parents=True, exist_ok=True)
+        (root / p.relative_to(PKG)).write_text(p.read_text())
+    prev = root / "planning" / "previous.py"
+    prev.write_text(prev.read_text() + "\nif TYPE_CHECKING:\n    from .plan import Plan\n")
+    assert mutual_imports(root) == ["pytest_specbench.planning.plan <-> pytest_specbench.planning.previous"]
+
+
 @pytest.mark.parametrize(
     "lower, planted",
     [

@@ -156,6 +156,35 @@ def memory_bandwidth(index: int) -> float | None:
     return bits / 8 * mhz * 1e6 * 2 if bits and mhz else None
 
 
+def link(indices: tuple[int, ...]) -> tuple[str, int, int] | None:
+    """The chosen GPUs' interconnect from NVML: ("nvlink", version, active links) when every
+    chosen GPU has an active NVLink, else ("pcie", generation, lanes) of the narrowest PCIe link
+    among them (its maximum), None where NVML cannot tell (no GPU, a VM without the calls)."""
+    nv = _nvml()
+    if nv is None or not indices:
+        return None
+    nvlinks, pcie = [], []
+    try:
+        for i in indices:
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            active, version = 0, 0
+            for n in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+                try:
+                    if nv.nvmlDeviceGetNvLinkState(h, n):
+                        active += 1
+                        version = max(version, int(nv.nvmlDeviceGetNvLinkVersion(h, n)))
+                except Exception:
+                    break
+            nvlinks.append((active, version))
+            pcie.append((nv.nvmlDeviceGetMaxPcieLinkGeneration(h), nv.nvmlDeviceGetMaxPcieLinkWidth(h)))
+    except Exception:
+        return None
+    if all(a for a, _ in nvlinks):
+        return ("nvlink", min(v for _, v in nvlinks), min(a for a, _ in nvlinks))
+    gen, lanes = min(pcie)
+    return ("pcie", int(gen), int(lanes))
+
+
 def driver_info() -> dict[str, Any]:
     nv = _nvml()
     if nv is None:

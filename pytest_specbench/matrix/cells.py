@@ -67,6 +67,8 @@ class Speculative:
     # (SGLang's SGLANG_SIMULATE_ACC_LEN; the hf engine's verify): a system-cost measurement
     simulate_accept_length: float | None = None
     simulate_accept_method: str | None = None  # SGLANG_SIMULATE_ACC_METHOD (sglang backends)
+    # planning only (never sent to an engine): the tokens a verify step is expected to yield
+    expect_accept_length: float | None = None
 
     def max_tokens_per_step(self, engine: str) -> int | None:
         """The most tokens one verify step can commit as configured (None: not known here).

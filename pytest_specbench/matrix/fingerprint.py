@@ -63,6 +63,10 @@ NOT_FINGERPRINTED: dict[tuple[str, str], str] = {
     ("Workload", "slo"): "Cell.fingerprint adds ('slo', ...) when set; a workload without SLOs keeps its own",
     ("Speculative", "simulate_accept_length"): "Cell.fingerprint adds ('forced', length, method) when set",
     ("Speculative", "simulate_accept_method"): "Cell.fingerprint adds ('forced', length, method) when set",
+    (
+        "Speculative",
+        "expect_accept_length",
+    ): "planning only: the plan's ETA, never the engine or the measurement",
     ("Method", "labels"): "only names the swept settings; the name itself is fingerprinted",
     ("Method", "hooks"): "shell commands run around the engine group, outside its cells' timed rounds",
     ("Workload", "max_rounds"): "Cell.fingerprint adds ('max_rounds', n) when set; without it, unchanged",

@@ -67,6 +67,7 @@ SPEC_KEYS = (
     "block_size",
     "simulate_accept_length",
     "simulate_accept_method",
+    "expect_accept_length",
 )
 SIMULATE_METHODS = ("match-expected", "multinomial")  # SGLANG_SIMULATE_ACC_METHOD
 MAX_FORCED_ACCEPT = 64.0
@@ -150,6 +151,14 @@ def _speculative(
         kw["simulate_accept_method"] = cx.choice(
             d["simulate_accept_method"], f"{key}.simulate_accept_method", SIMULATE_METHODS
         )
+    if d.get("expect_accept_length") is not None:
+        k = f"{key}.expect_accept_length"
+        if "simulate_accept_length" in axes:
+            raise cx.err(k, "not with simulate_accept_length: a forced accept length is what the engine does")
+        v = d["expect_accept_length"]
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v < 1:
+            raise cx.err(k, f"{v:g} is below 1: a verify step yields at least one token (give >= 1)")
+        kw["expect_accept_length"] = cx.pos_number(v, k, "an accept length", MAX_FORCED_ACCEPT)
     if d.get("draft_model") is not None:
         kw["draft_model"] = cx.string(d["draft_model"], f"{key}.draft_model")
     if algo in ("draft", "standalone", "eagle3", "dflash") and "draft_model" not in kw:
@@ -165,6 +174,12 @@ def _speculative(
         spec = Speculative(**{**kw, **setting})
         most = spec.max_tokens_per_step("hf" if backend == "hf" else "sglang")
         forced = spec.simulate_accept_length
+        expect = spec.expect_accept_length
+        if expect is not None and most is not None and expect > most:
+            raise cx.err(
+                f"{key}.expect_accept_length",
+                f"{expect:g} tokens per verify step cannot be expected: this setting yields at most {most}",
+            )
         if forced is not None and most is not None and forced > most:
             raise cx.err(
                 f"{key}.simulate_accept_length",

@@ -128,6 +128,7 @@ class Split:
     one_host_s: float = 0.0  # the same cells on one host: every engine group started once
     cells: tuple[str, ...] = ()  # the ids of the cells split (what -k / -m selected), sorted
     by_shard: tuple[tuple[str, ...], ...] = ()  # per shard, the ids of its cells, sorted
+    packed_on: int = 0  # GPUs per host the loads are packed on (0: each shard's groups serial)
 
     def shard_of(self, cell: Cell, baselines: Mapping[str, str | None]) -> int:
         return self.families[family_of(cell, baselines)]
@@ -151,39 +152,76 @@ def split(
     count: int,
     cell_s: Callable[[Cell], float | None],
     start_s: Callable[[str], float],
+    runs: Callable[[Cell], bool] | None = None,
+    host_s: Callable[[dict[str, float]], float] | None = None,
+    host_gpus: int = 0,
 ) -> Split:
     """Families of ``cells`` over ``count`` shards, balanced by planned seconds: each cell's
     ``cell_s`` (None: the mean of the known ones, else 1) plus, on each shard, the ``start_s`` of
-    every engine group the shard's cells need."""
-    eta = {c.id: cell_s(c) for c in cells}
-    known = [s for s in eta.values() if s is not None]
+    every engine group the shard's cells need. A cell that does not run (``runs`` False: skipped)
+    costs nothing and needs no engine. With ``host_s`` (a shard's engine groups -> their seconds
+    of cells, to the makespan of those groups packed on one host's GPUs, starts included) a
+    shard's load is that makespan, and a split slower than one host packed is not taken: every
+    family then goes to shard 0."""
+    live = runs or (lambda c: True)
+    eta = {c.id: cell_s(c) if live(c) else 0.0 for c in cells}
+    known = [s for c in cells if live(c) and (s := eta[c.id]) is not None]
     fill = sum(known) / len(known) if known else 1.0
     fam: dict[str, list[Cell]] = {}
     for c in cells:
         fam.setdefault(family_of(c, baselines), []).append(c)
     work = {k: sum(s if (s := eta[c.id]) is not None else fill for c in cs) for k, cs in fam.items()}
-    needs = {k: list(dict.fromkeys(c.group.id for c in cs)) for k, cs in fam.items()}
+    needs = {k: list(dict.fromkeys(c.group.id for c in cs if live(c))) for k, cs in fam.items()}
     starts = {g: start_s(g) for gs in needs.values() for g in gs}
+    per_group = {
+        k: {
+            g: sum(s if (s := eta[c.id]) is not None else fill for c in cs if c.group.id == g)
+            for g in needs[k]
+        }
+        for k, cs in fam.items()
+    }
     load = [0.0] * count
+    serial = [0.0] * count
     started: list[set[str]] = [set() for _ in range(count)]
+    on: list[dict[str, float]] = [{} for _ in range(count)]
     where: dict[str, int] = {}
     order = sorted(fam, key=lambda k: (-round(work[k] + sum(starts[g] for g in needs[k]), 6), k))
+
+    def merged(j: int, k: str) -> dict[str, float]:
+        out = dict(on[j])
+        for g, s in per_group[k].items():
+            out[g] = out.get(g, 0.0) + s
+        return out
+
     for k in order:  # longest first, each where it ends earliest (new starts counted)
 
         def after(j: int, k: str = k) -> float:
-            return load[j] + work[k] + sum(starts[g] for g in needs[k] if g not in started[j])
+            return serial[j] + work[k] + sum(starts[g] for g in needs[k] if g not in started[j])
 
-        i = min(range(count), key=lambda j: (round(after(j), 6), j))
-        load[i] = after(i)
+        if host_s is not None:
+            packed = {j: host_s(merged(j, k)) for j in range(count)}
+            i = min(range(count), key=lambda j: (round(packed[j], 6), round(after(j), 6), j))
+            load[i] = packed[i]
+        else:
+            i = min(range(count), key=lambda j: (round(after(j), 6), j))
+            load[i] = after(i)
+        serial[i] = after(i)
+        on[i] = merged(i, k)
         started[i].update(needs[k])
         where[k] = i
+    if host_s is not None:
+        one_host = host_s({g: sum(d.get(g, 0.0) for d in per_group.values()) for g in starts})
+        if max(load, default=0.0) > one_host:  # the split would be slower than one packed host
+            where = dict.fromkeys(fam, 0)
+            load = [one_host] + [0.0] * (count - 1)
+    else:
+        one_host = sum(work.values()) + sum(starts.values())
     groups: list[list[str]] = [[] for _ in range(count)]
     widest = [0] * count
     for k, cs in fam.items():
         i = where[k]
-        widest[i] = max([widest[i], *(c.tp for c in cs)])
+        widest[i] = max([widest[i], *(c.tp for c in cs if live(c))])
         groups[i] += [g for g in needs[k] if g not in groups[i]]
-    one_host = sum(work.values()) + sum(starts.values())
     by_shard: list[list[str]] = [[] for _ in range(count)]
     for c in cells:
         by_shard[where[family_of(c, baselines)]].append(c.id)
@@ -196,6 +234,7 @@ def split(
         one_host,
         tuple(sorted(c.id for c in cells)),
         tuple(tuple(sorted(ids)) for ids in by_shard),
+        host_gpus if host_s is not None else 0,
     )
 
 
@@ -215,8 +254,13 @@ def describe(split_: Split, shard: Shard | None = None) -> list[str]:
             f"{len(gs)} engine groups ({', '.join(gs)}){mark}"
         )
     total = split_.one_host_s or sum(split_.load_s)
+    how = (
+        f"packed on {split_.packed_on} GPUs each"
+        if split_.packed_on
+        else "each shard's groups one after another"
+    )
     lines.append(
-        f"shards: makespan {split_.makespan_s / 60:.1f} min on {split_.count} hosts (one host: "
+        f"shards: makespan {split_.makespan_s / 60:.1f} min on {split_.count} hosts, {how} (one host: "
         f"{total / 60:.1f} min); each family (one cell shape of a baseline and of the methods compared "
         f"with it, at one TP) stays on one host; split {split_.digest}"
     )

@@ -30,9 +30,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..matrix.cells import Cell, EngineGroup
+from ..matrix.cells import Cell
 from .gpu_specs import SPECS
-from .sglang_memory import NGRAM_DEFAULT_DRAFT_TOKENS
+from .interconnect import Link, allreduce_s
 from .shapes import Shape
 
 # ------------------------------------------------------------------------------ hardware
@@ -40,7 +40,7 @@ from .shapes import Shape
 # bandwidth (bytes/s) and dense BF16 FLOP/s by GPU name fragment: gpu_specs.SPECS, with sources
 HBM_BANDWIDTH = tuple((g.fragment, g.bandwidth) for g in SPECS)
 PEAK_FLOPS_BY_GPU = tuple((g.fragment, g.bf16_flops) for g in SPECS)
-PEAK_FLOPS = 989e12  # a GPU not in the table (or given only by --specbench-gpu-memory): H100/H200 class
+PEAK_FLOPS = 989e12  # a GPU not in the table with no --specbench-gpu-flops: assumed, and the plan says so
 
 
 def bandwidth_for(name: str) -> float | None:
@@ -51,11 +51,16 @@ def bandwidth_for(name: str) -> float | None:
     return None
 
 
-def peak_flops_for(name: str) -> float:
+def known_peak_flops(name: str) -> float | None:
+    """Dense BF16 FLOP/s of a GPU by its name, None for a GPU not in the table."""
     for frag, f in PEAK_FLOPS_BY_GPU:
         if frag.lower() in name.lower():
             return f
-    return PEAK_FLOPS
+    return None
+
+
+def peak_flops_for(name: str) -> float:
+    return known_peak_flops(name) or PEAK_FLOPS
 
 
 # ------------------------------------------------------------------------------ calibration
@@ -82,8 +87,9 @@ KV_READ_FRACTION_PER_REQUEST = ((128, 0.069), (256, 0.049))
 # ~25 ms), 27B b32 (27B Engine: 22.9 ms a step, 9.85 GB of state), 1.7B c32 / c64
 # (h200-paired, h200-workloads sweep: 2.5-3.2 ms a step); 0.23-0.40 across them
 KV_READ_FRACTION = 0.32
-# all-reduce latency, 2 per layer at TP > 1: h200-tp2 / h200-tp2-and-two-workers ar-tp2 c1, 2.08 ms a step vs
-# 1.88 ms at TP1 with half the weights per GPU: 0.72 ms over 56 all-reduces
+# all-reduce, 2 per layer at TP > 1: h200-tp2 / h200-tp2-and-two-workers ar-tp2 c1, 2.08 ms a step vs
+# 1.88 ms at TP1 with half the weights per GPU: 0.72 ms over 56 all-reduces (13 us each on NVLink);
+# by link, TP and message size: interconnect.py
 ALLREDUCE_S = 13e-6
 
 # prefill, per request: TTFT = overhead + matmul FLOPs / (peak x f) + attention FLOPs / (peak x f);
@@ -108,9 +114,9 @@ EXTEND_READ_FRACTION_PER_REQUEST = ((128, 0.0133), (256, 0.0096))
 # 1.7B c32 verify steps of 9-37 ms (h200-paired d4 / d8 / d12, h200-run1, h200-x2-two-waves,
 # h200-x2-one-wave: 0.16-0.25 ms per request at 4 draft tokens, 0.3-1.0 ms at 12) vs ~4 ms on the GPU
 NGRAM_CPU_S_PER_DRAFT_TOKEN = 50e-6
-# tokens a verify step yields when the draft is not the target itself: random-weight drafts
-# (every committed GPU run) accept nothing (EAGLE3 / DFLASH / MTP: 1.004 = 256 / 255); real
-# drafts accept more, so their cells take less than planned
+# tokens a verify step yields when nothing better is known (structure.accept_length): random-weight
+# drafts (every committed GPU run) accept nothing (EAGLE3 / DFLASH / MTP: 1.004 = 256 / 255); real
+# drafts accept more, so the plan is an upper bound for them
 ASSUMED_ACCEPT_LENGTH = 1.0
 
 # engine starts (sglang): fixed part + CUDA-graph capture per layer (decode and prefill graphs;
@@ -196,22 +202,32 @@ class ModelCosts:
     layers: int
     linear_layers: int
     head_dim: int
+    hidden: int = 0  # activations all-reduced per token: hidden x dtype bytes
+    dtype_bytes: int = 2
 
     @classmethod
-    def of(cls, s: Shape, tp: int) -> ModelCosts:
+    def of(cls, s: Shape, tp: int, shares_head: bool = False, extra_bytes: int = 0) -> ModelCosts:
+        """``shares_head``: a draft that uses the target's embedding and LM head (DFLASH, DSPARK,
+        DDTREE) holds neither but reads the LM head every step; ``extra_bytes``: weights the
+        shape does not count (a DFLASH draft's projection of the target's hidden states)."""
         w = s.weight_bytes_per_gpu(tp)
         emb = s.embedding_bytes_per_gpu(tp)
         lm_head = emb  # tied or not, the LM head is read every step
+        layers = max(w - emb - (0 if s.tied else lm_head), 0)
+        held = layers + extra_bytes if shares_head else w + extra_bytes
+        read = layers + lm_head + extra_bytes if shares_head else w - (0 if s.tied else emb) + extra_bytes
         return cls(
-            step_read_bytes=w - (0 if s.tied else emb),
-            weight_bytes=w,
-            matmul_flops_per_token=2 * max(w - emb - (0 if s.tied else lm_head), 0) / s.dtype_bytes,
+            step_read_bytes=read,
+            weight_bytes=held,
+            matmul_flops_per_token=2 * (layers + extra_bytes) / s.dtype_bytes,
             attn_flops_per_token2=2 * s.full_attn_layers * max(1, s.heads // tp) * s.head_dim,
             kv_bytes_per_token=s.kv_bytes_per_token(tp),
             state_bytes_per_request=s.state_bytes_per_request(tp),
             layers=s.layers,
             linear_layers=s.linear_layers,
             head_dim=s.head_dim,
+            hidden=s.hidden,
+            dtype_bytes=s.dtype_bytes,
         )
 
 
@@ -226,53 +242,13 @@ class GroupCosts:
     spec: str | None = None  # the speculative algorithm, lower case (None: autoregressive)
     num_steps: int = 0  # draft steps per verify step
     verify_tokens: int = 1  # tokens per request a verify step runs through the target
+    draft_tokens: int = 0  # tokens per request in the draft's first forward (0: verify_tokens)
     accept_length: float = 1.0  # tokens per verify step the ETA assumes
     accept_why: str = ""
+    accept_from: str = ""  # forced | expected | measured | oracle | upper bound
     dummy_weights: bool = False
     server: bool = False  # one server process per start (sglang-server): the import every start
     prefill_graphs: bool = True  # SGLang captures prefill CUDA graphs (unless disable_prefill_cuda_graph)
-
-
-def group_costs(group: EngineGroup, target: Shape, draft: Shape | None) -> GroupCosts:
-    m = group.method
-    spec = m.speculative
-    t = ModelCosts.of(target, group.tp)
-    d = ModelCosts.of(draft, group.tp) if draft is not None else None
-    algo = spec.algorithm.lower() if spec is not None else None
-    steps, verify = 0, 1
-    accept, why = 1.0, ""
-    if spec is not None:
-        if algo == "ngram":
-            verify = (spec.num_draft_tokens or NGRAM_DEFAULT_DRAFT_TOKENS) + (m.backend == "hf")
-        elif m.backend == "hf":  # hf draft: num_draft_tokens draft steps, verified with the last token
-            steps = spec.num_draft_tokens or 3
-            verify = steps + 1
-        else:
-            steps = spec.num_steps or 3
-            verify = spec.num_draft_tokens or steps + 1
-        oracle = spec.expected_oracle_accept
-        same = m.draft_model is not None and m.draft_model.path == m.model.path
-        if spec.simulate_accept_length is not None:
-            accept, why = float(spec.simulate_accept_length), "forced (simulate_accept_length)"
-        elif oracle and same:
-            accept, why = float(oracle), "the draft is the target: every draft token accepted"
-        else:
-            accept = ASSUMED_ACCEPT_LENGTH
-            why = "assumed: what random-weight drafts accept; a draft that accepts more finishes sooner"
-    return GroupCosts(
-        backend=m.backend,
-        tp=group.tp,
-        target=t,
-        draft=d,
-        spec=algo,
-        num_steps=steps,
-        verify_tokens=verify,
-        accept_length=accept,
-        accept_why=why,
-        dummy_weights=m.model.load_format == "dummy",
-        server=m.backend == "sglang-server",
-        prefill_graphs=not dict(m.engine_args).get("disable_prefill_cuda_graph", False),
-    )
 
 
 # ------------------------------------------------------------------------------ GPU terms
@@ -294,28 +270,41 @@ def decode_step_s(
     overhead: float = STEP_OVERHEAD_S,
     tokens: int = 1,
     extend: bool = False,
+    link: Link | None = None,
 ) -> float:
     """One forward step of ``batch`` requests holding ``context`` tokens each (mean), ``tokens``
     new tokens each: the weights (or the matmuls, when a big batch makes them compute bound),
-    the KV cache at a rate that grows with the batch (decode or extend attention), the
-    linear-attention state read and written, all-reduces at TP > 1."""
+    the KV cache at a rate that grows with the batch (decode or extend attention; with many new
+    tokens, as a verify tree has, their attention's FLOPs when those take longer), the new
+    tokens' KV written, the linear-attention state read and written (and, verifying several
+    tokens, one intermediate state per token), two all-reduces per layer over ``link`` at TP > 1."""
     bandwidth, peak = gpu
     weights = m.step_read_bytes / (bandwidth * DECODE_WEIGHT_FRACTION)
     compute = batch * tokens * m.matmul_flops_per_token / (peak * PREFILL_MATMUL_FRACTION)
     table = EXTEND_READ_FRACTION_PER_REQUEST if extend else KV_READ_FRACTION_PER_REQUEST
     rate = bandwidth * min(KV_READ_FRACTION, batch * _by_head_dim(table, m.head_dim))
     kv = batch * context * m.kv_bytes_per_token / rate
+    if tokens > 1:  # every new token attends to the whole context (prefill's kernel rate)
+        attn = 2 * m.attn_flops_per_token2 * tokens * context * batch
+        kv = max(kv, attn / (peak * _by_head_dim(PREFILL_ATTN_FRACTION, m.head_dim)))
+        kv += batch * tokens * m.kv_bytes_per_token / (bandwidth * DECODE_WEIGHT_FRACTION)
     state = 2 * batch * m.state_bytes_per_request / (bandwidth * KV_READ_FRACTION)
-    allreduce = 2 * m.layers * ALLREDUCE_S if tp > 1 else 0.0
+    if tokens > 1 and extend:  # SGLang keeps one state per verified token (intermediate_ssm)
+        state += batch * tokens * m.state_bytes_per_request / (bandwidth * DECODE_WEIGHT_FRACTION)
+    ar = allreduce_s(link, tp, batch * tokens * m.hidden * m.dtype_bytes) if link is not None else ALLREDUCE_S
+    allreduce = 2 * m.layers * ar if tp > 1 else 0.0
     return overhead + max(weights, compute) + kv + state + allreduce
 
 
-def verify_step_s(g: GroupCosts, batch: int, context: float, gpu: tuple[float, float]) -> float:
-    """A speculative step: the target's verify step and the draft's steps (AR: a decode step)."""
+def verify_step_s(
+    g: GroupCosts, batch: int, context: float, gpu: tuple[float, float], link: Link | None = None
+) -> float:
+    """A speculative step: the target's verify step and the draft's steps (AR: a decode step).
+    A block drafter (DFLASH, DSPARK, DDTREE) runs one forward over its block."""
     t = g.target
     if g.spec is None:
-        return decode_step_s(t, batch, context, gpu, g.tp)
-    step = decode_step_s(t, batch, context, gpu, g.tp, tokens=g.verify_tokens, extend=True)
+        return decode_step_s(t, batch, context, gpu, g.tp, link=link)
+    step = decode_step_s(t, batch, context, gpu, g.tp, tokens=g.verify_tokens, extend=True, link=link)
     step += t.layers * SPEC_VERIFY_S_PER_LAYER
     if g.spec == "ngram":
         step = max(step, batch * g.verify_tokens * NGRAM_CPU_S_PER_DRAFT_TOKEN)
@@ -324,8 +313,9 @@ def verify_step_s(g: GroupCosts, batch: int, context: float, gpu: tuple[float, f
         # its steps in one graph; a full-size draft pays a whole step each)
         d = g.draft
         over = STEP_OVERHEAD_S * min(1.0, d.layers / max(t.layers, 1))
-        step += decode_step_s(d, batch, context, gpu, g.tp, over, tokens=g.verify_tokens, extend=True)
-        step += (g.num_steps - 1) * decode_step_s(d, batch, context, gpu, g.tp, over)
+        first = g.draft_tokens or g.verify_tokens
+        step += decode_step_s(d, batch, context, gpu, g.tp, over, tokens=first, extend=True, link=link)
+        step += (g.num_steps - 1) * decode_step_s(d, batch, context, gpu, g.tp, over, link=link)
     return step
 
 
@@ -387,7 +377,7 @@ def _category_size(cell: Cell) -> tuple[int, int]:
 
 
 def gpu_round(
-    cell: Cell, g: GroupCosts, bandwidth: float, peak_flops: float, in_flight: int
+    cell: Cell, g: GroupCosts, bandwidth: float, peak_flops: float, in_flight: int, link: Link | None = None
 ) -> RoundEstimate:
     """A round on a GPU backend: waves of ``in_flight`` requests; each wave prefills its prompts
     one after the other, then decodes them together."""
@@ -399,7 +389,7 @@ def gpu_round(
         one += prefill_s(g.draft, prompt, peak_flops)
     steps = max(cell.output_tokens - 1, 0) / g.accept_length
     gpu = (bandwidth, peak_flops)
-    step = verify_step_s(g, c, ctx, gpu)
+    step = verify_step_s(g, c, ctx, gpu, link)
     # SGLang prefills queued prompts before decoding: the k-th of a wave's prompts gets its first
     # token after k prefills, and the wave decodes once they are all in. Every prompt of the
     # round is prefilled once, whatever the waves; each wave decodes at the batch in flight.
@@ -407,7 +397,7 @@ def gpu_round(
     round_s = turns * (n * compute + waves * (PREFILL_OVERHEAD_S + steps * step))
     ttft = PREFILL_OVERHEAD_S + compute * (c + 1) / 2
     if cell.request_rate:  # open loop: the arrivals span (n - 1) / rate, then the last one's service
-        single = turns * (one + steps * verify_step_s(g, 1, ctx, gpu))
+        single = turns * (one + steps * verify_step_s(g, 1, ctx, gpu, link))
         round_s = max(round_s, (n - 1) / cell.request_rate + single)
     return RoundEstimate(round_s, ttft, one, step, waves, c)
 

@@ -23,13 +23,15 @@ and no heavy imports here.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..matrix.cells import SPEC_ALGORITHMS, Cell, EngineGroup
 from ..matrix.schema import ENDPOINT_BACKENDS
-from . import eta
-from .eta import ENGINE_START_S, GroupCosts
+from . import eta, structure
+from .eta import ENGINE_START_S
+from .previous import apply_previous
+from .records import CellPlan, GPUBudget, GroupPlan
 from .sglang_memory import (
     SGLANG_SPEC_MAX_RUNNING,
     SGLANG_STATE_SLOTS_PER_REQUEST,
@@ -41,6 +43,7 @@ from .shapes import (
     Unsupported,
     model_shape,
 )
+from .structure import BLOCK_DRAFTERS
 
 DEFAULT_MEM_FRACTION = 0.85  # backends other than sglang that set no mem_fraction_static
 
@@ -86,14 +89,6 @@ def context_reason(cell: Cell) -> str | None:
 # ------------------------------------------------------------------------------ memory
 
 
-@dataclass(frozen=True)
-class GPUBudget:
-    memory_bytes: int
-    bandwidth: float | None  # bytes/s; None: unknown (no roofline, no decode ETA)
-    name: str = "assumed"
-    bandwidth_source: str = ""
-
-
 def parse_memory(value: str) -> int:
     """'80GiB', '141GB', '80g', '81920MiB' -> bytes."""
     s = value.strip().lower().replace(" ", "")
@@ -105,53 +100,6 @@ def parse_memory(value: str) -> int:
             except ValueError:
                 break
     raise ValueError(f"{value!r}: expected a size like 80GiB, 141GB or 81920MiB")
-
-
-@dataclass
-class GroupPlan:
-    group: str
-    method: str
-    backend: str
-    tp: int
-    model: str
-    error: str | None = None  # the group cannot run at all (TP, weights larger than the budget)
-    unsized: str | None = None  # why the planner could not size the model (MLA, no config)
-    notes: list[str] = field(default_factory=list)
-    kv_bytes_per_token: int | None = None  # per GPU, target (+ draft)
-    state_bytes_per_request: int | None = None
-    weight_bytes_per_gpu: int | None = None  # target (+ draft)
-    budget_bytes_per_gpu: int | None = None  # GPU memory x mem_fraction_static
-    mem_fraction_static: float | None = None
-    kv_tokens_capacity: int | None = None
-    state_pool_bytes_per_gpu: int | None = None  # hybrid models: SGLang's linear-attention state pool
-    max_running: int | None = None  # requests SGLang runs at once (None: no cap the plan knows)
-    max_running_why: str | None = None
-    context_length: int | None = None
-    native_context_length: int | None = None
-    context_override: bool = False
-    roofline_bytes_per_step: int | None = None  # the target's weights read per decode step (per GPU)
-    roofline_kv_bytes_per_token: int | None = None  # the target's KV bytes per token (per GPU)
-    start_s: float = 0.0  # planned engine start, when it is not the first start of its process
-    first_start_extra_s: float = 0.0  # what the first start of a process adds (import, cold caches)
-    start_from: str = "model"  # model | measured | fallback (a start the model cannot size)
-    accept_length: float | None = None  # tokens per verify step the cells' ETAs assume
-    costs: GroupCosts | None = field(default=None, repr=False)  # the time model's inputs
-
-
-@dataclass
-class CellPlan:
-    cell: str
-    group: str
-    feasible: bool
-    reason: str | None = None
-    note: str | None = None
-    kv_tokens_needed: int | None = None
-    roofline_tokens_per_s: float | None = None
-    eta_s: float | None = None  # warm-up and timed rounds (None: no estimate)
-    eta_from: str | None = None  # model | measured
-    round_s: float | None = None
-    ttft_s: float | None = None  # planned TTFT p50 of a round
-    in_flight: int | None = None  # requests the engine runs at once (concurrency, or a cap)
 
 
 SGLANG_BACKENDS = ("sglang", "sglang-server")  # SGLang's memory split and running-request caps
@@ -167,11 +115,22 @@ def _mem_fraction(group: EngineGroup, gpu: GPUBudget) -> tuple[float, str]:
 
 
 def plan_group(
-    group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str] = frozenset({"sglang"})
+    group: EngineGroup,
+    gpu: GPUBudget | None,
+    gpu_backends: frozenset[str] = frozenset({"sglang"}),
+    previous: dict[str, Any] | None = None,
+    source: str = "",
 ) -> GroupPlan:
-    gp = _size_group(group, gpu, gpu_backends)
+    """A group's sizes and start; ``previous``: a results JSON whose measured accept lengths
+    the ETAs use (``source``: its path, for the note)."""
+    gp = _size_group(group, gpu, gpu_backends, previous, source)
     spec = group.method.speculative
-    if spec is not None and spec.algorithm not in SPEC_ALGORITHMS:
+    if spec is not None and spec.algorithm in BLOCK_DRAFTERS and spec.algorithm not in SPEC_ALGORITHMS:
+        gp.notes.append(
+            f"{spec.algorithm}: the matrix checks no settings of it, SGLang validates them at start; "
+            "planned as a block drafter (one draft forward over its block; the target's embedding, LM head)"
+        )
+    elif spec is not None and spec.algorithm not in SPEC_ALGORITHMS:
         import difflib
 
         near = difflib.get_close_matches(spec.algorithm.lower(), SPEC_ALGORITHMS, n=1, cutoff=0.75)
@@ -186,12 +145,24 @@ def plan_group(
     st = eta.engine_start(gp.costs)
     gp.start_s, gp.first_start_extra_s = st.start_s, st.first_extra_s
     if gp.costs.spec is not None:
-        gp.accept_length = gp.costs.accept_length
-        gp.notes.append(f"ETA at {gp.costs.accept_length:g} token(s) per verify step ({gp.costs.accept_why})")
+        c = gp.costs
+        gp.accept_length, gp.accept_from = c.accept_length, c.accept_from
+        gp.notes.append(
+            f"verify: {c.verify_tokens} token(s) a request and step"
+            + (f", {c.num_steps} draft forward(s)" if c.num_steps else "")
+            + (f" ({gp.step_why})" if gp.step_why else "")
+        )
+        gp.notes.append(f"ETA at {c.accept_length:g} token(s) per verify step ({c.accept_why})")
     return gp
 
 
-def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozenset[str]) -> GroupPlan:
+def _size_group(
+    group: EngineGroup,
+    gpu: GPUBudget | None,
+    gpu_backends: frozenset[str],
+    previous: dict[str, Any] | None = None,
+    source: str = "",
+) -> GroupPlan:
     m = group.method
     gp = GroupPlan(group.id, m.name, m.backend, group.tp, m.model.name)
     if m.backend in ENDPOINT_BACKENDS:  # nothing to start, size or time: someone else's server
@@ -236,14 +207,20 @@ def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozens
         note = s.kv_note(group.tp)
         if note:
             gp.notes.append(f"{name}: {note}")
-    gp.costs = eta.group_costs(group, t, d)
+    gp.costs = structure.group_costs(group, t, d, previous, source)
+    step = structure.step_shape(m, structure._draft_config(m)) if m.speculative is not None else None
+    gp.step_why = step.why if step is not None else None
     gp.kv_bytes_per_token = t.kv_bytes_per_token(group.tp) + (d.kv_bytes_per_token(group.tp) if d else 0)
     gp.state_bytes_per_request = t.state_bytes_per_request(group.tp) + (
         d.state_bytes_per_request(group.tp) if d else 0
     )
-    gp.weight_bytes_per_gpu = t.weight_bytes_per_gpu(group.tp) + (
-        d.weight_bytes_per_gpu(group.tp) if d else 0
-    )
+    draft_w = gp.costs.draft.weight_bytes if gp.costs.draft is not None else 0
+    gp.weight_bytes_per_gpu = t.weight_bytes_per_gpu(group.tp) + draft_w
+    if step is not None and step.shares_target_head and d is not None:
+        gp.notes.append(
+            f"draft: {draft_w / GiB:.2f} GiB/GPU, the target's embedding and LM head shared (as SGLang's "
+            f"{m.speculative.algorithm.upper()} draft uses them)"
+        )
     # the roofline is decode without speculation: the target's weights and KV alone
     gp.roofline_bytes_per_step = t.weight_bytes_per_gpu(group.tp)
     gp.roofline_kv_bytes_per_token = t.kv_bytes_per_token(group.tp)
@@ -276,7 +253,8 @@ def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozens
             gp.max_running = SGLANG_SPEC_MAX_RUNNING
             gp.max_running_why = "SGLang's default with speculative decoding; set max_running_requests"
     if gp.state_bytes_per_request and m.backend in SGLANG_BACKENDS:
-        state, slots, how = sglang_state_pool(group, free, gp.state_bytes_per_request, gp.max_running)
+        width = gp.costs.verify_tokens if gp.costs.spec is not None else None
+        state, slots, how = sglang_state_pool(group, free, gp.state_bytes_per_request, gp.max_running, width)
         if slots <= 0:  # SGLang 0.5.17 raises "Not enough GPU memory for hybrid ... state cache"
             gp.error = (
                 f"{free / GiB:.2f} GiB per GPU left after the weights at TP={group.tp} hold no "
@@ -288,6 +266,15 @@ def _size_group(group: EngineGroup, gpu: GPUBudget | None, gpu_backends: frozens
         gp.state_pool_bytes_per_gpu = state
         gp.notes.append(how)
         cap = slots // SGLANG_STATE_SLOTS_PER_REQUEST
+        if cap <= 0:  # kv_cache_configurator.py:1751-1759: "state cache is too small to serve any requests"
+            d, per = width or 0, gp.state_bytes_per_request
+            gp.error = (
+                f"the state pool's {slots} slot(s) serve no request ({SGLANG_STATE_SLOTS_PER_REQUEST} per "
+                f"running request) at TP={group.tp}: each running request also reserves {d} draft-token "
+                f"states of {per / 2**20:.1f} MiB ({d * per / GiB:.1f} GiB) for the verify; SGLang refuses "
+                "to start. Verify fewer tokens, raise TP or mem_fraction_static"
+            )
+            return gp
         if gp.max_running is None or cap < gp.max_running:
             gp.max_running = cap
             gp.max_running_why = (
@@ -345,11 +332,25 @@ def plan_cell(cell: Cell, gp: GroupPlan, gpu: GPUBudget | None) -> CellPlan:
     if gp.costs is not None and gp.backend == "hf":
         est = eta.cpu_round(cell, gp.costs)
     elif gp.costs is not None and gp.budget_bytes_per_gpu and gpu is not None and gpu.bandwidth:
-        est = eta.gpu_round(cell, gp.costs, gpu.bandwidth, eta.peak_flops_for(gpu.name), in_flight)
+        est = eta.gpu_round(cell, gp.costs, gpu.bandwidth, peak_flops(gpu)[0], in_flight, gpu.link)
     if est is not None:
         cp.round_s, cp.ttft_s = est.round_s, est.ttft_s
         cp.eta_s, cp.eta_from = eta.cell_eta_s(cell, est.round_s), "model"
     return cp
+
+
+def peak_flops(gpu: GPUBudget) -> tuple[float, str]:
+    """(dense BF16 FLOP/s the plan uses, where it comes from): given, by the GPU's name, else
+    eta.PEAK_FLOPS, said to be an assumption."""
+    if gpu.flops:
+        return gpu.flops, gpu.flops_source or "given"
+    known = eta.known_peak_flops(gpu.name)
+    if known:
+        return known, f"datasheet value for {gpu.name}"
+    return eta.PEAK_FLOPS, (
+        f"ASSUMED {eta.PEAK_FLOPS / 1e12:.0f} TFLOP/s (H100/H200 class): no GPU name to look up; prefill "
+        "and compute-bound steps scale with it: give --specbench-gpu-flops or --specbench-gpu NAME"
+    )
 
 
 def roofline_tokens_per_s(gp: GroupPlan, cell: Cell, gpu: GPUBudget) -> float:
@@ -439,6 +440,7 @@ def make_plan(
     gpu_backends: frozenset[str] = frozenset({"sglang"}),
     timeout_s: float | None = None,
     interleaved: dict[str, str] | None = None,
+    previous_source: str = "",
 ) -> Plan:
     """The plan of ``cells``; ``timeout_s`` overrides every cell's time limit (as
     --specbench-timeout does): a cell planned to run past its limit gets a note saying so.
@@ -448,11 +450,9 @@ def make_plan(
     out: dict[str, CellPlan] = {}
     for c in cells:
         if c.group.id not in groups:
-            groups[c.group.id] = plan_group(c.group, gpu, gpu_backends)
+            groups[c.group.id] = plan_group(c.group, gpu, gpu_backends, previous, previous_source)
         out[c.id] = plan_cell(c, groups[c.group.id], gpu)
     if previous:
-        from .previous import apply_previous
-
         apply_previous(
             out,
             previous,

@@ -3,13 +3,11 @@ as planned (same fingerprint) and engine starts of the same backend and model. N
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..matrix.schema import ENDPOINT_BACKENDS
 from . import eta
-
-if TYPE_CHECKING:
-    from .plan import CellPlan, GroupPlan
+from .records import CellPlan, GroupPlan
 
 
 def _same_engine(ev: dict[str, Any], key: tuple[str, str] | None) -> bool:

@@ -27,14 +27,17 @@ NGRAM_DEFAULT_DRAFT_TOKENS = 12
 
 
 def sglang_state_pool(
-    group: EngineGroup, free: int, per_req: int, running: int | None
+    group: EngineGroup, free: int, per_req: int, running: int | None, width: int | None = None
 ) -> tuple[int, int, str]:
     """Bytes per GPU SGLang 0.5.17 gives a hybrid model's linear-attention (GDN/Mamba) state pool
     out of the memory left after the weights; the KV cache gets the rest. Without speculation
     the pool is free x r / (1 + r), r = mamba_full_memory_ratio (0.9): the KV cache gets
     1 / 1.9 of it. With speculation the same budget also holds D draft-token states per running
-    request (``running``: the group's max running requests), so fewer slots are made and the
-    unused part goes back to the KV cache. Returns (bytes, slots, note)."""
+    request (``running``: the group's max running requests; D = ``width``, the verify width,
+    else num_draft_tokens / num_steps + 1), so fewer slots are made and the unused part goes back
+    to the KV cache (kv_cache_configurator.py:1920-1947; the pool's intermediate states
+    [layers, slots + 1, D, ...] at memory_pool.py:679-703, D its max_speculative_num_draft_tokens,
+    kv_cache_configurator.py:713). Returns (bytes, slots, note)."""
     args = dict(group.method.engine_args)
     r = float(args.get("mamba_full_memory_ratio", 0.9))
     spec = group.method.speculative
@@ -44,8 +47,10 @@ def sglang_state_pool(
         k = int(slots) if slots else int((budget - per_req) // per_req)
         note = f"state pool: {k + 1} slots of {per_req / 2**20:.1f} MiB (SGLang's split)"
         return (k + 1) * per_req, k, note
-    d = spec.num_draft_tokens or (
-        NGRAM_DEFAULT_DRAFT_TOKENS if spec.algorithm == "ngram" else (spec.num_steps or 3) + 1
+    d = (
+        width
+        or spec.num_draft_tokens
+        or (NGRAM_DEFAULT_DRAFT_TOKENS if spec.algorithm == "ngram" else (spec.num_steps or 3) + 1)
     )
     ratio = SGLANG_STATE_SLOTS_PER_REQUEST
     k = int(slots) if slots else int((budget - per_req * (1 + d)) // (per_req * (1 + d / ratio)))

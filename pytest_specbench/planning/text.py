@@ -8,6 +8,30 @@ from typing import Any
 from .shapes import GiB
 
 
+def _gpu_lines(plan: Any, g: dict[str, Any] | None) -> list[str]:
+    """The GPU the plan sizes and times against: memory, bandwidth, FLOP/s and link, each with
+    where it comes from (an assumption says so)."""
+    if not g:
+        return ["GPU: unknown (no NVML, no --specbench-gpu-memory)"]
+    from .plan import peak_flops
+
+    mem = f"{g['memory_bytes'] / GiB:.1f} GiB"
+    mem_src = f"memory: {g['memory_source']}; " if g.get("memory_source") else ""
+    bw = (
+        f"{g['bandwidth'] / 1e12:.2f} TB/s ({g.get('bandwidth_source') or 'given'})"
+        if g.get("bandwidth")
+        else "bandwidth unknown (--specbench-gpu-bandwidth TB/s gives a roofline and decode ETAs)"
+    )
+    flops, src = peak_flops(plan.gpu)
+    link = g.get("link") or {}
+    how = (
+        f"{link['name']} ({g.get('link_source') or 'given'})"
+        if link
+        else "nvlink (assumed: what the calibration ran on; --specbench-gpu-link pcie5x16 ... for a PCIe box)"
+    )
+    return [f"GPU: {g['name']}, {mem}, {bw}", f"     {mem_src}{flops / 1e12:.0f} TFLOP/s ({src}); link {how}"]
+
+
 def _secs(s: float) -> str:
     return "<1 s" if s < 0.5 else f"{s:.0f} s"
 
@@ -15,16 +39,7 @@ def _secs(s: float) -> str:
 def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
     d = plan.as_dict(selected)
     g = d["gpu"]
-    lines = [
-        f"GPU: {g['name']}, {g['memory_bytes'] / GiB:.1f} GiB, "
-        + (
-            f"{g['bandwidth'] / 1e12:.2f} TB/s ({g.get('bandwidth_source') or 'given'})"
-            if g.get("bandwidth")
-            else "bandwidth unknown (--specbench-gpu-bandwidth TB/s gives a roofline and decode ETAs)"
-        )
-        if g
-        else "GPU: unknown (no NVML, no --specbench-gpu-memory)"
-    ]
+    lines = _gpu_lines(plan, g)
     for gp in d["groups"]:
         head = f"group {gp['group']} ({gp['backend']}, TP={gp['tp']}, model {gp['model']})"
         if gp["error"]:
@@ -78,4 +93,12 @@ def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
         f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; "
         f"engine starts: {d['engine_starts']}; {eta}"
     )
+    bound = [gp["group"] for gp in d["groups"] if gp["starts"] and gp.get("accept_from") == "upper bound"]
+    if bound:  # before the totals, which stay the last line
+        lines.insert(
+            -1,
+            f"  an upper bound for {len(bound)} speculative group(s) planned at 1 token per verify step "
+            "(what a draft that accepts nothing gives): set speculative.expect_accept_length or "
+            "--specbench-plan-from a run that measured it",
+        )
     return lines

@@ -103,7 +103,9 @@ def pytest_configure(config: pytest.Config) -> None:
         inv = gpus.inventory()  # one NVML read, before any engine holds memory
         st.gpus_at_start = gpus.describe(inv)
         xdist_sched.setup_pool(config, st, inv)
-    _gpu_budget(config, st, inv)
+    from .gpu_budget import gpu_budget
+
+    gpu_budget(config, st, inv)
     from . import sharding
 
     sharding.setup(config, st)
@@ -121,35 +123,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if STATE in config.stash:
         xdist_sched.finish_pool(config, config.stash[STATE])
-
-
-def _gpu_budget(config: pytest.Config, st: SpecbenchState, inventory: list[Any] | None) -> None:
-    """What the planner sizes against: --specbench-gpu-memory, else the smallest chosen GPU of
-    the inventory (None: the matrix has no GPU backend)."""
-    from ..gpus import inventory as gpus
-    from ..planning import eta, plan
-    from ..planning.gpu_specs import spec_for
-
-    given = config.getoption("specbench_gpu_memory")
-    bw_given = config.getoption("specbench_gpu_bandwidth")
-    named = config.getoption("specbench_gpu", None)
-    inv = [g for g in inventory or [] if st.gpus is None or g.index in st.gpus]
-    g = min(inv, key=lambda g: g.memory_total_mib) if inv else None
-    bw, src = (bw_given, "--specbench-gpu-bandwidth") if bw_given else (None, "")
-    spec = spec_for(named) if named else None
-    if spec is not None:  # --specbench-gpu NAME: the datasheet's figures, whatever NVML says
-        bw, src = bw or spec.bandwidth, src or f"datasheet value for {named} ({spec.source})"
-        mem = given or int(spec.memory_gb * 1e9)
-        st.gpu_budget = plan.GPUBudget(mem, bw, named, src)
-        return
-    if bw is None and g is not None:  # NVML (bus width x max memory clock), else the name table
-        bw, src = gpus.memory_bandwidth(g.index), "NVML: memory bus width x max memory clock"
-        if bw is None:
-            bw, src = eta.bandwidth_for(g.name), f"datasheet value for {g.name}"
-    if given:
-        st.gpu_budget = plan.GPUBudget(given, bw, "--specbench-gpu-memory", src if bw else "")
-    elif g is not None:
-        st.gpu_budget = plan.GPUBudget(g.memory_total_mib * 1024**2, bw, g.name, src if bw else "")
 
 
 def _matrix_path(config: pytest.Config) -> Path | None:
@@ -268,10 +241,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     cells = [c for c in cells if c.id not in st.resumed]
     selected = [c.id for c in cells]
     sched, sched_lines = xdist_sched.plan_schedule(config, st, cells)
+    from .plan_race import race_plan
+
+    race_doc, race_lines = race_plan(config, st, cells)
     if json_path:
         doc = {"matrix": st.matrix.path, **p.as_dict(selected), "resumed": resumed}
         if sched is not None:
             doc["schedule"] = sched.as_dict()
+        if race_doc is not None:
+            doc["racing"] = race_doc
         Path(json_path).write_text(report.dumps(doc))
     if want_print:
         tr = config.pluginmanager.get_plugin("terminalreporter")
@@ -281,6 +259,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             f"specbench plan for {st.matrix.path}",
             *text.format_plan(p, selected),
             *sched_lines,
+            *race_lines,
             *sharding.plan_lines(st),
         ]
         if resumed:

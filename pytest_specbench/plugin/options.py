@@ -125,6 +125,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "NVML plan a GPU matrix. --specbench-gpu-memory / -bandwidth override its figures",
     )
     g.addoption(
+        "--specbench-gpu-flops",
+        metavar="TFLOP/S",
+        type=_tflops,
+        default=None,
+        help="dense BF16 TFLOP/s per GPU for prefill and compute-bound steps. Default: the datasheet "
+        "table by GPU name; a plan without a known GPU says what it assumed",
+    )
+    g.addoption(
+        "--specbench-gpu-link",
+        metavar="LINK",
+        type=_link,
+        default=None,
+        help="the GPUs' interconnect for the all-reduce term: nvlink, nvlink3/4/5, xgmi, or pcieGxL "
+        "(pcie4x16, pcie5x16, ...). Default: NVML's topology of the chosen GPUs, else the datasheet "
+        "entry of --specbench-gpu, else nvlink",
+    )
+    g.addoption(
         "--specbench-plots",
         metavar="DIR",
         default=None,
@@ -217,6 +234,31 @@ def _bandwidth(value: str) -> float:
     if not 0 < v < 100:
         raise argparse.ArgumentTypeError(f"expected TB/s per GPU, e.g. 4.8 for an H200; got {value!r}")
     return v * 1e12
+
+
+def _tflops(value: str) -> float:
+    import argparse
+
+    try:
+        v = float(value.upper().removesuffix("TFLOP/S").removesuffix("T"))
+    except ValueError:
+        v = -1.0
+    if not 0 < v < 100000:
+        raise argparse.ArgumentTypeError(
+            f"expected dense BF16 TFLOP/s per GPU, e.g. 989 for an H100; got {value!r}"
+        )
+    return v * 1e12
+
+
+def _link(value: str) -> object:
+    import argparse
+
+    from ..planning.interconnect import parse
+
+    try:
+        return parse(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _kill_spec(value: str) -> tuple[str, int]:

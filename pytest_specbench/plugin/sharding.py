@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ..engines import get_backend
 from ..matrix import shards
 from .state import SpecbenchState
 
@@ -32,7 +33,8 @@ def setup(config: pytest.Config, st: SpecbenchState) -> None:
 
 
 def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
-    from .xdist_sched import planned_seconds
+    from ..planning import schedule
+    from .xdist_sched import planned_seconds, skip_reason, workers
 
     plan = st.get_plan()
     groups = {c.group.id: c.group for c in cells}
@@ -44,8 +46,36 @@ def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
     def start_s(g: str) -> float:  # as the packed schedule reads it, with its fallback by backend
         return planned_seconds(plan, groups[g], []).start_s
 
+    def runs(c: Any) -> bool:  # a skipped cell costs nothing and starts no engine
+        return not skip_reason(st.config, st, c)
+
+    pool = tuple(st.gpus or ())
+    k = st.plan_workers or workers(st.config)
+    k = k if k > 1 else len(pool)
+
+    def host_s(load: dict[str, float]) -> float:
+        """The makespan of these groups packed on one host with this machine's GPUs and workers."""
+        jobs = []
+        for g, secs in load.items():
+            grp = groups[g]
+            p = planned_seconds(plan, grp, [])
+            gpus = grp.tp if get_backend(grp.method.backend).gpu else 0
+            jobs.append(
+                schedule.Job(g, gpus, p.start_s + secs, grp.tp, grp.method.backend, p.first_start_extra_s)
+            )
+        return schedule.pack(schedule.longest_first(jobs), pool, k).makespan_s if jobs else 0.0
+
     assert st.matrix is not None and st.shard_count
-    return shards.split(cells, st.matrix.baselines(), int(st.shard_count), cell_s, start_s)
+    return shards.split(
+        cells,
+        st.matrix.baselines(),
+        int(st.shard_count),
+        cell_s,
+        start_s,
+        runs,
+        host_s if pool and k > 1 else None,
+        len(pool),
+    )
 
 
 def deselect(config: pytest.Config, st: SpecbenchState, items: list[pytest.Item]) -> None:

@@ -151,6 +151,7 @@ class SpecbenchState:
                 gpu_backends,
                 self.config.getoption("specbench_timeout", None),
                 interleaved,
+                previous_source=str(path or ""),
             )
             for c in cells:  # wider than the run's GPU pool: skipped, and not in the plan's ETA
                 why = self.gpu_skip_reason(c)

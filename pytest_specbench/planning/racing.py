@@ -1,0 +1,135 @@
+"""What racing and tuning save, planned: the cells a run with ``tune`` and ``--specbench-race``
+runs, as expected and at worst, beside the full factorial.
+
+A swept method with ``tune: {at: {AXIS: VALUE or [VALUES], ...}, keep: K}`` decides its sweep on the
+cells matching ``at`` (every setting runs them in full), then runs only the best K settings on its
+other cells. Which K win is not known before the run, so:
+- expected: the deciding cells in full, elsewhere K settings of median cost (the settings ranked
+  by the planned time of their other cells, the K around the middle);
+- worst case: the K most expensive settings elsewhere, and every cell of a workload with
+  ``max_rounds`` running to that cap (a race that never settles);
+- full factorial: every setting everywhere, fixed rounds.
+Racing's drops of losing methods are not predicted (nothing is known of the losers before the
+run): a method without ``tune`` counts in full in all three. The deciding cells run first, so a
+group with cells on both sides of the decision starts twice: those extra starts are counted.
+Pure: no pytest; the matrix file's method dicts come in raw (``tune`` as the YAML gives it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..matrix.cells import Cell
+
+AXES = ("method", "tp", "workload", "concurrency", "context_tokens", "output_tokens")
+
+
+class TuneError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Tune:
+    method: str  # the swept method's name in the YAML
+    at: tuple[tuple[str, tuple[Any, ...]], ...]
+    keep: int
+
+    def deciding(self, cell: Cell) -> bool:
+        """Whether ``cell`` (a setting of this sweep) is one the sweep is decided on."""
+        values = {
+            "method": (cell.method.name, cell.method.sweep or cell.method.name),
+            "tp": (cell.tp,),
+            "workload": (cell.workload.name, cell.workload.kind),
+            "concurrency": (cell.concurrency,),
+            "context_tokens": (cell.context_tokens,),
+            "output_tokens": (cell.output_tokens,),
+            **{k: (v,) for k, v in cell.extra},
+        }
+        return all(any(v in want for v in values.get(axis, ())) for axis, want in self.at)
+
+
+def tunes(raw: dict[str, Any], where: str = "the matrix") -> dict[str, Tune]:
+    """The ``tune`` keys of a matrix's raw ``methods`` mapping, checked: each error names the key."""
+    out: dict[str, Tune] = {}
+    for name, m in ((raw or {}).get("methods") or {}).items():
+        if not isinstance(m, dict) or m.get("tune") is None:
+            continue
+        key = f"{where}: methods.{name}.tune"
+        t = m["tune"]
+        if not isinstance(t, dict) or set(t) - {"at", "keep"} or "at" not in t:
+            raise TuneError(f"{key}: expected {{at: {{AXIS: VALUE or [VALUES], ...}}, keep: K}}; got {t!r}")
+        keep = t.get("keep", 1)
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise TuneError(
+                f"{key}.keep: expected how many settings to carry (an integer >= 1); got {keep!r}"
+            )
+        at = t["at"]
+        if not isinstance(at, dict) or not at:
+            raise TuneError(
+                f"{key}.at: expected a mapping of axes ({', '.join(AXES)}, ...) to values; got {at!r}"
+            )
+        pairs = tuple((str(k), tuple(v) if isinstance(v, list) else (v,)) for k, v in at.items())
+        out[str(name)] = Tune(str(name), pairs, keep)
+    return out
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # full factorial | expected | worst case
+    cells: dict[str, float]  # cell id -> planned seconds
+    phase1: frozenset[str]  # cells that run before the tuned settings are carried (deciding, untuned)
+    extra_starts: tuple[str, ...]  # groups started again after the decision
+
+
+def _setting_costs(cells: list[Cell], eta: Callable[[Cell], float], tune: Tune) -> dict[str, float]:
+    costs: dict[str, float] = {}
+    for c in cells:
+        if (c.method.sweep or c.method.name) == tune.method and not tune.deciding(c):
+            costs[c.method.name] = costs.get(c.method.name, 0.0) + eta(c)
+    return costs
+
+
+def _kept(costs: dict[str, float], keep: int, worst: bool) -> set[str]:
+    ranked = sorted(costs, key=lambda s: (costs[s], s))
+    if worst:
+        return set(ranked[-keep:])
+    mid = max(0, (len(ranked) - keep) // 2)
+    return set(ranked[mid : mid + keep])
+
+
+def variants(cells: list[Cell], eta: Callable[[Cell], float], tuned: dict[str, Tune]) -> list[Variant]:
+    """The full factorial, expected and worst-case cell sets of ``cells`` (the runnable selected
+    ones), each cell at its planned seconds (``eta``)."""
+
+    def capped(c: Cell) -> float:  # a race that never settles runs every cell to its max_rounds
+        w = c.workload
+        if not w.max_rounds or w.max_rounds <= w.rounds:
+            return eta(c)
+        warm = w.warmup + 1 if w.warmup else 0
+        return eta(c) * (warm + w.max_rounds) / (warm + w.rounds)
+
+    full = Variant("full factorial", {c.id: eta(c) for c in cells}, frozenset(c.id for c in cells), ())
+    out = [full]
+    for worst in (False, True):
+        cost = capped if worst else eta
+        keep: set[str] = set()
+        carried: set[str] = set()
+        for t in tuned.values():
+            keep |= _kept(_setting_costs(cells, cost, t), t.keep, worst)
+        chosen: dict[str, float] = {}
+        phase1: set[str] = set()
+        for c in cells:
+            t = tuned.get(c.method.sweep or c.method.name)
+            if t is None or t.deciding(c):
+                phase1.add(c.id)
+            elif c.method.name in keep:
+                carried.add(c.id)
+            else:
+                continue
+            chosen[c.id] = cost(c)
+        groups1 = {c.group.id for c in cells if c.id in phase1}
+        again = tuple(sorted({c.group.id for c in cells if c.id in carried and c.group.id in groups1}))
+        out.append(Variant("worst case" if worst else "expected", chosen, frozenset(phase1), again))
+    return out

@@ -1,0 +1,116 @@
+"""The plan's racing lines (``--specbench-plan``): the makespan of the selected cells as a full
+factorial, and as a run with the matrix's ``tune`` keys and ``--specbench-race`` would make it,
+expected and at worst (planning/racing.py), each packed on the run's GPUs like the schedule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..engines import get_backend
+from ..matrix.cells import Cell
+from ..planning import racing, schedule
+from .state import SpecbenchState
+
+
+def _raw(path: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _pack(st: SpecbenchState, cells: list[Cell], secs: dict[str, float], workers: int) -> tuple[float, int]:
+    """(makespan, engine starts) of ``cells`` at ``secs``, packed as the schedule packs groups."""
+    from .xdist_sched import planned_seconds
+
+    plan = st.get_plan()
+    by_group: dict[str, list[Cell]] = {}
+    for c in cells:
+        if c.id in secs:
+            by_group.setdefault(c.group.id, []).append(c)
+    jobs = []
+    for run in by_group.values():
+        g = run[0].group
+        p = planned_seconds(plan, g, [])
+        gpus = g.tp if get_backend(g.method.backend).gpu else 0
+        dur = p.start_s + sum(secs[c.id] for c in run)
+        jobs.append(schedule.Job(g.id, gpus, dur, g.tp, g.method.backend, p.first_start_extra_s))
+    if not jobs:
+        return 0.0, 0
+    order = schedule.longest_first(jobs) if workers > 1 else jobs
+    sched = schedule.pack(order, st.gpus or tuple(range(max(j.gpus for j in jobs))), workers)
+    return (sched.makespan_s if workers > 1 or st.gpus else sched.serial_s), len(jobs)
+
+
+def race_plan(
+    config: pytest.Config, st: SpecbenchState, cells: list[Cell]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The racing section of the plan (JSON, lines); nothing without ``tune`` keys or the option."""
+    from .xdist_sched import skip_reason, workers
+
+    assert st.matrix is not None
+    try:
+        tuned = racing.tunes(_raw(st.matrix.path), st.matrix.path)
+    except racing.TuneError as e:
+        raise pytest.UsageError(str(e)) from None
+    race = bool(config.getoption("specbench_race", False))
+    if not tuned and not race:
+        return None, []
+    plan = st.get_plan()
+    runnable = [c for c in cells if not skip_reason(config, st, c)]
+
+    def eta(c: Cell) -> float:
+        cp = plan.cells.get(c.id)
+        return float(cp.eta_s or 0.0) if cp is not None else 0.0
+
+    k = st.plan_workers or workers(config)
+    doc: dict[str, Any] = {
+        "race": race,
+        "tune": {n: {"at": dict(t.at), "keep": t.keep} for n, t in tuned.items()},
+    }
+    lines = []
+
+    def said(t: racing.Tune) -> str:
+        at = ", ".join(f"{a}={'/'.join(map(str, v))}" for a, v in t.at)
+        return f"{t.method}: decided on cells with {at}, best {t.keep} carried"
+
+    how = "; ".join(said(t) for t in tuned.values())
+    where = f"packed on {len(st.gpus)} GPUs with {k} worker(s)" if st.gpus and k > 1 else "serial"
+    lines.append(f"racing/tuning ({how or 'no tune keys: racing drops are not predicted'}), {where}:")
+    full_s = None
+    for v in racing.variants(runnable, eta, tuned):
+        first = [c for c in runnable if c.id in v.phase1]
+        later = [c for c in runnable if c.id in v.cells and c.id not in v.phase1]
+        m1, n1 = _pack(st, first, v.cells, k)
+        m2, n2 = _pack(st, later, v.cells, k)
+        total = m1 + m2
+        full_s = total if full_s is None else full_s
+        again = ", ".join(v.extra_starts)
+        extra = (
+            f"; {len(v.extra_starts)} extra engine start(s) for the two-phase order ({again})"
+            if again
+            else ""
+        )
+        phases = f" ({m1 / 60:.1f} min deciding and untuned, then {m2 / 60:.1f} carried)" if later else ""
+        ratio = f", {total / full_s:.2f}x the full factorial" if v.name != "full factorial" and full_s else ""
+        counts = f"{len(v.cells)} cells, {n1 + n2} engine starts"
+        lines.append(f"  {v.name}: {total / 60:.1f} min{phases}, {counts}{ratio}{extra}")
+        doc[v.name.replace(" ", "_")] = {
+            "makespan_s": total,
+            "cells": len(v.cells),
+            "engine_starts": n1 + n2,
+            "extra_starts": list(v.extra_starts),
+        }
+    if race or tuned:
+        lines.append(
+            "  (expected: the tuned sweeps' deciding cells in full, K settings of median cost elsewhere; "
+            "worst case: the K most expensive, every cell to its max_rounds; the carried settings start "
+            "after the first phase, a conservative order)"
+        )
+    return doc, lines
