@@ -104,6 +104,10 @@ def test_a_failing_before_group_hook_fails_only_its_group(
     assert "run-up" not in log and "echo run-up" in (logs / "run-hooks.log").read_text()
     events = {e["group"]: e for e in doc["specbench"]["engine_groups"]}
     assert events["ngram-tp2"]["ok"] is False
+    assert events["ngram-tp2"]["before_group"]["ok"] is False
+    assert events["ngram-tp2"]["after_group"] == {"ok": True}
+    stops = {e["group"]: e for e in doc["specbench"]["engine_stops"]}
+    assert stops["ar-tp2"]["after_group"] == {"ok": True} and "after_group" not in stops["ar-tp1"]
 
 
 def test_a_failing_before_run_hook_stops_the_run(
