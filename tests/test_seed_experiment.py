@@ -53,7 +53,7 @@ def test_seed_experiment_collects_and_plans(pytester: pytest.Pytester) -> None:
     assert res.ret == pytest.ExitCode.OK, res.stdout.str()
     res.stdout.fnmatch_lines(
         [
-            "GPU: RTX PRO 6000, 89.4 GiB, 1.79 TB/s*",
+            "GPU: RTX PRO 6000, 95.6 GiB, 1.79 TB/s*",
             "cells: 370 to run, 0 skipped; engine starts: 27; ETA *",
         ]
     )
