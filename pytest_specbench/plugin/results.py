@@ -12,6 +12,7 @@ import pytest
 from ..report import breakeven, decide, provenance
 from ..report import summary as report
 from ..report.summary import failure_headline
+from ..report.tuning import tuning
 from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SpecbenchState
 
 
@@ -408,7 +409,7 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if cross:
         out.append("crossover (per method, TP and shape: against its baseline, by concurrency):")
         out += [f"  {ln}" for ln in cross]
-    tune = decide.tuning(st.doc)
+    tune = tuning(st.doc)
     if tune:
         out.append("tuning (per shape and swept method: best setting, runner-up, separated or not):")
         out += [f"  {ln}" for ln in tune]

@@ -297,8 +297,9 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
     from .provenance import markdown as settings_table
+    from .tuning import section as tuning_section
 
-    return lines + decide.best_methods(doc) + settings_table(doc)
+    return lines + decide.best_methods(doc) + tuning_section(doc) + settings_table(doc)
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
