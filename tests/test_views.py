@@ -88,3 +88,73 @@ def test_the_interleaved_view_leads_with_the_speedup_it_ranks_by() -> None:
         "> ar x1.00 (baseline, its own cell 142.0 tok/s) "
         "> ngram-d2 x0.96 [0.96, 0.96] slower (134.4 tok/s; its interleaved ar rounds 140.0 tok/s)"
     )
+
+
+def _point(method: str, c: int, tok_s: float, tpot_ms: float, **extra: object) -> dict:
+    params = {"method": method, "tp": 1, "workload": "throughput", "concurrency": c, "output_tokens": 64}
+    e = {
+        "output_tokens_per_s": tok_s,
+        "tpot_ms_p50": tpot_ms,
+        "round_tokens_per_s": [tok_s] * 3,
+        "request_digests": ["d0", "d1", "d2"],
+        "speedup_baseline": "ar",
+        **extra,
+    }
+    return {"param": f"{method}-c{c}", "params": params, "extra_info": e, "stats": {"data": [1.0] * 3}}
+
+
+def test_forced_and_dropped_cells_are_never_on_the_frontier_in_the_crossover_or_ranked() -> None:
+    """A forced draft-a4 beats every real point on both axes and a race-dropped ngram-d8 is the
+    fastest cell: neither is a frontier point, a crossover line, a ranked method or a TP-scaling
+    row; the real cells' frontier is ar c8 and ngram c1."""
+    from pytest_specbench.report import decide, pareto
+
+    fast = {"speedup_vs_ar": 3.0, "speedup_vs_ar_ci95": [2.9, 3.1], "speedup_verdict": "faster"}
+    dropped = {"status": "dropped", "lost_to": "ngram-c1", "ratio": 0.5, "lo": 0.4, "hi": 0.6, "shape": "s"}
+    doc = {
+        "benchmarks": [
+            _point("ar", 1, 100.0, 10.0, speedup_vs_ar=1.0, speedup_verdict="baseline"),
+            _point("ar", 8, 640.0, 12.5, speedup_vs_ar=1.0, speedup_verdict="baseline"),
+            _point(
+                "ngram",
+                1,
+                150.0,
+                6.25,
+                speedup_vs_ar=1.5,
+                speedup_vs_ar_ci95=[1.4, 1.6],
+                speedup_verdict="faster",
+            ),
+            _point(
+                "ngram",
+                8,
+                600.0,
+                12.5,
+                speedup_vs_ar=0.94,
+                speedup_vs_ar_ci95=[0.9, 0.97],
+                speedup_verdict="slower",
+            ),
+            _point(
+                "draft-a4", 1, 900.0, 1.0, accept_forced=4.0, forced_family="draft", accept_length=4.0, **fast
+            ),
+            _point(
+                "draft-a4",
+                8,
+                3000.0,
+                2.0,
+                accept_forced=4.0,
+                forced_family="draft",
+                accept_length=4.0,
+                **fast,
+            ),
+            _point("ngram-d8", 1, 990.0, 0.5, race=dropped, **fast),
+            _point("ngram-d8", 8, 4000.0, 1.0, race=dropped, **fast),
+        ]
+    }
+    (panel,) = pareto.points(doc).values()
+    assert sorted(q.cell for q in panel) == ["ar-c1", "ar-c8", "ngram-c1", "ngram-c8"]
+    assert [q.cell for q in pareto.frontier(panel)] == ["ar-c8", "ngram-c1"]
+    assert pareto.crossover(doc) == ["ngram tp1 throughput out64: faster at c1, slower at c8"]
+    ranked = [[r["method"] for r in rows] for _, rows in decide.ranked_shapes(doc)]
+    assert ranked == [["ngram", "ar"], ["ar", "ngram"]]
+    text = "\n".join(decide.best_methods(doc))
+    assert "draft-a4" not in text and "ngram-d8" not in text

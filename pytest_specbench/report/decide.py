@@ -9,6 +9,7 @@ from typing import Any
 
 from .paired import CV_WARN
 from .paired import compare as _compare
+from .pareto import never_ranked
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -163,14 +164,14 @@ def _varying(doc: dict[str, Any], axis: str) -> dict[tuple[Any, ...], list[tuple
     """Cells with throughput grouped by everything but ``axis``: key (the cell's AR baseline,
     (param, str(value)) of every other param, sorted), value [(the cell's ``axis`` value, its
     JSON entry)] in the order of the axis. Cells of one key differ only in ``axis``. Cells with a
-    forced accept length are left out: a system-cost measurement is never ranked as a drafter
-    (breakeven.py reads them)."""
+    forced accept length (a system-cost measurement, never ranked as a drafter: breakeven.py reads
+    them) and cells a race dropped are left out (pareto.never_ranked)."""
     by: dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]] = {}
     for b in doc.get("benchmarks", []):
         p, e = dict(b.get("params") or {}), b["extra_info"]
         if not e.get("output_tokens_per_s") or axis not in p or "method" not in p:
             continue
-        if e.get("accept_forced") is not None:
+        if never_ranked(e):
             continue
         value = p.pop(axis)
         if axis == "request_rate":  # a trace's rate follows its speed
