@@ -158,3 +158,136 @@ def test_forced_and_dropped_cells_are_never_on_the_frontier_in_the_crossover_or_
     assert ranked == [["ngram", "ar"], ["ar", "ngram"]]
     text = "\n".join(decide.best_methods(doc))
     assert "draft-a4" not in text and "ngram-d8" not in text
+
+
+def _forced(family: str, forced: float, speedup: float, ci: list | None, **extra: object) -> dict:
+    e = {
+        "accept_forced": forced,
+        "forced_family": family,
+        "accept_length": forced,
+        "speedup_vs_ar": speedup,
+        "speedup_vs_ar_ci95": ci,
+        "speedup_verdict": extra.pop("verdict", "not separated"),
+        **extra,
+    }
+    params = {"method": f"{family}-a{forced:g}", "tp": 1, "workload": "throughput", "concurrency": 4}
+    return {"param": f"{family}-a{forced:g}-c4", "params": params, "extra_info": e}
+
+
+def _real(method: str, accept: float) -> dict:
+    params = {"method": method, "tp": 1, "workload": "throughput", "concurrency": 4}
+    return {"param": f"{method}-c4", "params": params, "extra_info": {"accept_length": accept}}
+
+
+def test_a_falling_curve_has_no_break_even_and_no_verdict() -> None:
+    """x1.20, x0.80, x0.60 at 1, 2, 3: the speedup falls through 1; not "pays at every forced
+    length", and a real drafter of the family gets no gain/no-gain verdict."""
+    from pytest_specbench.report import breakeven
+
+    assert breakeven.crossing([(1, 1.2), (2, 0.8), (3, 0.6)]) == ("mixed", None)
+    assert breakeven.crossing([(1, 0.8), (2, 1.1), (3, 0.9), (4, 1.2)]) == ("mixed", None)
+    doc = {
+        "benchmarks": [
+            _forced("draft", 1, 1.20, [1.15, 1.25]),
+            _forced("draft", 2, 0.80, [0.75, 0.85]),
+            _forced("draft", 3, 0.60, [0.55, 0.65]),
+            _real("draft", 2.5),
+        ]
+    }
+    lines = breakeven.lines(doc)
+    assert lines[0].startswith("draft throughput tp1 c4: no single break-even: the speedup falls through 1")
+    assert "pays at every forced length" not in "\n".join(lines)
+    assert lines[1].endswith(
+        "for draft here: no verdict: the speedup does not rise through 1 once along the forced lengths"
+    )
+
+
+def test_the_interval_holds_every_length_the_bounds_do_not_rule_out() -> None:
+    """Upper bounds 1.05, 0.98, 1.30, 1.45 at 1-4: the first already reaches 1, so the interval is
+    open below the forced range (not [2.06, ...], the first upward crossing of the upper bounds);
+    lower bounds 0.70, 0.60, 0.90, 0.95 never reach 1: open above. The point: 0.9, 0.8, 1.1, 1.2
+    rises through 1 once, at 2 + 0.2 / 0.3. An ngram cell of the same shape is read against its own
+    family's curve, never the draft family's; draft at 2.0 lies inside [< 1, > 4]."""
+    from pytest_specbench.report import breakeven
+
+    doc = {
+        "benchmarks": [
+            _forced("draft", 1, 0.90, [0.70, 1.05]),
+            _forced("draft", 2, 0.80, [0.60, 0.98]),
+            _forced("draft", 3, 1.10, [0.90, 1.30]),
+            _forced("draft", 4, 1.20, [0.95, 1.45]),
+            _real("draft", 2.0),
+            _real("ngram", 5.0),  # no ngram family at this shape: no line
+        ]
+    }
+    assert breakeven.lines(doc) == [
+        "draft throughput tp1 c4: break-even accept length 2.67 [< 1, > 4]; a1 x0.90 (measured 1.000), "
+        "a2 x0.80 (measured 2.000), a3 x1.10 (measured 3.000), a4 x1.20 (measured 4.000)",
+        "draft throughput tp1 c4: measured accept 2.00, break-even 2.67 for draft here: "
+        "at break-even (within its interval)",
+    ]
+
+
+def test_no_verdict_from_disturbed_points_or_points_without_an_interval() -> None:
+    """The same curve twice: every forced point disturbed, then one round each (no interval): a
+    measured 2.70 against a break-even of 2.67 is no "gain expected" either way."""
+    from pytest_specbench.report import breakeven
+
+    pts = [(1, 0.5), (2, 0.8), (3, 1.1), (4, 1.3)]
+    disturbed = [
+        _forced("draft", x, y, [y - 0.05, y + 0.05], verdict="no verdict: the cell was disturbed (x)")
+        for x, y in pts
+    ]
+    one_round = [_forced("draft", x, y, None, verdict="one pair: no interval") for x, y in pts]
+    for forced, why in (
+        (disturbed, "4 forced point(s) without a verdict (disturbed or saturated)"),
+        (one_round, "forced point(s) without an interval (one round)"),
+    ):
+        lines = breakeven.lines({"benchmarks": [*forced, _real("draft", 2.70)]})
+        head = "draft throughput tp1 c4: measured accept 2.70, break-even 2.67 for draft here"
+        assert lines[-1] == f"{head}: no verdict: {why}"
+
+
+def test_break_even_interpolates_over_unevenly_spaced_lengths() -> None:
+    """Forced 1, 2, 6 (speedups 0.5, 0.8, 1.6): the crossing lies between 2 and 6, at
+    2 + (1 - 0.8) / (1.6 - 0.8) x 4 = 3.0 (2.25 if the x spacing were dropped); upper bounds 0.6,
+    0.9, 1.9 reach 1 at 2 + 0.1 / 1.0 x 4 = 2.4, lower bounds 0.4, 0.7, 1.3 at 2 + 0.3 / 0.6 x 4 =
+    4.0; a drafter measuring 4.5 is above the interval."""
+    from pytest_specbench.report import breakeven
+
+    doc = {
+        "benchmarks": [
+            _forced("draft", 1, 0.5, [0.4, 0.6]),
+            _forced("draft", 2, 0.8, [0.7, 0.9]),
+            _forced("draft", 6, 1.6, [1.3, 1.9]),
+            _real("draft", 4.5),
+        ]
+    }
+    (pts,) = breakeven.curves(doc).values()
+    be = breakeven.break_even(pts)
+    assert (be["where"], round(be["at"], 6), round(be["lo"], 6), round(be["hi"], 6)) == ("at", 3.0, 2.4, 4.0)
+    assert breakeven.lines(doc)[-1].endswith("break-even 3.00 for draft here: gain expected")
+
+
+def test_the_html_report_escapes_hostile_strings_without_a_browser() -> None:
+    """A method, a host, a matrix path and a failure reason carrying markup: none reaches the page
+    as markup (the page's one <script> is its own)."""
+    from pytest_specbench.report import summary
+    from pytest_specbench.report.html import render
+
+    evil = "<script>alert(1)</script>"
+    b = _closed("ar", 100.0, None, speedup_vs_ar=1.0, speedup_verdict="baseline")
+    b2 = _closed(f"x{evil}", 120.0, None)
+    b2["param"] = f"x{evil}-c1"
+    b2["extra_info"].update(speedup_vs_ar=1.2, speedup_vs_ar_ci95=[1.1, 1.3], speedup_verdict="faster")
+    doc = {
+        "benchmarks": [b, b2],
+        "machine_info": {"node": f"host{evil}"},
+        "specbench": {
+            "matrix": f"m{evil}.yaml",
+            "failed_cells": [{"cell": f"c{evil}", "phase": "call", "error": f"boom {evil}"}],
+        },
+    }
+    page = render(doc, summary.markdown(doc), [])
+    assert page.count("<script") == 1 and "alert(1)</script>" not in page
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 4  # title, host, matrix, cells
