@@ -402,6 +402,7 @@ class Matrix:
     tp: tuple[int, ...]
     workloads: tuple[Workload, ...]
     baseline: str = DEFAULT_BASELINE
+    compare: tuple[tuple[str, str], ...] = ()  # method pairs the report compares (matrix/compare.py)
 
     def baselines(self) -> dict[str, str | None]:
         """Method -> the method its "vs ar" speedup divides by: ``baseline`` when it runs the same

@@ -36,6 +36,7 @@ from .cells import (
     setting_name,
 )
 from .checks import Ctx, MatrixError
+from .compare import parse_compare
 from .workload_schema import workload
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
@@ -66,7 +67,7 @@ SPEC_KEYS = (
 )
 SIMULATE_METHODS = ("match-expected", "multinomial")  # SGLANG_SIMULATE_ACC_METHOD
 MAX_FORCED_ACCEPT = 64.0
-TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline")
+TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline", "compare")
 
 
 def _model(cx: Ctx, name: str, raw: Any, base_dir: Path) -> Model:
@@ -445,6 +446,7 @@ def parse(
         tp=cx.int_list(d.get("tp", [1]), "tp"),
         workloads=workloads,
         baseline=str(baseline),
+        compare=parse_compare(cx, d.get("compare"), [*methods, *(x.name for x in expanded)]),
     )
     seen: dict[str, Cell] = {}
     for c in m.cells():

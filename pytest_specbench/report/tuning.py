@@ -1,6 +1,7 @@
 """The tuning view: per cell shape and swept method (a ``speculative:`` knob given as a list), its
 settings ranked (decide.rank_closed_loop), the best against the runner-up and each knob's effect on
-its own, over paired rounds. Pure: no pytest, no I/O.
+its own, over paired rounds, and the best against the methods the matrix's ``compare`` (or
+``--versus``) names for the sweep. Pure: no pytest, no I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .decide import (
     fmt_speedup,
     rank_closed_loop,
 )
+from .versus import references, side
 
 
 def _rates(e: dict[str, Any]) -> str:
@@ -44,13 +46,26 @@ def _setting_summary(row: dict[str, Any]) -> str:
     return head + (f" ({', '.join(parts)})" if parts else "")
 
 
+def _versus(best: dict[str, Any], ref: str, cells: list[dict[str, Any]]) -> str:
+    """ "; best vs dflash: x1.24 [1.10, 1.40] faster": the tuned best against a reference the
+    matrix's ``compare`` or ``--versus`` names, at this shape (empty where it did not run)."""
+    other = side(ref, cells).get(None)
+    if other is None or other is best["_entry"]:
+        return ""
+    c = compare(best["_entry"], other)
+    ratio = fmt_speedup(c) if c.get("speedup_vs_ar") is not None else str(c.get("speedup_verdict"))
+    return f"; best vs {ref}: {ratio}"
+
+
 def tuning(doc: dict[str, Any]) -> list[str]:
     """The tuning view: per cell shape and swept method (a ``speculative:`` knob given as a list),
-    its best setting (rank_closed_loop) with its speedup interval over AR, the runner-up, whether a paired
-    comparison separates the two, and every setting's acceptance and accept rate by position
-    (where longer drafts stop paying)."""
+    its best setting (rank_closed_loop) with its speedup interval over AR, the runner-up, whether a
+    paired comparison separates the two, the best against each reference named for the sweep
+    (versus.references), and every setting's acceptance and accept rate by position (where longer
+    drafts stop paying)."""
     by: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = {}
-    for key, cells in _varying(doc, "method").items():
+    shapes = _varying(doc, "method")
+    for key, cells in shapes.items():
         for method, b in cells:
             e = b["extra_info"]
             if e.get("sweep"):
@@ -75,6 +90,9 @@ def tuning(doc: dict[str, Any]) -> list[str]:
             line = (
                 f"{label}: {sweep}: best {_setting_summary(rows[0])}; runner-up {_setting_summary(rows[1])}; "
                 f"best/runner-up{ratio}: {sep}"
+            )
+            line += "".join(
+                _versus(rows[0], ref, [b for _, b in shapes[key]]) for ref in references(doc, sweep)
             )
             out.append(line + "".join(f"; then {_setting_summary(r)}" for r in rows[2:]))
             out += _knob_effects(label, sweep, rows)
