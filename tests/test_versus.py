@@ -179,6 +179,9 @@ def test_versus_must_name_a_method_of_the_run(capsys: pytest.CaptureFixture[str]
     assert "--versus eagle: no such method in the run; methods: ar, ddtree, ddtree-b16, ddtree-b4" in (
         capsys.readouterr().err
     )
+    with pytest.raises(SystemExit):
+        summary.main([str(run), str(run), "--versus", "ar", "--html", str(tmp_path / "r.html")])
+    assert "--versus with several JSONs prints their comparisons only" in capsys.readouterr().err
 
 
 CONFTEST = f"""

@@ -405,6 +405,8 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             "with an interleaved baseline: ordered by x):"
         )
         out += [f"  {label}: {decide.ranking(rows)}" for label, rows in shapes]
+        if any(r.get("_ranked_by") == "interleaved" for _, rows in shapes for r in rows):
+            out.append(f"  {decide.INTERLEAVED_NOTE}")
     from ..report.pareto import crossover
 
     cross = crossover(st.doc)

@@ -294,9 +294,10 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     """The decision view as Markdown: per shape (ranked_shapes) the fastest method and every
     method ranked, then each method's tok/s by TP size (tp_scaling). Empty when neither applies."""
     out = []
+    shapes = ranked_shapes(doc)
     rows = [
         f"| {label} | **{ranked[0]['method']}**{_runner_up(ranked)} | {ranking(ranked)} |"
-        for label, ranked in ranked_shapes(doc)
+        for label, ranked in shapes
     ]
     if rows:
         out += [
@@ -310,6 +311,8 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
             "|---|---|---|",
             *rows,
         ]
+        if any(r.get("_ranked_by") == "interleaved" for _, ranked in shapes for r in ranked):
+            out += ["", INTERLEAVED_NOTE]
     from .pareto import crossover
 
     cross = crossover(doc)
@@ -345,6 +348,13 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     if warn:
         out += ["", *(f"- {ln}" for ln in warn)]
     return out
+
+
+INTERLEAVED_NOTE = (
+    "Interleaved rows: x rests on the baseline's rounds run between the cell's own, on the same "
+    "requests and beside the cell's engine (one process, the same cores), so those rounds' tok/s can "
+    "differ from the baseline's own cell, which ran on its own minutes apart."
+)
 
 
 def _runner_up(ranked: list[dict[str, Any]]) -> str:

@@ -444,6 +444,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     if args.versus and len(args.json) > 1:
+        if args.html or args.plots or args.max_tok_s_drop is not None or args.max_accept_drop is not None:
+            ap.error(
+                "--versus with several JSONs prints their comparisons only; --html, --plots and the gate "
+                "take one JSON (or old new without --versus)"
+            )
         from .versus_read import read_several
 
         return read_several(args.json, args.versus, ap.error)
