@@ -292,3 +292,18 @@ def test_the_html_report_escapes_hostile_strings_without_a_browser() -> None:
     page = render(doc, summary.markdown(doc), [])
     assert page.count("<script") == 1 and "alert(1)</script>" not in page
     assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 4  # title, host, matrix, cells
+
+
+def test_the_tuning_view_leads_with_the_interleaved_speedup_it_ranks_by() -> None:
+    """Settings ranked by their speedup over interleaved ar rounds: d8 (61.2 over 51.0: x1.20) before
+    d2 (134.4 over 140.0: x0.96) although d2's own tok/s is higher; each leads with its x."""
+    from pytest_specbench.report.tuning import tuning
+
+    d8 = _closed("ngram-d8", 61.2, 51.0, sweep="ngram", setting={"num_draft_tokens": 8})
+    d2 = _closed("ngram-d2", 134.4, 140.0, sweep="ngram", setting={"num_draft_tokens": 2})
+    (line,) = tuning({"benchmarks": [d2, d8]})
+    assert line.startswith(
+        "throughput tp1 c1: ngram: best num_draft_tokens=8 x1.20 [1.20, 1.20] faster (61.2 tok/s; its "
+        "interleaved ar rounds 51.0 tok/s); runner-up num_draft_tokens=2 x0.96 [0.96, 0.96] slower (134.4 "
+        "tok/s; its interleaved ar rounds 140.0 tok/s); best/runner-up x1.25 [1.25, 1.25]: separated"
+    )
