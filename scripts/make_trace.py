@@ -9,14 +9,25 @@ Block ids follow Mooncake's rule: an id stands for one block of ``--block`` toke
 everything before it (the same prefix gets the same id; a new prefix a new id), and
 len(hash_ids) = ceil(input_length / block). Arrivals are Poisson at ``--rate`` req/s; a
 conversation's next turn arrives after its previous one. Seeded: the same arguments write the
-same file. fixtures/traces/README.md lists the commands that wrote the shipped traces.
+same file. The file is read back by the plugin's own loader before it is written: arguments
+that would give a trace ``kind: trace`` refuses (one request, arrivals all in one millisecond,
+lengths beyond its bounds) are refused here with the reason. fixtures/traces/README.md lists the
+commands that wrote the shipped traces.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import random
+import tempfile
+from pathlib import Path
+
+from pytest_specbench.inputs import traces
+
+MAX_RATE = 1e6  # arrivals per second (the matrix's bound on request_rate)
 
 
 def main() -> int:
@@ -35,12 +46,29 @@ def main() -> int:
     for name in ("requests", "block", "system_prompts", "system_blocks", "turns"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
-    if not args.rate > 0:
-        ap.error(f"--rate must be > 0 (arrivals per second); got {args.rate}")
+    if args.requests < 2:
+        ap.error(
+            f"--requests must be >= 2: a replay needs arrivals at two times at least; got {args.requests} "
+            "(one request, or a burst at once, is kind throughput)"
+        )
+    if not (math.isfinite(args.rate) and 0 < args.rate <= MAX_RATE):
+        ap.error(f"--rate must be a number of arrivals per second in (0, {MAX_RATE:g}]; got {args.rate}")
     for name in ("user_blocks", "output"):
         lo, hi = getattr(args, name)
         if not 1 <= lo <= hi:
             ap.error(f"--{name.replace('_', '-')} LO HI needs 1 <= LO <= HI; got {lo} {hi}")
+    # the longest prompt: the system prompt, every turn's longest message and every reply but the last
+    longest = args.block * (
+        args.system_blocks
+        + args.turns * args.user_blocks[1]
+        + (args.turns - 1) * -(-args.output[1] // args.block)
+    )
+    if max(longest, args.output[1]) > traces.MAX_TOKENS:
+        ap.error(
+            f"a request could reach {max(longest, args.output[1]):,} tokens; a trace allows at most "
+            f"{traces.MAX_TOKENS:,}: give fewer --turns, --system-blocks or --user-blocks, "
+            "or a smaller --block or --output"
+        )
     rng = random.Random(args.seed)
     ids: dict[tuple[int, ...], int] = {}  # a prefix (its parent's id, this block's key) -> its id
 
@@ -92,12 +120,41 @@ def main() -> int:
         c["at"] = t + 1.0  # the user reads the reply before the next turn
         if c["left"] <= 0:
             live.remove(c)
-    with open(args.out, "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+    problem = _write_checked(Path(args.out), rows)
+    if problem:
+        ap.error(f"not written: {problem}")
     span = (rows[-1]["timestamp"] - rows[0]["timestamp"]) / 1000
     print(f"{args.out}: {len(rows)} requests over {span:.1f} s from the first, {conv} conversations")
     return 0
+
+
+def _write_checked(out: Path, rows: list[dict]) -> str | None:
+    """Writes ``rows`` to ``out`` when the plugin's loader accepts them as a replayable trace;
+    else leaves ``out`` alone and returns why not."""
+    span_s = (rows[-1]["timestamp"] - rows[0]["timestamp"]) / 1000
+    if span_s > 86400 * 365:
+        return (
+            f"the arrivals span {span_s / 86400:,.0f} days, more than the year a trace may span: raise --rate"
+        )
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        try:
+            tr = traces.load_trace.__wrapped__(tmp)
+        except ValueError as e:
+            return str(e).replace(tmp, str(out))
+        if tr.rate() <= 0:
+            return (
+                f"all {len(rows)} arrivals fall in one millisecond (timestamps are whole ms): a replay "
+                "needs arrivals at two times at least; lower --rate or give more --requests"
+            )
+        os.replace(tmp, out)
+        return None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 if __name__ == "__main__":

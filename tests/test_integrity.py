@@ -132,7 +132,7 @@ workloads:
         ),
         (
             GOOD.replace("prompt_tokens: 8}", "prompt_tokens: 8, options: {streaming: true}}"),
-            "workloads.throughput.options.streaming: unknown key; allowed: stream",
+            "workloads.throughput.options.streaming: unknown key (did you mean 'stream'?); allowed: stream",
         ),
         (
             GOOD + "  agentic: {scenarios: [calculator], context_tokens: [3000]}\n",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -106,10 +107,28 @@ def test_regression_gate_for_higher_is_better_metrics(
     assert main([str(old), str(new), "--max-tok-s-drop", "0.03"]) == 1
     assert capsys.readouterr().out.splitlines()[-3:-1] == [
         f"2 regression(s) against {old}:",
-        "- ar-tp1-c1-out256: tok/s 500.000 -> 480.000 (new/old 0.960, allowed down to 0.970)",
+        "- ar-tp1-c1-out256: tok/s 500.000 -> 480.000 (new/old 0.960, allowed down to 0.970; fewer than 2 rounds in a run: "
+        "no interval, compared as points)",
     ]
-    # within the allowed drops, and a cell not run (another -k) is no regression: exit 0
+    # a cell the new run does not hold (a lost shard, another -k) fails the gate: it was not seen
     new.write_text(json.dumps(_doc({"ar-tp1-c1-out256": (480.0, None), "ngram-tp1-c1-out256": (990.0, 9.4)})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.05", "--max-accept-drop", "0.02"]) == 1
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        f"1 regression(s) against {old}:",
+        "- sa-tp1-c1-out256: measured in the old run, absent from the new one",
+    ]
+    # within the allowed drops: exit 0
+    new.write_text(
+        json.dumps(
+            _doc(
+                {
+                    "ar-tp1-c1-out256": (480.0, None),
+                    "ngram-tp1-c1-out256": (990.0, 9.4),
+                    "sa-tp1-c1-out256": (400.0, 4.0),
+                }
+            )
+        )
+    )
     assert main([str(old), str(new), "--max-tok-s-drop", "0.05", "--max-accept-drop", "0.02"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"0 regression(s) against {old}"
     with pytest.raises(SystemExit) as e:
@@ -145,5 +164,169 @@ def test_cells_that_measured_other_work_are_not_compared(
     ]
     assert main([str(old), str(same), "--max-tok-s-drop", "0.05"]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "- ar-tp1-c1-out256: tok/s 500.000 -> 400.000 (new/old 0.800, allowed down to 0.950)"
+        "- ar-tp1-c1-out256: tok/s 500.000 -> 400.000 (new/old 0.800, allowed down to 0.950; fewer than 2 rounds in a run: "
+        "no interval, compared as points)"
     )
+
+
+def _run(cells: dict[str, list[float]], **extra: dict) -> dict:
+    """A run whose cells have these rounds' tok/s (tok/s: their geometric mean), each cell's
+    ``extra`` merged into its extra_info."""
+    import math
+
+    doc = _doc({c: (math.exp(sum(math.log(r) for r in rs) / len(rs)), None) for c, rs in cells.items()})
+    for b in doc["benchmarks"]:
+        b["extra_info"]["round_tokens_per_s"] = cells[b["param"]]
+        b["extra_info"].update(extra.get(b["param"], {}))
+        b["stats"] = {"data": [1.0] * len(cells[b["param"]])}
+    return doc
+
+
+def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_saturated_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two identical 4-cell runs, where one cell ran at 0.867 of the old tok/s but the old cell
+    was disturbed (another process took the cores): no regression, exit 0, the cell named as
+    unreliable. A drop whose interval reaches the limit is not one either; one wholly below it is."""
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    steady = [100.0, 100.0, 100.0]
+    cells = {c: steady for c in ("ar-c1", "ar-c4", "ngram-c1", "ngram-c4")}
+    disturbed = {"ngram-c4": {"disturbed": "other processes used 31% of the CPU"}}
+    old.write_text(json.dumps(_run(cells, **disturbed)))
+    new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7, 86.7, 86.7]})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-4:] == [
+        "1 cell(s) without a tok/s verdict (unreliable, not regressions):",
+        "- ngram-c4: tok/s not gated: the old run's cell was disturbed (other processes used 31% of the CPU)",
+        "",
+        f"0 regression(s) against {old}",
+    ]
+    # the same drop in the new run, saturated there: no verdict either
+    old.write_text(json.dumps(_run(cells)))
+    new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3}, **{"ngram-c4": {"saturated": True}})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    assert "- ngram-c4: tok/s not gated: the new run's cell saturated" in capsys.readouterr().out
+    # undisturbed, the same drop in every round: the interval is [0.867, 0.867], wholly below 0.9
+    new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "- ngram-c4: tok/s 100.000 -> 86.700 (new/old 0.867 [0.867, 0.867] from 3 + 3 rounds: the "
+        "whole interval below 0.900)"
+    )
+    # noisy new rounds 64 and 100 against a steady 100: new/old 0.8 at the point; the logs' mean
+    # is ln 0.8, their sd |ln 0.64| / sqrt 2 = 0.3156, the standard error 0.2231 with 1 degree of
+    # freedom (t 12.706): 0.8 x exp(-/+ 2.835) = [0.047, 13.628]: reaches 0.9, not a regression
+    old.write_text(json.dumps(_run({**cells, "ngram-c4": [100.0, 100.0]})))
+    new.write_text(json.dumps(_run({**cells, "ngram-c4": [64.0, 100.0]})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-4:] == [
+        "1 cell(s) below the limit but not separated from it:",
+        "- ngram-c4: tok/s 100.000 -> 80.000 (new/old 0.800 [0.047, 13.628] from 2 + 2 rounds: below "
+        "0.900 at the point, the interval reaches it: not a regression)",
+        "",
+        f"0 regression(s) against {old}",
+    ]
+# a name or reason as a results JSON may carry it: table pipes, a code span, HTML, a line break
+HOSTILE = "ng|ram`<img src=x onerror=alert(1)>\nx"
+
+
+def _unescaped(line: str, ch: str) -> int:
+    """How many times ``ch`` appears in a Markdown line outside a backslash escape."""
+    return re.sub(r"\\.", "", line).count(ch)
+
+
+def _closed_loop(method: str, workload: str, rates: list[float], **extra: object) -> dict:
+    params = {"method": method, "tp": 1, "workload": workload, "concurrency": 1}
+    return {
+        "param": f"{method}-{workload}-c1",
+        "params": {**params, "context_tokens": 128, "output_tokens": 256},
+        "extra_info": {
+            "output_tokens_per_s": sum(rates) / len(rates),
+            "round_tokens_per_s": rates,
+            "request_digests": [f"d{i}" for i in range(len(rates))],
+            "speedup_baseline": "ar",
+            **extra,
+        },
+        "stats": {"data": [1.0] * len(rates)},
+    }
+
+
+def test_the_markdown_report_escapes_hostile_strings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Method, workload and cell names and failure reasons with |, `, < and line breaks: every
+    table row keeps its header's columns, no HTML tag reaches the Markdown or the HTML page, and
+    each entry stays one line."""
+    from pytest_specbench.report.html import markdown_to_html
+
+    doc = {
+        "benchmarks": [
+            _closed_loop("ar", HOSTILE, [500.0, 510.0, 490.0], speedup_vs_ar=1.0),
+            _closed_loop(
+                HOSTILE,
+                HOSTILE,
+                [1680.0, 1700.0, 1660.0],
+                speedup_vs_ar=3.36,
+                speedup_vs_ar_ci95=[3.3, 3.4],
+                speedup_verdict="faster",
+            ),
+        ],
+        "specbench": {
+            "failed_cells": [
+                {
+                    "cell": HOSTILE,
+                    "phase": "call",
+                    "error": "RuntimeError: a | b <script>alert(1)</script>\nmore",
+                }
+            ]
+        },
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc))
+    assert main([str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    tables = [ln for ln in lines if ln.startswith("|")]
+    assert (
+        len(tables) == 7
+    )  # the cells' table (header, rule, 2 rows), the decision view's (header, rule, 1 row)
+    for block in (tables[:4], tables[4:]):
+        assert {_unescaped(ln, "|") for ln in block} == {_unescaped(block[0], "|")}
+    assert all(_unescaped(ln, "<") == 0 for ln in lines)
+    assert r"ng\|ram\`\<img src=x onerror=alert(1)> x" in tables[2]  # escaped, joined to one line
+    assert lines[4] == (
+        r"- failed `ng\|ram\`\<img src=x onerror=alert(1)> x` (call): RuntimeError: a \| b "
+        r"\<script>alert(1)\</script>"
+    )
+    page = markdown_to_html(lines)
+    assert "<img" not in page and "<script" not in page
+    rows = re.findall(r"<tr>(.*?)</tr>", page)
+    assert [len(re.findall(r"<t[hd]", r)) for r in rows] == [10, 10, 10, 3, 3]
+    assert "<td>ng&#124;ram&#96;&lt;img src=x onerror=alert(1)&gt; x-" in page  # shown as written
+
+
+def test_failed_cells_without_their_keys_are_shown_unnamed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failed_cells entry without ``cell`` (or ``phase``, or not a mapping at all) is listed as
+    unnamed with what it has; the report, the comparison and the gate still run."""
+    failed = [
+        {"phase": "call", "error": "EngineCrashed: died\ntail"},
+        {"params": {"method": "ngram", "tp": 2}, "reason": "timed out"},
+        {"cell": "sa-tp1-c1-out256"},
+        "ar-tp1-c1-out256",
+    ]
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(_doc({"ar-tp1-c1-out256": (500.0, None)})))
+    new.write_text(json.dumps(_doc({"ar-tp1-c1-out256": (450.0, None)}, failed)))
+    assert main([str(new)]) == 0
+    assert capsys.readouterr().out.splitlines()[3:8] == [
+        "- failed an unnamed cell (call): EngineCrashed: died",
+        "- failed an unnamed cell (method=ngram, tp=2): timed out",
+        "- failed `sa-tp1-c1-out256`: no error recorded",
+        "- failed, unnamed: 'ar-tp1-c1-out256'",
+        "- engine starts: 2",
+    ]
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.2"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"0 regression(s) against {old}"

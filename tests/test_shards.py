@@ -105,6 +105,9 @@ def test_shard_from_the_option_and_the_schedulers_variables() -> None:
     assert shards.from_env({"HOME": "/root"}) is None
 
 
+SLURM_VARS = tuple(f"SLURM_ARRAY_TASK_{k}" for k in ("ID", "COUNT", "MIN", "MAX", "STEP"))
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST)
@@ -112,7 +115,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
     (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
     (pytester.path / "benches" / "test_bench.py").write_text(BENCH)
     monkeypatch.setenv("FAKE_ENGINE_STARTS", str(tmp_path / "starts.txt"))
-    for k in ("JOB_COMPLETION_INDEX", "SPECBENCH_SHARDS", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"):
+    for k in ("JOB_COMPLETION_INDEX", "SPECBENCH_SHARDS", *SLURM_VARS):
         monkeypatch.delenv(k, raising=False)
     return pytester
 
@@ -150,6 +153,11 @@ def test_three_shards_merge_into_the_unsharded_run(
     assert sum(counts) == 14 and all(counts)
     paths = [str(project.path / f"s{i}.json") for i in range(3)]
     out = project.path / "merged.json"
+    # shard 2's JSON lost: the merge names each of its cells and writes nothing
+    lost = sorted(b["param"] for b in json.loads(Path(paths[2]).read_text())["benchmarks"])
+    r = _merge_cli(*paths[:2], "-o", str(out))
+    assert r.returncode == 1 and f"{len(lost)} cells missing: {', '.join(lost)}" in r.stdout, r.stdout
+    assert not out.exists()
     r = subprocess.run(
         [sys.executable, "-m", "pytest_specbench.report", "merge", *paths, "-o", str(out)],
         capture_output=True,
@@ -180,12 +188,29 @@ def test_three_shards_merge_into_the_unsharded_run(
     assert cmp.returncode == 0, cmp.stderr
 
 
-def _doc(index: int, count: int = 3, split: str = "s1", matrix: str = "m1", cells=("a",), sglang="0.5.17"):
+SPLIT = [["x"], ["y"], ["z1", "z2"]]  # the cells of shards 0, 1 and 2 of _doc's split
+
+
+def _doc(
+    index: int,
+    count: int = 3,
+    split: str = "s1",
+    matrix: str = "m1",
+    cells=("a",),
+    sglang="0.5.17",
+    split_cells=SPLIT,
+):
     return {
         "benchmarks": [{"param": c, "extra_info": {"provenance": {"host": f"h{index}"}}} for c in cells],
         "machine_info": {"specbench": {"versions": {"pytest-specbench": "0.2.0", "sglang": sglang}}},
         "specbench": {
-            "shard": {"index": index, "count": count, "split_digest": split, "matrix_digest": matrix},
+            "shard": {
+                "index": index,
+                "count": count,
+                "split_digest": split,
+                "matrix_digest": matrix,
+                "split_cells": split_cells,
+            },
             "engine_starts": 1,
         },
     }
@@ -195,7 +220,14 @@ def test_merge_refuses_what_is_not_one_run() -> None:
     ok = [("a.json", _doc(0, cells=("x",))), ("b.json", _doc(1, cells=("y",)))]
     doc, notes = merge.merge(ok)
     assert [b["param"] for b in doc["benchmarks"]] == ["x", "y"] and doc["specbench"]["engine_starts"] == 2
-    assert notes == ["shards missing: 2/3: their cells are not in the merge"]
+    assert notes == [
+        "shards missing: 2/3: their cells are not in the merge",
+        "2 cells missing: z1, z2",
+    ]
+    assert doc["specbench"]["missing_cells"] == [
+        {"cell": "z1", "shard": "2/3", "why": "shard 2/3 not given"},
+        {"cell": "z2", "shard": "2/3", "why": "shard 2/3 not given"},
+    ]
     for docs, why in (
         ([ok[0], ("b.json", _doc(0, cells=("y",)))], "shard 0/3 is given twice: a.json and b.json"),
         ([ok[0], ("b.json", _doc(1, matrix="m2", cells=("y",)))], "b.json is a shard of a different matrix"),
@@ -204,7 +236,7 @@ def test_merge_refuses_what_is_not_one_run() -> None:
         ([ok[0], ("b.json", _doc(1, cells=("x",)))], "cell x is in a.json and in b.json"),
         ([ok[0], ("b.json", _doc(1, sglang="0.5.18", cells=("y",)))], r"sglang 0.5.17 \(a.json\) vs 0.5.18"),
         ([ok[0], ("b.json", {"benchmarks": []})], "b.json: not a results JSON of pytest-specbench"),
-        ([ok[0]], "give two or more shard JSONs"),
+        ([], "give the shard JSONs of one sharded run, or two or more runs"),
     ):
         with pytest.raises(merge.MergeError, match=why):
             merge.merge(docs)
@@ -268,3 +300,171 @@ def test_the_split_follows_what_k_matched_markers_included(project: pytest.Pytes
     assert len(whole) == 4  # throughput (marked heavy) at c1: ar, ngram-d2, ngram-d4, eagle3
     parts = collected("--specbench-shard", "0/2") + collected("--specbench-shard", "1/2")
     assert sorted(parts) == sorted(whole)
+
+
+def _merge_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_specbench.report", "merge", *args], capture_output=True, text=True
+    )
+
+
+def test_a_missing_shard_names_its_cells_and_fails_the_merge_unless_allowed(tmp_path: Path) -> None:
+    paths = []
+    for i, cells in enumerate((("x",), ("y",))):
+        paths.append(tmp_path / f"s{i}.json")
+        paths[-1].write_text(json.dumps(_doc(i, cells=cells)))
+    out = tmp_path / "run.json"
+    r = _merge_cli(*map(str, paths), "-o", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "merge incomplete, nothing written: 2 cells missing: z1, z2" in r.stdout
+    assert "missing: z1: shard 2/3 not given" in r.stdout and "missing: z2: shard 2/3 not given" in r.stdout
+    assert not out.exists()
+    r = _merge_cli(*map(str, paths), "-o", str(out), "--allow-missing")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "note: 2 cells missing: z1, z2" in r.stdout
+    merged = json.loads(out.read_text())
+    assert [m["cell"] for m in merged["specbench"]["missing_cells"]] == ["z1", "z2"]
+    # one shard file alone: the same, naming the cells of the other two
+    r = _merge_cli(str(paths[0]), "-o", str(out))
+    assert r.returncode == 1 and "3 cells missing: y, z1, z2" in r.stdout, r.stdout
+    # the report of the partial run names them; the gate against a complete run fails on them
+    from pytest_specbench.report.summary import main
+
+    complete = tmp_path / "complete.json"
+    doc = _doc(0, cells=("x", "y", "z1", "z2"))
+    for b in doc["benchmarks"]:
+        b["extra_info"]["output_tokens_per_s"] = 100.0
+    for b in merged["benchmarks"]:
+        b["extra_info"]["output_tokens_per_s"] = 100.0
+    out.write_text(json.dumps(merged))
+    complete.write_text(json.dumps(doc))
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest_specbench.report", str(out)], capture_output=True, text=True
+    )
+    assert "- missing `z1`: shard 2/3 not given" in r.stdout, r.stdout
+    assert main([str(complete), str(out), "--max-tok-s-drop", "0.05"]) == 1
+
+
+def test_an_interrupted_shard_names_the_cells_it_did_not_reach() -> None:
+    a = _doc(0, cells=("x",))
+    b = _doc(1, cells=(), split_cells=[["x"], ["y1", "y2", "y3"], []], count=2)
+    a["specbench"]["shard"].update(count=2, split_cells=[["x"], ["y1", "y2", "y3"], []])
+    b["benchmarks"] = [{"param": "y1", "extra_info": {}}]
+    b["specbench"]["failed_cells"] = [{"cell": "y2", "phase": "call", "error": "x"}]
+    b["specbench"]["interrupted"] = {"cell": "y2", "why": "interrupted by SIGTERM"}
+    doc, notes = merge.merge([("a.json", a), ("b.json", b)])
+    assert doc["specbench"]["missing_cells"] == [
+        {"cell": "y3", "shard": "1/2", "why": "shard 1/2 was interrupted before it"}
+    ]
+    assert "1 cells missing: y3" in notes
+
+
+def _slurm(task: int, ids: list[int], step: int = 1) -> dict[str, str]:
+    """SLURM's variables for one task of ``--array`` with these ids (job_mgr.c: COUNT the ids,
+    MIN and MAX the lowest and highest, STEP the number after ':' in --array, else 1)."""
+    return {
+        "SLURM_ARRAY_TASK_ID": str(task),
+        "SLURM_ARRAY_TASK_COUNT": str(len(ids)),
+        "SLURM_ARRAY_TASK_MIN": str(min(ids)),
+        "SLURM_ARRAY_TASK_MAX": str(max(ids)),
+        "SLURM_ARRAY_TASK_STEP": str(step),
+    }
+
+
+@pytest.mark.parametrize(
+    "ids, step", [([0, 1, 2], 1), ([1, 2, 3], 1), ([0, 2, 4], 2), ([1, 5, 9], 1), ([3], 1)]
+)
+def test_every_task_of_a_slurm_array_runs_its_own_shard(ids: list[int], step: int) -> None:
+    """--array=0-2, 1-3, 0-4:2, 1,5,9 and 3: task k of the array is shard k/N, each shard once."""
+    got = [shards.from_env(_slurm(t, ids, step)) for t in ids]
+    assert [(s.index, s.count) for s in got] == [(i, len(ids)) for i in range(len(ids))]
+
+
+def test_a_slurm_task_whose_shard_cannot_be_known_is_a_usage_error(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(shards.ShardError, match="the array's ids are not evenly spaced"):
+        shards.from_env(_slurm(1, [0, 1, 3]))  # --array=0,1,3
+    with pytest.raises(shards.ShardError, match="SLURM_ARRAY_TASK_COUNT .* is not"):
+        shards.from_env({"SLURM_ARRAY_TASK_ID": "1"})
+    for bad in ("abc", "1.5"):
+        env = {**_slurm(1, [0, 1, 2]), "SLURM_ARRAY_TASK_ID": bad}
+        with pytest.raises(shards.ShardError, match=f"SLURM_ARRAY_TASK_ID='{bad}': expected a whole number"):
+            shards.from_env(env)
+    for k, v in {**_slurm(1, [0, 1, 2]), "SLURM_ARRAY_TASK_ID": "abc"}.items():
+        monkeypatch.setenv(k, v)
+    res = project.runpytest("benches", "--collect-only", "-q")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    err = res.stderr.str()
+    assert "SLURM_ARRAY_TASK_ID='abc': expected a whole number" in err and "INTERNALERROR" not in err
+
+
+def test_unsharded_runs_of_different_matrices_refuse_to_merge(project: pytest.Pytester) -> None:
+    other = MATRIX.replace(
+        "prompt_tokens: 8\n    rounds: 2\n    warmup: 0", "prompt_tokens: 9\n    rounds: 2\n    warmup: 0"
+    )
+    assert other != MATRIX
+    (project.path / "other.yaml").write_text(other)
+    project.runpytest("benches", "-k", "ttft and ar", "--benchmark-json", "a.json").assert_outcomes(passed=1)
+    project.runpytest("benches", "-k", "ttft and eagle3", "--benchmark-json", "b.json").assert_outcomes(
+        passed=1
+    )
+    project.runpytest(
+        "benches", "-k", "ttft and eagle3", "--specbench-matrix", "other.yaml", "--benchmark-json", "c.json"
+    ).assert_outcomes(passed=1)
+    docs = {n: json.loads((project.path / n).read_text()) for n in ("a.json", "b.json", "c.json")}
+    doc, notes = merge.merge([("a.json", docs["a.json"]), ("b.json", docs["b.json"])])  # one matrix: fine
+    assert len(doc["benchmarks"]) == 2 and notes == []
+    with pytest.raises(
+        merge.MergeError, match=r"c.json and a.json are runs of different matrices \(matrix_digest"
+    ):
+        merge.merge([("a.json", docs["a.json"]), ("c.json", docs["c.json"])])
+
+
+def test_a_frontier_across_hosts_says_so_and_labels_each_point_with_its_host() -> None:
+    from pytest_specbench.report import pareto
+
+    def b(method: str, c: int, tok_s: float, tpot_ms: float, host: str) -> dict:
+        return {
+            "param": f"{method}-c{c}",
+            "params": {
+                "method": method,
+                "tp": 1,
+                "workload": "throughput",
+                "concurrency": c,
+                "output_tokens": 64,
+            },
+            "extra_info": {
+                "output_tokens_per_s": tok_s,
+                "tpot_ms_p50": tpot_ms,
+                "provenance": {"host": host},
+            },
+        }
+
+    doc = {
+        "benchmarks": [
+            b("ar", 1, 100.0, 10.0, "h0"),
+            b("ar", 8, 640.0, 12.5, "h0"),
+            b("ngram", 1, 150.0, 6.25, "h1"),
+        ]
+    }
+    (pts,) = pareto.points(doc).values()
+    front = pareto.frontier(pts)
+    assert [q.cell for q in front] == ["ar-c8", "ngram-c1"]
+    assert (
+        pareto.hosts_note(front, pareto.hosts(doc))
+        == "frontier across 2 hosts (h0, h1): points labelled @host"
+    )
+    one = {
+        "benchmarks": [
+            {**x, "extra_info": {**x["extra_info"], "provenance": {"host": "h0"}}} for x in doc["benchmarks"]
+        ]
+    }
+    assert pareto.hosts_note(front, pareto.hosts(one)) is None
+    pytest.importorskip("matplotlib")
+    from pytest_specbench.report.plots_pareto import draw
+
+    fig = draw(doc, pareto.trade_panels(pareto.points(doc)))
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert ax.get_title().endswith("\nfrontier across 2 hosts (h0, h1): points labelled @host")
+    assert sorted(t.get_text() for t in ax.texts) == ["c1 @h0", "c1 @h1", "c8 @h0"]

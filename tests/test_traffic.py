@@ -540,3 +540,87 @@ def test_outputs_from_the_prefix_cache_equal_outputs_without_it(tmp_path: Path) 
     assert hits["nocache"] == [0] * 5
     assert hits["ar"][0] == 0 and hits["ar"][1] >= 120 and hits["ar"][2] == 119  # p's last token computed
     assert hits["ar"][4] == 149  # p + x, from the second request's whole sequence (its last token computed)
+
+
+def test_a_trace_with_an_absurd_length_or_bytes_that_are_not_utf8_is_refused_at_load(tmp_path: Path) -> None:
+    """An input or output length beyond any context is refused while the matrix loads (before an
+    engine starts, which would build the prompt), naming the file, line, field and range; so is a
+    line that is not UTF-8."""
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text(
+        '{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
+        '{"timestamp": 5, "input_length": 1e12, "output_length": 5}\n'
+    )
+    with pytest.raises(
+        MatrixError,
+        match=r"workloads.replay.trace: .*huge.jsonl:2: 'input_length' must be a whole number of tokens "
+        r"from 1 to 10,000,000; got 1000000000000.0$",
+    ):
+        parse(_trace_doc(str(huge)), str(tmp_path / "m.yaml"))
+    huge.write_text('{"timestamp": 0, "input_length": 10, "output_length": 10000001}\n')
+    with pytest.raises(
+        ValueError, match=r"huge.jsonl:1: 'output_length' must be a whole number of tokens from 1"
+    ):
+        traces.load_trace(str(huge))
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(
+        b'{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
+        b'{"timestamp": 5, "input_length": 10, "output_length": 5, "note": "caf\xe9"}\n'
+    )
+    with pytest.raises(
+        MatrixError,
+        match=r"workloads.replay.trace: .*latin.jsonl:2: not UTF-8 text \(byte 0xe9 at column 70\)",
+    ):
+        parse(_trace_doc(str(latin)), str(tmp_path / "m.yaml"))
+
+
+def test_duplicate_question_ids_are_refused(tmp_path: Path) -> None:
+    """Two questions with one id would count twice in a category comparison: refused, naming the
+    file, both lines and the id; a question file that is not UTF-8 names its line."""
+    path = tmp_path / "q.jsonl"
+    rows = [
+        {"question_id": 81, "category": "writing", "turns": ["A poem."]},
+        {"question_id": 82, "category": "math", "turns": ["2 + 2?"]},
+        {"question_id": 81, "category": "writing", "turns": ["Another poem."]},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(
+        ValueError, match=r"q.jsonl:3: question_id '81' is also on line 1; every question needs"
+    ):
+        prompts.load_questions(str(path))
+    path.write_bytes(json.dumps(rows[0]).encode() + b'\n{"question_id": 9, "\xff')
+    with pytest.raises(ValueError, match=r"q.jsonl:2: not UTF-8 text \(byte 0xff at column 21\)"):
+        prompts.load_questions(str(path))
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--rate", "inf"], "--rate must be a number of arrivals per second in (0, 1e+06]; got inf"),
+        (["--rate", "nan"], "--rate must be a number of arrivals per second in (0, 1e+06]; got nan"),
+        (["--requests", "1"], "--requests must be >= 2: a replay needs arrivals at two times at least"),
+        (["--rate", "1e6", "--requests", "50"], "not written: all 50 arrivals fall in one millisecond"),
+        (["--rate", "1e-7", "--requests", "50"], "more than the year a trace may span: raise --rate"),
+        (
+            ["--block", "1000000"],
+            "a request could reach 13,000,000 tokens; a trace allows at most 10,000,000",
+        ),
+    ],
+)
+def test_make_trace_refuses_what_the_plugin_would_refuse(tmp_path: Path, args: list[str], says: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "t.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    cmd = [sys.executable, str(root / "scripts" / "make_trace.py"), str(out)]
+    res = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env)
+    assert res.returncode == 2 and says in res.stderr, res.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written, no scratch file left
+    # the smallest trace it writes is one the plugin replays
+    res = subprocess.run([*cmd, "--requests", "2", "--rate", "50"], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    m = parse(_trace_doc(str(out)), str(tmp_path / "m.yaml"))
+    assert m.workloads[0].trace_requests == 2

@@ -222,7 +222,14 @@ def json_lines(p: Path, what: str) -> Iterator[tuple[int, Any]]:
 
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such {what} file")
-    for n, line in enumerate(p.read_text().splitlines(), 1):
+    for n, raw in enumerate(p.read_bytes().splitlines(), 1):
+        try:
+            line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"{p}:{n}: not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1}); "
+                "JSON lines must be UTF-8"
+            ) from None
         if not line.strip():
             continue
         try:
@@ -259,6 +266,7 @@ def load_questions(path: str | None = None) -> tuple[Question, ...]:
             f"pandas.read_parquet('{p.name}').to_json('{p.stem}.jsonl', orient='records', lines=True)\""
         )
     out: list[Question] = []
+    seen: dict[str, int] = {}  # question id -> its line
     for n, d in json_lines(p, "question"):
         turns = d.get("turns") if isinstance(d, dict) else None
         if (
@@ -278,7 +286,14 @@ def load_questions(path: str | None = None) -> tuple[Question, ...]:
                 "script), or leave those rows out"
             )
         sub = d.get("sub_category")
-        out.append(Question(str(d.get("question_id", n)), d["category"], tuple(turns), str(sub or "")))
+        qid = str(d.get("question_id", n))
+        if qid in seen:
+            raise ValueError(
+                f"{p}:{n}: question_id {qid!r} is also on line {seen[qid]}; every question needs an id "
+                "of its own (a repeated question would count twice in its category)"
+            )
+        seen[qid] = n
+        out.append(Question(qid, d["category"], tuple(turns), str(sub or "")))
     if not out:
         raise ValueError(f"{p}: no questions")
     return tuple(out)

@@ -26,6 +26,10 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_BLOCK_TOKENS = 512  # Mooncake's block size
+# the longest input or output a trace line may ask for: beyond any engine's context (the
+# matrix's own bound on token counts); more is a typo that would fail building prompts after
+# the engines started
+MAX_TOKENS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,10 @@ def _field(path: Path, n: int, d: dict[str, Any], key: str, kind: type) -> Any:
     if kind is int:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
             raise ValueError(f"{path}:{n}: {key!r} must be a whole number >= 1; got {v!r}")
+        if v > MAX_TOKENS:
+            raise ValueError(
+                f"{path}:{n}: {key!r} must be a whole number of tokens from 1 to {MAX_TOKENS:,}; got {v!r}"
+            )
         return int(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise ValueError(f"{path}:{n}: {key!r} must be a number (milliseconds); got {v!r}")

@@ -145,6 +145,8 @@ class Method:
     url: str | None = None
     api: str | None = None
     api_key_env: str | None = None
+    # shell commands around the method's engine groups: (before_group | after_group, command)
+    hooks: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_speculative(self) -> bool:
@@ -288,14 +290,22 @@ class Cell:
 
     @property
     def id(self) -> str:
-        parts = [self.id_prefix] if self.id_prefix else []
-        parts += [self.method.name, f"tp{self.tp}", f"c{self.concurrency}"]
+        return "-".join(([self.id_prefix] if self.id_prefix else []) + self._id_parts())
+
+    def _id_parts(self) -> list[str]:
+        parts = [self.method.name, f"tp{self.tp}", f"c{self.concurrency}"]
         if self.workload.context_tokens:
             parts.append(f"ctx{fmt_tokens(self.context_tokens)}")
         if self.workload.kind != "trace":  # a trace's lengths are its own, per request
             parts.append(f"out{fmt_tokens(self.output_tokens)}")
-        parts += [axis_label(k, v) for k, v in self.extra]
-        return "-".join(parts)
+        return parts + [axis_label(k, v) for k, v in self.extra]
+
+    def tokens(self) -> tuple[str, ...]:
+        """Keywords ``-k`` can match exactly: each part of the id, the workload's name and a
+        sweep's name, between colons (``:c1:``, ``:tp4:``, ``:ngram:``). pytest's ``-k`` matches
+        substrings, so ``-k c1`` also selects c16 and ``-k ngram`` ngram-d8; ``-k :c1:`` only c1."""
+        names = [self.workload.name, *([self.method.sweep] if self.method.sweep else []), *self._id_parts()]
+        return tuple(dict.fromkeys(f":{n}:" for n in names))
 
     @property
     def request_key(self) -> tuple[Any, ...]:
@@ -402,6 +412,10 @@ class Matrix:
     tp: tuple[int, ...]
     workloads: tuple[Workload, ...]
     baseline: str = DEFAULT_BASELINE
+    # top-level exclude: / include: (selectors.Selector / selectors.Override) and run hooks
+    exclude: tuple[Any, ...] = ()
+    include: tuple[Any, ...] = ()
+    hooks: tuple[tuple[str, str], ...] = ()
     compare: tuple[tuple[str, str], ...] = ()  # method pairs the report compares (matrix/compare.py)
 
     def baselines(self) -> dict[str, str | None]:
@@ -425,11 +439,23 @@ class Matrix:
         raise KeyError(name)
 
     def groups(self) -> list[EngineGroup]:
+        """One per method and TP size, with the include entries' settings for it; a group an
+        exclude entry removes whole (one naming only method and TP) is left out."""
+        from .selectors import apply_includes, drops_group
+
         out = []
         for m in self.methods:
             need = max((_tokens_needed(w, m.sweep or m.name) for w in self.workloads), default=0)
-            out += [EngineGroup(m, tp, need) for tp in (m.tp or self.tp)]
+            out += [
+                EngineGroup(apply_includes(m, tp, self.include), tp, need)
+                for tp in m.tp or self.tp
+                if not drops_group(self.exclude, m, tp)
+            ]
         return out
+
+    def group(self, method: str, tp: int) -> EngineGroup:
+        """The engine group of method ``method`` at ``tp`` (include settings applied)."""
+        return next(g for g in self.groups() if g.method.name == method and g.tp == tp)
 
     def cells(self, kind: str | None = None) -> list[Cell]:
         out: list[Cell] = []
@@ -447,7 +473,9 @@ class Matrix:
                 for c, ctx, out_t, extra in itertools.product(
                     w.concurrency, ctxs, w.output_tokens, w.extra_axes()
                 ):
-                    out.append(Cell(w, g, c, out_t, ctx, id_prefix=prefix, extra=extra))
+                    cell = Cell(w, g, c, out_t, ctx, id_prefix=prefix, extra=extra)
+                    if not any(s.matches(cell) for s in self.exclude):
+                        out.append(cell)
         return out
 
 

@@ -3,6 +3,7 @@ names the file and the key path in every message, with the allowed values. No py
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any
 
@@ -14,6 +15,12 @@ MAX_COUNT = 10_000_000
 
 class MatrixError(ValueError):
     """A matrix file that cannot be used; the message names file, key path and what is allowed."""
+
+
+def did_you_mean(given: Any, known: Any) -> str:
+    """`` (did you mean 'concurrency'?)`` for a near miss among ``known`` (difflib), else ''."""
+    close = difflib.get_close_matches(str(given), [str(k) for k in known], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class Ctx:
@@ -32,7 +39,8 @@ class Ctx:
             raise self.err(key, f"expected a mapping with keys {', '.join(allowed)}; got {value!r}")
         for k in value:
             if k not in allowed:
-                raise self.err(f"{key}.{k}", f"unknown key; allowed: {', '.join(allowed)}")
+                hint = did_you_mean(k, allowed)
+                raise self.err(f"{key}.{k}", f"unknown key{hint}; allowed: {', '.join(allowed)}")
         for k in required:
             if k not in value:
                 raise self.err(f"{key}.{k}", "required key is missing")

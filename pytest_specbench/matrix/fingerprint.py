@@ -64,6 +64,7 @@ NOT_FINGERPRINTED: dict[tuple[str, str], str] = {
     ("Speculative", "simulate_accept_length"): "Cell.fingerprint adds ('forced', length, method) when set",
     ("Speculative", "simulate_accept_method"): "Cell.fingerprint adds ('forced', length, method) when set",
     ("Method", "labels"): "only names the swept settings; the name itself is fingerprinted",
+    ("Method", "hooks"): "shell commands run around the engine group, outside its cells' timed rounds",
     ("Workload", "max_rounds"): "Cell.fingerprint adds ('max_rounds', n) when set; without it, unchanged",
     **{
         ("Workload", f): "Cell.fingerprint adds ('trace', digest, cuts, block size, cap) for a trace"

@@ -35,8 +35,10 @@ from .cells import (
     refused_setting,
     setting_name,
 )
-from .checks import Ctx, MatrixError
+from .checks import Ctx, MatrixError, did_you_mean
 from .compare import parse_compare
+from .list_args import one_list_value
+from .selectors import excludes, group_hooks, includes, run_hooks
 from .workload_schema import workload
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
@@ -51,6 +53,8 @@ METHOD_KEYS = (
     "url",
     "api",
     "api_key_env",
+    "hooks",
+    "tune",
 )
 ENDPOINT_BACKENDS = ("http",)  # backends that talk to an endpoint given by url:
 APIS = ("sglang", "openai")
@@ -67,7 +71,7 @@ SPEC_KEYS = (
 )
 SIMULATE_METHODS = ("match-expected", "multinomial")  # SGLANG_SIMULATE_ACC_METHOD
 MAX_FORCED_ACCEPT = 64.0
-TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline", "compare")
+TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline", "exclude", "include", "hooks", "compare")
 
 
 def _model(cx: Ctx, name: str, raw: Any, base_dir: Path) -> Model:
@@ -189,7 +193,8 @@ def _method(
     if mname not in models:
         raise cx.err(
             f"{key}.model",
-            f"{mname!r} is not defined under models:; defined: {', '.join(models) or '(none)'}",
+            f"{mname!r} is not defined under models:{did_you_mean(mname, models)}; "
+            f"defined: {', '.join(models) or '(none)'}",
         )
     if "speculative" in d and d["speculative"] is None:
         raise cx.err(
@@ -208,7 +213,8 @@ def _method(
         if spec0.draft_model not in models:
             raise cx.err(
                 f"{key}.speculative.draft_model",
-                f"{spec0.draft_model!r} is not defined under models:; defined: {', '.join(models)}",
+                f"{spec0.draft_model!r} is not defined under models:"
+                f"{did_you_mean(spec0.draft_model, models)}; defined: {', '.join(models)}",
             )
         draft = models[spec0.draft_model]
     engine_args = d.get("engine_args") or {}
@@ -257,6 +263,7 @@ def _method(
         url=url,
         api=api,
         api_key_env=key_env,
+        hooks=group_hooks(cx, f"{key}.hooks", d["hooks"]) if d.get("hooks") is not None else (),
     )
     base = dataclasses.replace(base, labels=tuple(sorted((str(k), v) for k, v in labels.items())))
     spec_settings: list[tuple[Speculative | None, tuple[tuple[str, Any], ...]]] = (
@@ -289,49 +296,6 @@ def _method(
     return out
 
 
-# SGLang 0.5.17's server arguments that take a list (srt/server_args.py): a flat list given for one
-# of these is the argument's value, and a list of lists sweeps it
-LIST_ARGS = frozenset(
-    {
-        "cuda_graph_bs",
-        "cuda_graph_bs_decode",
-        "cuda_graph_bs_prefill",
-        "lora_paths",
-        "lora_target_modules",
-        "bucket_e2e_request_latency",
-        "bucket_inter_token_latency",
-        "bucket_time_to_first_token",
-        "generation_tokens_buckets",
-        "prompt_tokens_buckets",
-        "prefill_delayer_forward_passes_buckets",
-        "prefill_delayer_wait_seconds_buckets",
-        "debug_tensor_dump_layers",
-        "flashinfer_autotune_skip_ops",
-        "forward_hooks",
-        "gc_threshold",
-        "numa_node",
-        "encoder_urls",
-        "encoder_register_urls",
-        "decoupled_spec_connect_endpoints",
-        "sidecar_args",
-        "custom_weight_loader",
-        "log_requests_target",
-        "tokenizer_metrics_allowed_custom_labels",
-        "uvicorn_access_log_exclude_prefixes",
-        "remote_instance_weight_loader_send_weights_group_ports",
-    }
-)
-
-
-def _one_list_value(where: str, key: str, v: list[Any]) -> bool:
-    """Whether a list in engine_args is one value, not a sweep: [[...]] (one list, nested), or a
-    flat list for an argument SGLang takes as a list (LIST_ARGS)."""
-    if where != "engine_args":
-        return False
-    nested = all(isinstance(x, list) for x in v) and bool(v)
-    return (len(v) == 1 and nested) or (key in LIST_ARGS and not nested)
-
-
 def _varies(swept: list[tuple[str, tuple[Any, ...]]], key: str) -> bool:
     return len(dict(swept)[key]) > 1
 
@@ -344,7 +308,7 @@ def _swept_args(
     out = []
     for where, d in (("engine_args", engine_args), ("env", env)):
         for k, v in d.items():
-            if not isinstance(v, list) or _one_list_value(where, k, v):
+            if not isinstance(v, list) or one_list_value(where, k, v):
                 if where == "engine_args" and isinstance(v, list) and len(v) == 1 and isinstance(v[0], list):
                     engine_args[k] = v[0]  # [[1, 2, 4]]: the list itself, given as one value
                 continue
@@ -410,6 +374,8 @@ def parse(
 ) -> Matrix:
     """Validate a loaded YAML document and build the frozen :class:`Matrix`."""
     cx = Ctx(path)
+    if isinstance(data, dict):  # x-... keys are the file's own (a home for YAML anchors): ignored
+        data = {k: v for k, v in data.items() if not str(k).startswith("x-")}
     d = cx.mapping(data, "(top level)", TOP_KEYS, required=("models", "methods", "workloads"))
     base = base_dir or Path(path).parent
     raw_models = cx.mapping(d["models"], "models", tuple(d["models"] or ())) if d["models"] else {}
@@ -436,7 +402,10 @@ def parse(
     workloads = tuple(workload(cx, cx.name(n, f"workloads.{n}"), r, named, base) for n, r in raw_w.items())
     baseline = d.get("baseline", DEFAULT_BASELINE)
     if "baseline" in d and baseline not in methods:
-        raise cx.err("baseline", f"{baseline!r} is not defined under methods:; defined: {', '.join(methods)}")
+        hint = did_you_mean(baseline, methods)
+        raise cx.err(
+            "baseline", f"{baseline!r} is not defined under methods:{hint}; defined: {', '.join(methods)}"
+        )
     if baseline in methods and methods[baseline].sweep:
         raise cx.err("baseline", f"{baseline!r} is a sweep (several settings); the baseline is one method")
     m = Matrix(
@@ -447,6 +416,14 @@ def parse(
         workloads=workloads,
         baseline=str(baseline),
         compare=parse_compare(cx, d.get("compare"), [*methods, *(x.name for x in expanded)]),
+    )
+    everything = m.cells()
+    ex = excludes(cx, d.get("exclude"), everything)
+    m = dataclasses.replace(
+        m,
+        exclude=ex,
+        include=includes(cx, d.get("include"), everything, ex),
+        hooks=run_hooks(cx, d.get("hooks")),
     )
     seen: dict[str, Cell] = {}
     for c in m.cells():
@@ -483,11 +460,14 @@ class DuplicateKeyError(yaml.YAMLError):
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """safe_load that refuses a key given twice in one mapping (plain YAML keeps the last one:
-    a second ``ar:`` under methods would silently replace the first)."""
+    a second ``ar:`` under methods would silently replace the first). Merge keys (``<<: *common``)
+    are YAML's own: keys written beside one override the merged ones."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *common`: its keys may be overridden
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise DuplicateKeyError(

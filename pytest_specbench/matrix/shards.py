@@ -23,7 +23,7 @@ from .cells import Cell
 ENV_HELP = (
     "A shard comes from --specbench-shard I/N (0 <= I < N), or from the scheduler's variables: "
     "Kubernetes' JOB_COMPLETION_INDEX with SPECBENCH_SHARDS=N, SLURM's SLURM_ARRAY_TASK_ID with "
-    "SLURM_ARRAY_TASK_COUNT"
+    "SLURM_ARRAY_TASK_COUNT (and _MIN, _MAX: the task's position among the array's ids)"
 )
 
 
@@ -54,10 +54,44 @@ def parse(text: str, source: str = "--specbench-shard") -> Shard:
     return Shard(i, n, source)
 
 
+def _int(env: Mapping[str, str], key: str) -> int:
+    try:
+        return int(str(env[key]).strip())
+    except ValueError:
+        raise ShardError(f"{key}={env[key]!r}: expected a whole number") from None
+
+
+def slurm_index(env: Mapping[str, str]) -> Shard:
+    """The shard of a SLURM array task: its position among the array's task ids. SLURM gives
+    SLURM_ARRAY_TASK_ID and the array's SLURM_ARRAY_TASK_MIN, _MAX and _COUNT (its _STEP is the
+    number after ':' in --array, which a list such as 1,5,9 does not have), so the ids are known
+    when they are evenly spaced: MIN, MIN + s, ..., MAX with s = (MAX - MIN) / (COUNT - 1). That
+    covers --array=0-2, 1-3, 0-4:2 and 1,5,9; other lists are refused (give --specbench-shard)."""
+    task, count = _int(env, "SLURM_ARRAY_TASK_ID"), _int(env, "SLURM_ARRAY_TASK_COUNT")
+    low = _int(env, "SLURM_ARRAY_TASK_MIN") if "SLURM_ARRAY_TASK_MIN" in env else 0
+    if "SLURM_ARRAY_TASK_MAX" in env:
+        high = _int(env, "SLURM_ARRAY_TASK_MAX")
+    else:
+        step = _int(env, "SLURM_ARRAY_TASK_STEP") if "SLURM_ARRAY_TASK_STEP" in env else 1
+        high = low + step * (count - 1)
+    where = f"SLURM array task {task} (ids {low}..{high}, {count} tasks)"
+    if count < 1 or not low <= task <= high:
+        raise ShardError(f"{where}: the task id is not in the array")
+    if count == 1:
+        return Shard(0, 1, "SLURM_ARRAY_TASK_ID")
+    stride, rest = divmod(high - low, count - 1)
+    if stride < 1 or rest or (task - low) % stride:
+        raise ShardError(
+            f"{where}: the array's ids are not evenly spaced, so this task's shard is not known from "
+            "SLURM's variables; use --array=0-N-1 (or a range with a step), or give --specbench-shard I/N"
+        )
+    return Shard((task - low) // stride, count, "SLURM_ARRAY_TASK_ID")
+
+
 def from_env(env: Mapping[str, str]) -> Shard | None:
     """The shard a scheduler's task is: Kubernetes Indexed Jobs set JOB_COMPLETION_INDEX (the count
     comes from SPECBENCH_SHARDS, set in the manifest); SLURM arrays set SLURM_ARRAY_TASK_ID and
-    SLURM_ARRAY_TASK_COUNT (an array starting at SLURM_ARRAY_TASK_MIN is renumbered from 0)."""
+    SLURM_ARRAY_TASK_COUNT (the task's position among the array's ids: ``slurm_index``)."""
     if "JOB_COMPLETION_INDEX" in env:
         if "SPECBENCH_SHARDS" not in env:
             raise ShardError(
@@ -65,11 +99,13 @@ def from_env(env: Mapping[str, str]) -> Shard | None:
                 "in the manifest's env, or give --specbench-shard I/N"
             )
         return parse(f"{env['JOB_COMPLETION_INDEX']}/{env['SPECBENCH_SHARDS']}", "JOB_COMPLETION_INDEX")
-    if "SLURM_ARRAY_TASK_ID" in env and "SLURM_ARRAY_TASK_COUNT" in env:
-        low = int(env.get("SLURM_ARRAY_TASK_MIN", "0") or 0)
-        return parse(
-            f"{int(env['SLURM_ARRAY_TASK_ID']) - low}/{env['SLURM_ARRAY_TASK_COUNT']}", "SLURM_ARRAY_TASK_ID"
-        )
+    if "SLURM_ARRAY_TASK_ID" in env:
+        if "SLURM_ARRAY_TASK_COUNT" not in env:
+            raise ShardError(
+                "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT (the array's number of tasks) "
+                "is not: give --specbench-shard I/N"
+            )
+        return slurm_index(env)
     return None
 
 
@@ -91,6 +127,7 @@ class Split:
     widest_tp: tuple[int, ...] = ()  # GPUs a shard's host needs: its widest TP (0: no cells)
     one_host_s: float = 0.0  # the same cells on one host: every engine group started once
     cells: tuple[str, ...] = ()  # the ids of the cells split (what -k / -m selected), sorted
+    by_shard: tuple[tuple[str, ...], ...] = ()  # per shard, the ids of its cells, sorted
 
     def shard_of(self, cell: Cell, baselines: Mapping[str, str | None]) -> int:
         return self.families[family_of(cell, baselines)]
@@ -147,6 +184,9 @@ def split(
         widest[i] = max([widest[i], *(c.tp for c in cs)])
         groups[i] += [g for g in needs[k] if g not in groups[i]]
     one_host = sum(work.values()) + sum(starts.values())
+    by_shard: list[list[str]] = [[] for _ in range(count)]
+    for c in cells:
+        by_shard[where[family_of(c, baselines)]].append(c.id)
     return Split(
         count,
         where,
@@ -155,6 +195,7 @@ def split(
         tuple(widest),
         one_host,
         tuple(sorted(c.id for c in cells)),
+        tuple(tuple(sorted(ids)) for ids in by_shard),
     )
 
 
@@ -191,4 +232,6 @@ def as_dict(split_: Split, shard: Shard, cells: list[Cell]) -> dict[str, Any]:
         "matrix_digest": matrix_digest(cells),
         "families": sorted(k for k, i in split_.families.items() if i == shard.index),
         "planned_s": round(split_.load_s[shard.index], 1),
+        # the whole split, so that a merge can name every cell of a shard that never arrived
+        "split_cells": [list(ids) for ids in split_.by_shard],
     }

@@ -16,7 +16,7 @@ from .cells import (
     Workload,
     freeze,
 )
-from .checks import Ctx
+from .checks import Ctx, did_you_mean
 
 WORKLOAD_KEYS = (
     "kind",
@@ -196,7 +196,8 @@ def workload(cx: Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir:
             if m not in methods:
                 raise cx.err(
                     f"{key}.methods[{i}]",
-                    f"{m!r} is not defined under methods:; defined: {', '.join(methods)}",
+                    f"{m!r} is not defined under methods:{did_you_mean(m, methods)}; "
+                    f"defined: {', '.join(methods)}",
                 )
         kw["methods"] = tuple(ms)
     if d.get("options") is not None:

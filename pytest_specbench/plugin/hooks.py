@@ -21,7 +21,7 @@ from ..engines import BACKENDS, get_backend
 from ..matrix.cells import EngineGroup
 from ..matrix.schema import MatrixError, load
 from ..report import summary as report
-from . import hookspec, results, xdist_sched
+from . import group_hooks, hookspec, results, xdist_sched
 from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
 from .runner import CellRunner, cell_timeout
 from .runner import item_cell as _item_cell
@@ -200,6 +200,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             )
         params.append(pytest.param(c.group, c, marks=marks, id=c.id))
     metafunc.parametrize(("engine", "cell"), params, indirect=["engine"], scope="session")
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A cell's exact ``-k`` tokens (``:c1:``, ``:tp4:``, ``:ngram:``; Cell.tokens): pytest's
+    ``-k`` matches substrings, so ``c1`` alone also selects c16."""
+    cell = _item_cell(item)
+    if cell is not None:
+        item.extra_keyword_matches.update(cell.tokens())
 
 
 @pytest.hookimpl(trylast=True)  # after -k / -m: a shard splits what they selected
@@ -458,6 +466,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         session.config.pluginmanager.register(
             results.Collector(_state(session.config)), "specbench-collector"
         )
+        group_hooks.session_start(session.config, _state(session.config))  # before_run
 
 
 @pytest.hookimpl(trylast=True)
@@ -465,6 +474,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     st = _state(config)
     st.close_references()
+    group_hooks.session_finish(config, st, session)  # after_run, the engines stopped
     if hasattr(config, "workerinput") or st.matrix is None:
         return
     st.engine_events += st.pending  # the last engine's stop (fixture teardown ran just before this)
@@ -490,7 +500,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    lines = results.summary_lines(_state(config), config) + _skipped_lines(terminalreporter)
+    st = _state(config)
+    lines = results.summary_lines(st, config) + _skipped_lines(terminalreporter) + st.hook_errors
     if lines:
         terminalreporter.write_sep("=", "specbench summary")
         for line in lines:

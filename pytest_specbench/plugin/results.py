@@ -251,6 +251,7 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "crashed_workers": [{**c, "measured_again": c["cell"] in measured} for c in st.crashed_workers],
             "interrupted": st.interrupted,
             "shard": sharding.doc(st),
+            "matrix_digest": sharding.matrix_digest(st),  # sharded or not: merge checks it
             "resumed_cells": sorted(
                 r["cell_id"] for r in st.results if (r.get("extra_info") or {}).get("resumed_from")
             ),

@@ -12,8 +12,9 @@ from ..matrix.cells import fmt_tokens
 
 def _keywords(cell: Any, bench_file: str) -> tuple[str, ...]:
     """The names pytest's ``-k`` matches a cell's item against (substring, case-insensitive): the
-    item's name (test function and cell id) and the file it is collected from."""
-    return (f"test_{cell.workload.kind}[{cell.id}]", bench_file, Path(bench_file).parent.name)
+    item's name (test function and cell id), the file it is collected from and the cell's exact
+    tokens (``:c1:``)."""
+    return (f"test_{cell.workload.kind}[{cell.id}]", bench_file, Path(bench_file).parent.name, *cell.tokens())
 
 
 def k_filter(expr: str, cells: Iterable[Any], bench_file: str = "benches/test_specbench.py") -> list[Any]:

@@ -101,6 +101,12 @@ def doc(st: SpecbenchState) -> dict[str, Any] | None:
     return shards.as_dict(st.shard_split, st.shard, st.matrix.cells())
 
 
+def matrix_digest(st: SpecbenchState) -> str | None:
+    """Every cell id of the matrix with its definition, for ``report merge`` to tell two runs of
+    different matrices apart (sharded or not)."""
+    return shards.matrix_digest(st.matrix.cells()) if st.matrix is not None else None
+
+
 def plan_lines(st: SpecbenchState) -> list[str]:
     if st.shard_split is None:
         return []

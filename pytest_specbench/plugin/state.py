@@ -22,6 +22,7 @@ import pytest
 from ..engines import BACKENDS, forced_env
 from ..matrix.cells import EngineGroup, Matrix
 from ..matrix.interleave import interleaved_baselines, interleaves
+from . import group_hooks
 
 STATE = pytest.StashKey["SpecbenchState"]()
 DEFAULT_MATRIX = "benches/specbench.yaml"
@@ -78,6 +79,7 @@ class SpecbenchState:
     _provenance: dict[str, Any] | None = None
     references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
+    hook_errors: list[str] = field(default_factory=list)  # the matrix's after_run hook failed: why
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
 
     def provenance(self) -> dict[str, Any]:
@@ -200,6 +202,7 @@ class SpecbenchState:
         leased = lease.gpus if lease is not None else ()
         t0 = time.perf_counter()
         try:
+            group_hooks.before_group(group, leased, ev)  # a failure fails this group's start
             if leased:  # the previous holder's memory must be back before this engine sizes its pools
                 from ..gpus.inventory import wait_released
 
@@ -229,6 +232,7 @@ class SpecbenchState:
         except BaseException as e:
             ev.update(ok=False, start_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
             self._restore_environ()
+            group_hooks.after_group(group, leased, ev, ok=False)  # also when the group failed
             if lease is not None:
                 ev["lease"].update(self.leases.release(lease))
             self.pending.append(ev)
@@ -265,9 +269,10 @@ class SpecbenchState:
         if base is None:
             return None
         name = base.name
+        from ..matrix.selectors import apply_includes
         from ..workloads.kinds import Reference, warm_engine
 
-        group = EngineGroup(base, cell.tp)
+        group = EngineGroup(apply_includes(base, cell.tp, self.matrix.include), cell.tp)  # its TP's settings
         if group.id not in self.references:
             t0 = time.perf_counter()
             eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
@@ -311,6 +316,8 @@ class SpecbenchState:
         finally:
             self._restore_environ()
             ev["stop_s"] = time.perf_counter() - t0
+            ok = group.id not in self.torn_down
+            group_hooks.after_group(group, lease.gpus if lease is not None else (), ev, ok)
             if lease is not None:  # GPU memory must be back after shutdown (NVML), then they go back
                 from ..gpus.inventory import wait_released
 

@@ -16,7 +16,7 @@ def method_styles(doc: dict[str, Any]) -> dict[str, tuple[str, str]]:
     names |= {
         f["params"]["method"]
         for f in (doc.get("specbench") or {}).get("failed_cells") or []
-        if "method" in (f.get("params") or {})
+        if isinstance(f, dict) and isinstance(f.get("params"), dict) and "method" in f["params"]
     }
     return {n: (f"C{i % 10}", MARKERS[(i // 10 + i) % len(MARKERS)]) for i, n in enumerate(sorted(names))}
 

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import mdtext
+
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
@@ -26,7 +28,7 @@ figure { margin: 1.5em 0; } img { max-width: 100%; border: 1px solid #eee; }
 
 
 def _inline(text: str) -> str:
-    out = html.escape(text)
+    out = mdtext.unescape_html(html.escape(text))
     out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
 
@@ -68,7 +70,7 @@ def markdown_to_html(lines: list[str]) -> str:
     for line in lines:
         s = line.strip()
         if s.startswith("|"):
-            cells = [c.strip() for c in s.strip("|").split("|")]
+            cells = mdtext.split_row(s)
             if not all(set(c) <= set("-: ") for c in cells):  # not the |---| separator
                 table.append(cells)
             continue

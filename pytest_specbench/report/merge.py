@@ -4,9 +4,13 @@ sharded run (``--specbench-shard I/N``) as one pytest-benchmark JSON.
 Every cell once, with its host and shard in its provenance; each cell's speedup is the one its
 shard computed, so both sides of a comparison were measured on one host (the split keeps a
 baseline and the methods compared with it together); nothing is recomputed across hosts. Refused,
-with the reason: files that are not results JSONs, shards of different matrices (cell ids and
-definitions), splits or shard counts, a shard given twice, a cell in two files, and different
-versions of pytest-specbench, SGLang, torch or transformers. Pure: no pytest.
+with the reason: files that are not results JSONs, runs of different matrices (cell ids and
+definitions, by the matrix digest each JSON records, sharded or not), splits or shard counts, a
+shard given twice, a cell in two files, and different versions of pytest-specbench, SGLang, torch
+or transformers. Every shard's JSON lists the whole
+split (each shard's cell ids), so the cells of a shard not given, or of an interrupted shard, are
+named one by one (``specbench.missing_cells``); while any is missing the merge writes nothing and
+exits 1, unless ``--allow-missing`` asks for the partial run. Pure: no pytest.
 """
 
 from __future__ import annotations
@@ -39,9 +43,12 @@ def _host(doc: dict[str, Any]) -> str | None:
 
 
 def check(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
-    """Raise MergeError where the files cannot be one run; else notes (missing shards)."""
-    if len(docs) < 2:
-        raise MergeError(f"give two or more shard JSONs to merge; got {len(docs)}")
+    """Raise MergeError where the files cannot be one run; else notes."""
+    sharded = any((d.get("specbench") or {}).get("shard") for _, d in docs if isinstance(d, dict))
+    if not docs or (len(docs) < 2 and not sharded):
+        raise MergeError(
+            f"give the shard JSONs of one sharded run, or two or more runs to merge; got {len(docs)}"
+        )
     for name, d in docs:
         if not isinstance(d.get("benchmarks"), list) or not isinstance(d.get("specbench"), dict):
             raise MergeError(f"{name}: not a results JSON of pytest-specbench (no benchmarks / specbench)")
@@ -53,6 +60,17 @@ def check(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
             raise MergeError("measured with different versions: " + "; ".join(diff))
     shards = [(name, d["specbench"].get("shard")) for name, d in docs]
     notes: list[str] = []
+    digests = [(name, d["specbench"].get("matrix_digest")) for name, d in docs]
+    known = [(name, m) for name, m in digests if m]
+    for name, m in known[1:]:
+        if m != known[0][1]:
+            raise MergeError(
+                f"{name} and {known[0][0]} are runs of different matrices (matrix_digest {m} against "
+                f"{known[0][1]}: cell ids or definitions differ); merge runs of one matrix"
+            )
+    if known and len(known) < len(digests):
+        unknown = ", ".join(name for name, m in digests if not m)
+        notes.append(f"{unknown}: no matrix digest (an earlier version): the matrices were not compared")
     if any(s for _, s in shards):
         unsharded = [name for name, s in shards if not s]
         if unsharded:
@@ -95,6 +113,41 @@ def check(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
                 raise MergeError(f"cell {cid} is in {cells[cid]} and in {name}: every cell once")
             cells[cid] = name
     return notes
+
+
+def missing_cells(docs: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The cells of the split that the files do not hold, each with its shard and why: every cell
+    of a shard whose JSON is not given (each shard's JSON lists the whole split), and the cells of
+    an interrupted shard that neither measured nor failed. [] for unsharded runs."""
+    shards = [(d["specbench"].get("shard") or {}, d) for _, d in docs]
+    if not shards or not shards[0][0]:
+        return []
+    s0 = shards[0][0]
+    count = int(s0["count"])
+    split = next((s["split_cells"] for s, _ in shards if s.get("split_cells")), None)
+    here = {int(s["index"]): d for s, d in shards}
+    out: list[dict[str, Any]] = []
+    for i in range(count):
+        label = f"{i}/{count}"
+        if i not in here:
+            if split is None:  # a JSON of an earlier version: the shard's cells are not known
+                out.append(
+                    {"cell": None, "shard": label, "why": f"shard {label} not given (its cells unknown)"}
+                )
+            else:
+                out += [{"cell": c, "shard": label, "why": f"shard {label} not given"} for c in split[i]]
+            continue
+        d = here[i]
+        if not d["specbench"].get("interrupted") or split is None:
+            continue
+        done = {b.get("param") for b in d["benchmarks"]}
+        done |= {f.get("cell") for f in d["specbench"].get("failed_cells") or [] if isinstance(f, dict)}
+        out += [
+            {"cell": c, "shard": label, "why": f"shard {label} was interrupted before it"}
+            for c in split[i]
+            if c not in done
+        ]
+    return out
 
 
 def merge(docs: Sequence[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], list[str]]:
@@ -146,10 +199,25 @@ def merge(docs: Sequence[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], l
             }
         )
     spec["resumed_cells"] = sorted(spec["resumed_cells"])
+    spec["missing_cells"] = missing_cells(docs)
+    if spec["missing_cells"]:
+        notes.append(missing_line(spec["missing_cells"]))
     if len(commits - {None}) > 1:
         notes.append(f"the shards ran different commits: {', '.join(sorted(c for c in commits if c))}")
     out["datetime"] = max(str(d.get("datetime") or "") for _, d in docs) or out.get("datetime")
     return out, notes
+
+
+def missing_line(missing: Sequence[dict[str, Any]]) -> str:
+    """One line naming every missing cell."""
+    known = [m["cell"] for m in missing if m.get("cell")]
+    unknown = [m["shard"] for m in missing if not m.get("cell")]
+    parts = [f"{len(known)} cells missing: {', '.join(known)}"] if known else []
+    if unknown:
+        parts.append(
+            f"the cells of shard(s) {', '.join(unknown)} (JSONs of an earlier version do not list them)"
+        )
+    return "; ".join(parts)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -161,6 +229,13 @@ def main(argv: Sequence[str]) -> int:
     )
     ap.add_argument("json", nargs="+", help="the shards' results JSONs")
     ap.add_argument("-o", "--output", required=True, help="the merged JSON to write")
+    ap.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="write the merge although cells of the split are missing (a shard not given, or "
+        "interrupted); it lists them under specbench.missing_cells. Without it the merge writes "
+        "nothing and exits 1 while cells are missing",
+    )
     args = ap.parse_args(list(argv))
     docs = []
     for p in args.json:
@@ -174,6 +249,13 @@ def main(argv: Sequence[str]) -> int:
     except MergeError as e:
         print(f"merge refused: {e}")
         return 2
+    missing = doc["specbench"]["missing_cells"]
+    if missing and not args.allow_missing:
+        print(f"merge incomplete, nothing written: {missing_line(missing)}")
+        for m in missing:
+            print(f"missing: {m['cell'] or '(cells unknown)'}: {m['why']}")
+        print("give the missing shards' JSONs, or --allow-missing to write a partial run that lists them")
+        return 1
     from .summary import dumps
 
     Path(args.output).write_text(dumps(doc))

@@ -176,3 +176,23 @@ def crossover(doc: dict[str, Any]) -> list[str]:
             parts.append(f"{verdict} at {span}")
         out.append(f"{method} tp{tp} {panel}: " + ", ".join(parts))
     return out
+
+
+def hosts(doc: dict[str, Any]) -> dict[str, str]:
+    """Cell id -> the host that measured it (each cell's provenance; a merged run's come from
+    several)."""
+    out = {}
+    for b in doc.get("benchmarks") or []:
+        host = ((b.get("extra_info") or {}).get("provenance") or {}).get("host")
+        if host:
+            out[b["param"]] = str(host)
+    return out
+
+
+def hosts_note(front: list[Point], where: dict[str, str]) -> str | None:
+    """A frontier whose points were measured on different hosts (a merged run) says so: their
+    rates then carry the hosts' difference too."""
+    on = {where.get(q.cell, "?") for q in front}
+    if len(on) < 2:
+        return None
+    return f"frontier across {len(on)} hosts ({', '.join(sorted(on))}): points labelled @host"

@@ -37,13 +37,14 @@ def _cells(doc: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], st
     when the JSON has them) as status "failed"."""
     out = [(dict(b["params"]), b["extra_info"], "ok") for b in doc.get("benchmarks", [])]
     for f in (doc.get("specbench") or {}).get("failed_cells") or []:
-        if f.get("params"):
+        if isinstance(f, dict) and isinstance(f.get("params"), dict):
             out.append((dict(f["params"]), {}, "interrupted" if f.get("interrupted") else "failed"))
     return out
 
 
 def _failed_ids(doc: dict[str, Any]) -> list[str]:
-    return [f["cell"] for f in (doc.get("specbench") or {}).get("failed_cells") or []]
+    fails = (doc.get("specbench") or {}).get("failed_cells") or []
+    return [f["cell"] for f in fails if isinstance(f, dict) and f.get("cell")]
 
 
 def _panel(p: dict[str, Any], keys: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .pareto import Point, csv_rows, frontier, points, trade_panels
+from .pareto import Point, csv_rows, frontier, hosts, hosts_note, points, trade_panels
 
 
 def plot_pareto(doc: dict[str, Any], out_dir: Path) -> list[Path]:
@@ -33,6 +33,7 @@ def draw(doc: dict[str, Any], panels: dict[str, list[Point]]) -> Any:
     from .plots import _title
 
     styles = method_styles(doc)
+    where = hosts(doc)
     names = sorted(panels)
     cols = min(len(names), 2)
     nrows = math.ceil(len(names) / cols)
@@ -42,6 +43,7 @@ def draw(doc: dict[str, Any], panels: dict[str, list[Point]]) -> Any:
         ax.set_visible(False)
     for ax, name in zip(axes.flat, names, strict=False):
         pts = panels[name]
+        note = hosts_note(frontier(pts), where)
         for method in sorted({q.method for q in pts}):
             mine = sorted((q for q in pts if q.method == method), key=lambda q: (q.tp, q.concurrency))
             colour, marker = styles.get(method, ("C0", "o"))
@@ -59,8 +61,9 @@ def draw(doc: dict[str, Any], panels: dict[str, list[Point]]) -> Any:
                 )
             several_tp = len({p.tp for p in pts}) > 1
             for q in mine:
+                at = f" @{where.get(q.cell, '?')}" if note else ""  # a frontier across hosts
                 ax.annotate(
-                    f"tp{q.tp} c{q.concurrency}" if several_tp else f"c{q.concurrency}",
+                    (f"tp{q.tp} c{q.concurrency}" if several_tp else f"c{q.concurrency}") + at,
                     (q.per_user, q.per_gpu),
                     textcoords="offset points",
                     xytext=(4, 3),
@@ -77,7 +80,7 @@ def draw(doc: dict[str, Any], panels: dict[str, list[Point]]) -> Any:
         }.get(frozenset(froms), "1000 / TPOT p50 ms, else tokens / (E2E p50 - TTFT p50)")
         ax.set_xlabel(f"output tok/s per user ({how})")
         ax.set_ylabel("output tok/s per GPU")
-        ax.set_title(name, fontsize=9)
+        ax.set_title(name + (f"\n{note}" if note else ""), fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(

@@ -10,12 +10,16 @@ cells, provenance) go under ``machine_info["specbench"]`` and a top-level ``spec
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from . import decide
+from .gate import failure_headline
+from .gate import redefined as _redefined
+from .mdtext import one_line, safe_doc
 from .paired import compare_all
 
 EXTRA_KEYS_FIRST = (
@@ -246,42 +250,28 @@ def _rows(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {b["param"]: b["extra_info"] for b in doc.get("benchmarks", [])}
 
 
-def _work(doc: dict[str, Any]) -> dict[str, tuple[float, float] | None]:
-    """Per cell, what one timed round measured: (requests per round, prompt tokens per request).
-    Two runs' cells compare only when these agree (the number of rounds may differ)."""
-    out: dict[str, tuple[float, float] | None] = {}
-    for b in doc.get("benchmarks", []):
-        e, rounds = b["extra_info"], len((b.get("stats") or {}).get("data") or [])
-        n, p = e.get("requests"), e.get("prompt_tokens")
-        out[b["param"]] = (round(n / rounds, 3), round(p / n, 3)) if n and p and rounds else None
-    return out
-
-
-def _redefined(old: dict[str, Any], new: dict[str, Any]) -> dict[str, str]:
-    """Cells in both runs whose rounds measured different work, with what differs."""
-    wa, wb = _work(old), _work(new)
-    out = {}
-    for cell in (c for c in wa if c in wb):
-        a, b = wa[cell], wb[cell]
-        if a and b and a != b:
-            names = ("requests per round", "prompt tokens per request")
-            out[cell] = ", ".join(
-                f"{n} {x:g} -> {y:g}" for n, x, y in zip(names, a, b, strict=True) if x != y
-            )
-    return out
-
-
-def failure_headline(f: dict[str, Any]) -> str:
-    """One line for a failed cell: the exception's first line, plus the engine log's own reason."""
-    err = (f.get("error") or "").splitlines()
-    if not err:
-        return f["reason"].splitlines()[-1] if f.get("reason") else ""
-    says = next((ln for ln in err if ln.startswith("engine log says: ")), None)
-    return f"{err[0]}; {says}" if says else err[0]
+def failed_line(f: Any) -> str:
+    """A failed_cells entry as a list item; one without a name (or not an entry at all, from an
+    edited or foreign JSON) is shown unnamed with what it has."""
+    if not isinstance(f, dict):
+        return f"- failed, unnamed: {f!r}"
+    if f.get("cell"):
+        name = f"`{f['cell']}`"
+    else:
+        params = f.get("params")
+        axes = ", ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else ""
+        name = f"an unnamed cell ({axes})" if axes else "an unnamed cell"
+    phase = f" ({f['phase']})" if f.get("phase") else ""
+    return f"- failed {name}{phase}: {failure_headline(f) or 'no error recorded'}"
 
 
 def markdown(doc: dict[str, Any]) -> list[str]:
-    """One results JSON as a Markdown table, then its failed cells (with the engine's reason)."""
+    """One results JSON as a Markdown table, then its failed cells (with the engine's reason).
+    Every string from the JSON is escaped (mdtext): a name or reason cannot break a table."""
+    return one_line(_markdown(safe_doc(doc)))
+
+
+def _markdown(doc: dict[str, Any]) -> list[str]:
     columns = _columns(doc, terminal=False)
     lines = [
         "| cell | " + " | ".join(h for h, _, _, _ in columns) + " | err |",
@@ -292,8 +282,9 @@ def markdown(doc: dict[str, Any]) -> list[str]:
         lines.append(f"| {' | '.join(cols)} |")
     lines += ["", *legend(doc), ""] if legend(doc) else []
     spec = doc.get("specbench") or {}
-    for f in spec.get("failed_cells") or []:
-        lines.append(f"- failed `{f['cell']}` ({f['phase']}): {failure_headline(f)}")
+    lines += [failed_line(f) for f in spec.get("failed_cells") or []]
+    for m in spec.get("missing_cells") or []:  # a partial merge: cells of the split not measured
+        lines.append(f"- missing `{m.get('cell') or '?'}`: {m.get('why')}")
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
     from .provenance import markdown as settings_table
@@ -301,12 +292,14 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     from .versus import section as versus_section
 
     views = decide.best_methods(doc) + tuning_section(doc) + versus_section(doc)
-    return lines + views + settings_table(doc)
+    # the views' own "<" (a ranking's sign, "[< 1, > 4]") escaped as the JSON's strings are
+    return lines + [re.sub(r"(?<!\\)<", r"\\<", ln) for ln in views] + settings_table(doc)
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Two results JSONs cell by cell: throughput (and new/old) and acceptance length, which
     ``pytest-benchmark compare`` (round times only) does not show."""
+    old, new = safe_doc(old), safe_doc(new)
     a, b = _rows(old), _rows(new)
     redefined = _redefined(old, new)
     lines = [
@@ -328,47 +321,7 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         lines.append(f"| {' | '.join(cols)} |")
     for cell, why in redefined.items():
         lines.append(f"- `{cell}` measured other work in the two runs ({why}): not compared")
-    return lines
-
-
-def regressions(
-    old: dict[str, Any],
-    new: dict[str, Any],
-    max_tok_s_drop: float | None = None,
-    max_accept_drop: float | None = None,
-) -> list[str]:
-    """Cells of NEW worse than OLD beyond the allowed fractions (higher is better for both, which
-    ``pytest-benchmark compare --benchmark-compare-fail`` cannot gate: it fails only when a time
-    goes up). A cell measured in OLD that failed in NEW is a regression too; one NEW did not run
-    (another ``-k``, skipped) is only shown as absent in the comparison table."""
-    if max_tok_s_drop is None and max_accept_drop is None:
-        return []
-    a, b = _rows(old), _rows(new)
-    failed = {f["cell"]: f for f in (new.get("specbench") or {}).get("failed_cells") or []}
-    redefined = _redefined(old, new)
-    out = []
-    for cell, ea in a.items():
-        if cell in failed:
-            out.append(
-                f"{cell}: measured in the old run, failed in the new one: {failure_headline(failed[cell])}"
-            )
-            continue
-        if cell not in b or cell in redefined:
-            continue
-        eb = b[cell]
-        for key, label, limit in (
-            ("output_tokens_per_s", "tok/s", max_tok_s_drop),
-            ("accept_length", "accept length", max_accept_drop),
-        ):
-            va, vb = ea.get(key), eb.get(key)
-            if limit is None or not va or vb is None:
-                continue
-            if vb < va * (1 - limit):
-                out.append(
-                    f"{cell}: {label} {va:.3f} -> {vb:.3f} (new/old {vb / va:.3f}, "
-                    f"allowed down to {1 - limit:.3f})"
-                )
-    return out
+    return one_line(lines)
 
 
 def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
@@ -490,9 +443,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             docs[0], docs[1], Path(args.plots), args.max_tok_s_drop, args.max_accept_drop
         ):
             print(f"wrote {png}")
-    bad = regressions(docs[0], docs[1], args.max_tok_s_drop, args.max_accept_drop)
+    from .gate import gate, lines
+
+    verdict = gate(docs[0], docs[1], args.max_tok_s_drop, args.max_accept_drop)
     if gated:
-        print(f"\n{len(bad)} regression(s) against {args.json[0]}" + (":" if bad else ""))
-        for line in bad:
-            print(f"- {line}")
-    return 1 if bad else 0
+        print("\n".join(lines(verdict, args.json[0])))
+    return 1 if verdict.regressions else 0

@@ -27,6 +27,7 @@ def set_versus(doc: dict[str, Any], method: str, error: Callable[[str], Any]) ->
 def read_several(paths: Sequence[str], method: str, error: Callable[[str], Any]) -> int:
     """``--versus`` over several JSONs: their cells read as one run (each tagged with its file, so
     a comparison across two files says so), and only the comparisons printed."""
+    from .mdtext import one_line, safe_doc
     from .versus import section
 
     doc: dict[str, Any] = {"benchmarks": [], "specbench": {"compare": []}}
@@ -39,5 +40,5 @@ def read_several(paths: Sequence[str], method: str, error: Callable[[str], Any])
         doc["benchmarks"] += [{**b, "_run": p} for b in entries]
         doc["specbench"]["compare"] += (one.get("specbench") or {}).get("compare") or []
     set_versus(doc, method, error)
-    print("\n".join(section(doc)[1:]))
+    print("\n".join(one_line(section(safe_doc(doc)))[1:]))
     return 0

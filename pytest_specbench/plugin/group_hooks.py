@@ -1,0 +1,167 @@
+"""Shell commands the matrix runs around an engine group (``before_group`` / ``after_group``, a
+method's ``hooks:`` or an include entry's) and around the whole run (top-level ``hooks:
+{before_run, after_run}``): their output goes to the group's log (the run's to run-hooks.log),
+variables tell them the group, TP and GPUs. A failing ``before_group`` fails its group's start,
+so its cells fail with the hook's message and the other groups run; ``after_group`` runs whether
+the group started, failed or finished. A failing ``before_run`` stops the run before any engine
+starts; ``after_run`` runs at its end either way."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+HOOK_TIMEOUT_S = 600.0  # a hook that has not exited by then is killed and counts as failed
+RUN_LOG = "run-hooks.log"
+
+
+class GroupHookError(RuntimeError):
+    """A ``before_group`` hook failed: the group does not start."""
+
+
+def log_dir() -> Path:
+    return Path(os.environ.get("SPECBENCH_LOG_DIR", "."))
+
+
+def group_log(group: Any) -> Path:
+    """The group's log, the file its engine writes to (engines/sglang.py, server.py)."""
+    return log_dir() / f"engine-{group.id}.log"
+
+
+def run_hook(
+    hook: str, cmd: str, log: Path, env: dict[str, str], timeout_s: float = HOOK_TIMEOUT_S
+) -> str | None:
+    """Run ``cmd`` with ``sh -c``, its output appended to ``log``; None when it exits 0, else
+    why it failed with the end of its output."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    where = ", ".join(
+        f"{k.removeprefix('SPECBENCH_').lower()} {v}" for k, v in env.items() if k != "SPECBENCH_LOG"
+    )
+    t0 = time.monotonic()
+    with log.open("ab") as f:
+        f.write(f"== specbench {hook} hook ({where}): {cmd}\n".encode())
+        f.flush()
+        offset = f.tell()
+        proc = subprocess.Popen(
+            cmd,
+            shell=True,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env},
+            start_new_session=True,  # a timeout kills whatever the command started too
+        )
+        try:
+            rc: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = None
+        took = time.monotonic() - t0
+        end = f"exited {rc}" if rc is not None else f"killed after its {timeout_s:g} s limit"
+        f.write(f"== specbench {hook} hook {end} after {took:.1f} s\n".encode())
+    if rc == 0:
+        return None
+    with log.open("rb") as f:
+        f.seek(offset)
+        out = f.read().decode(errors="replace").splitlines()[:-1]
+    tail = " | ".join(line.strip() for line in out[-3:] if line.strip())
+    status = f"exit status {rc}" if rc is not None else f"did not finish within {timeout_s:g} s"
+    return f"{hook} hook `{cmd}` failed ({status})" + (f": {tail}" if tail else "") + f"; log: {log}"
+
+
+def group_env(hook: str, group: Any, gpus: tuple[int, ...], ok: bool | None = None) -> dict[str, str]:
+    """What a group hook is told: the hook, the group, its method, TP size and leased GPUs (NVML
+    indices; empty when none were leased), its log, and for after_group whether it ran clean."""
+    env = {
+        "SPECBENCH_HOOK": hook,
+        "SPECBENCH_GROUP": group.id,
+        "SPECBENCH_METHOD": group.method.name,
+        "SPECBENCH_TP": str(group.tp),
+        "SPECBENCH_GPUS": ",".join(map(str, gpus)),
+        "SPECBENCH_LOG": str(group_log(group)),
+    }
+    if ok is not None:
+        env["SPECBENCH_GROUP_OK"] = "1" if ok else "0"
+    return env
+
+
+def before_group(group: Any, gpus: tuple[int, ...], ev: dict[str, Any]) -> None:
+    """The group's before_group hook, if any; raises GroupHookError when it fails."""
+    cmd = dict(group.method.hooks).get("before_group")
+    if cmd is None:
+        return
+    why = run_hook("before_group", cmd, group_log(group), group_env("before_group", group, gpus))
+    ev["before_group"] = {"ok": why is None, **({"error": why} if why else {})}
+    if why:
+        raise GroupHookError(f"{group.id}: {why}")
+
+
+def after_group(group: Any, gpus: tuple[int, ...], ev: dict[str, Any], ok: bool) -> None:
+    """The group's after_group hook, if any (its failure is recorded on the event, the cells
+    measured stay measured)."""
+    cmd = dict(group.method.hooks).get("after_group")
+    if cmd is None:
+        return
+    why = run_hook("after_group", cmd, group_log(group), group_env("after_group", group, gpus, ok))
+    ev["after_group"] = {"ok": why is None, **({"error": why} if why else {})}
+
+
+def run_hook_env(hook: str, matrix_path: str) -> dict[str, str]:
+    return {
+        "SPECBENCH_HOOK": hook,
+        "SPECBENCH_MATRIX": matrix_path,
+        "SPECBENCH_LOG": str(log_dir() / RUN_LOG),
+    }
+
+
+def run_level(hook: str, matrix: Any) -> str | None:
+    """The matrix's before_run / after_run hook, if any: None, or why it failed."""
+    cmd = dict(matrix.hooks).get(hook)
+    if cmd is None:
+        return None
+    return run_hook(hook, cmd, log_dir() / RUN_LOG, run_hook_env(hook, matrix.path))
+
+
+def _run_hooks_apply(config: Any, st: Any) -> bool:
+    """Run hooks belong to a run that may start engines, on the process that runs it (the
+    controller under xdist), not to a plan or a collection."""
+    return (
+        st.matrix is not None
+        and bool(st.matrix.hooks)
+        and not hasattr(config, "workerinput")
+        and not config.getoption("specbench_plan")
+        and not config.getoption("collectonly")
+    )
+
+
+def session_start(config: Any, st: Any) -> None:
+    """before_run; when it fails, after_run too, and the run stops before any engine starts."""
+    import pytest
+
+    if not _run_hooks_apply(config, st):
+        return
+    why = run_level("before_run", st.matrix)
+    if why:
+        after = run_level("after_run", st.matrix)
+        pytest.exit(
+            f"{st.matrix.path}: {why}; the run stopped before any engine started"
+            + (f"; then {after}" if after else ""),
+            returncode=pytest.ExitCode.TESTS_FAILED,
+        )
+
+
+def session_finish(config: Any, st: Any, session: Any) -> None:
+    """after_run, once the engines are stopped; a failure fails the run and is said in the summary."""
+    import pytest
+
+    if not _run_hooks_apply(config, st):
+        return
+    why = run_level("after_run", st.matrix)
+    if why:
+        st.hook_errors.append(why)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,189 @@
+"""The regression gate: ``python -m pytest_specbench.report OLD.json NEW.json --max-tok-s-drop F
+--max-accept-drop F`` exits 1 when a cell of OLD got worse in NEW beyond the allowed fraction
+(higher is better for both, which ``pytest-benchmark compare --benchmark-compare-fail`` cannot
+gate: it fails only when a time goes up), when it failed in NEW, or when NEW does not hold it (a
+shard lost, another ``-k``): a gate never passes on cells it did not see. Throughput compares
+intervals from the two runs' rounds, not one number against another, and a cell disturbed or
+saturated in either run gets no verdict (docs/gate.md). Pure: no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .paired import Interval, no_verdict_reason, round_rates, t975
+
+
+def failure_headline(f: dict[str, Any]) -> str:
+    """One line for a failed cell: the exception's first line, plus the engine log's own reason."""
+    err = str(f.get("error") or "").splitlines()
+    if not err:
+        reason = str(f.get("reason") or "").splitlines()
+        return reason[-1] if reason else ""
+    says = next((ln for ln in err if ln.startswith("engine log says: ")), None)
+    return f"{err[0]}; {says}" if says else err[0]
+
+
+def _work(doc: dict[str, Any]) -> dict[str, tuple[float, float] | None]:
+    """Per cell, what one timed round measured: (requests per round, prompt tokens per request).
+    Two runs' cells compare only when these agree (the number of rounds may differ)."""
+    out: dict[str, tuple[float, float] | None] = {}
+    for b in doc.get("benchmarks", []):
+        e, rounds = b["extra_info"], len((b.get("stats") or {}).get("data") or [])
+        n, p = e.get("requests"), e.get("prompt_tokens")
+        out[b["param"]] = (round(n / rounds, 3), round(p / n, 3)) if n and p and rounds else None
+    return out
+
+
+def redefined(old: dict[str, Any], new: dict[str, Any]) -> dict[str, str]:
+    """Cells in both runs whose rounds measured different work, with what differs."""
+    wa, wb = _work(old), _work(new)
+    out = {}
+    for cell in (c for c in wa if c in wb):
+        a, b = wa[cell], wb[cell]
+        if a and b and a != b:
+            names = ("requests per round", "prompt tokens per request")
+            out[cell] = ", ".join(
+                f"{n} {x:g} -> {y:g}" for n, x, y in zip(names, a, b, strict=True) if x != y
+            )
+    return out
+
+
+@dataclass
+class Gate:
+    regressions: list[str] = field(default_factory=list)  # fail the gate (exit 1)
+    unreliable: list[str] = field(default_factory=list)  # a side disturbed / saturated: no verdict
+    not_separated: list[str] = field(default_factory=list)  # below the limit, the interval reaches it
+
+
+def _rates(b: dict[str, Any]) -> list[float]:
+    e = b.get("extra_info") or {}
+    return [r for r in round_rates(e, (b.get("stats") or {}).get("data") or []) if r > 0]
+
+
+def ratio_between_runs(old: Sequence[float], new: Sequence[float]) -> Interval | None:
+    """new / old tok/s of one cell in two runs, from each run's rounds: the ratio of the rounds'
+    geometric means, with a 95 % Welch t-interval on the difference of the mean log rates (the
+    rounds of two runs are not paired). Fewer than two rounds on a side: a point, no interval."""
+    if not old or not new:
+        return None
+    la, lb = [math.log(x) for x in old], [math.log(x) for x in new]
+    d = statistics.fmean(lb) - statistics.fmean(la)
+    if len(la) < 2 or len(lb) < 2:
+        return Interval(math.exp(d), None, None, min(len(la), len(lb)))
+    va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    if va + vb == 0:  # every round of both runs alike: the interval is the point
+        return Interval(math.exp(d), math.exp(d), math.exp(d), len(la) + len(lb))
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
+    half = t975(max(1, int(df))) * math.sqrt(va + vb)
+    return Interval(math.exp(d), math.exp(d - half), math.exp(d + half), len(la) + len(lb))
+
+
+def _tok_s(cell: str, a: dict[str, Any], b: dict[str, Any], limit: float, out: Gate) -> None:
+    ea, eb = a["extra_info"], b["extra_info"]
+    why = no_verdict_reason(ea, "the old run's cell") or no_verdict_reason(eb, "the new run's cell")
+    if why:
+        out.unreliable.append(f"{cell}: tok/s not gated: {why}")
+        return
+    floor = 1 - limit
+    iv = ratio_between_runs(_rates(a), _rates(b))
+    va, vb = ea.get("output_tokens_per_s"), eb.get("output_tokens_per_s")
+    head = f"{cell}: tok/s {va:.3f} -> {vb:.3f}"
+    if iv is None or iv.lo is None or iv.hi is None:  # one round, or no round rates: points
+        if vb < va * floor:
+            out.regressions.append(
+                f"{head} (new/old {vb / va:.3f}, allowed down to {floor:.3f}; fewer than 2 rounds in a "
+                "run: no interval, compared as points)"
+            )
+        return
+    span = (
+        f"new/old {iv.point:.3f} [{iv.lo:.3f}, {iv.hi:.3f}] from {len(_rates(a))} + {len(_rates(b))} rounds"
+    )
+    if iv.hi < floor:
+        out.regressions.append(f"{head} ({span}: the whole interval below {floor:.3f})")
+    elif iv.point < floor:
+        out.not_separated.append(
+            f"{head} ({span}: below {floor:.3f} at the point, the interval reaches it: not a regression)"
+        )
+
+
+def gate(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    max_tok_s_drop: float | None = None,
+    max_accept_drop: float | None = None,
+) -> Gate:
+    """Every cell of OLD against NEW (docs/gate.md): failed or absent in NEW fails; tok/s fails
+    when the new/old interval lies wholly below 1 - ``max_tok_s_drop``, and gets no verdict when
+    either side was disturbed or saturated; the acceptance length (counted, not timed) fails below
+    old x (1 - ``max_accept_drop``). A cell OLD ran only in part (dropped by a race) is left out."""
+    out = Gate()
+    if max_tok_s_drop is None and max_accept_drop is None:
+        return out
+    a = {b["param"]: b for b in old.get("benchmarks", [])}
+    b_ = {b["param"]: b for b in new.get("benchmarks", [])}
+    spec = new.get("specbench") or {}
+    failed = {f["cell"]: f for f in spec.get("failed_cells") or [] if isinstance(f, dict) and f.get("cell")}
+    missing = {m["cell"]: m for m in spec.get("missing_cells") or [] if isinstance(m, dict) and m.get("cell")}
+    changed = redefined(old, new)
+    for cell, ba in a.items():
+        if _dropped(ba["extra_info"]):
+            continue
+        if cell in failed:
+            out.regressions.append(
+                f"{cell}: measured in the old run, failed in the new one: {failure_headline(failed[cell])}"
+            )
+            continue
+        if cell not in b_:
+            why = f" ({missing[cell]['why']})" if cell in missing else ""
+            out.regressions.append(f"{cell}: measured in the old run, absent from the new one{why}")
+            continue
+        if cell in changed:
+            continue
+        bb = b_[cell]
+        if _dropped(bb["extra_info"]):
+            out.unreliable.append(f"{cell}: not gated: the new run dropped it (it lost a race)")
+            continue
+        va, vb = ba["extra_info"].get("output_tokens_per_s"), bb["extra_info"].get("output_tokens_per_s")
+        if max_tok_s_drop is not None and va and vb is not None:
+            _tok_s(cell, ba, bb, max_tok_s_drop, out)
+        va, vb = ba["extra_info"].get("accept_length"), bb["extra_info"].get("accept_length")
+        if max_accept_drop is not None and va and vb is not None and vb < va * (1 - max_accept_drop):
+            out.regressions.append(
+                f"{cell}: accept length {va:.3f} -> {vb:.3f} (new/old {vb / va:.3f}, "
+                f"allowed down to {1 - max_accept_drop:.3f})"
+            )
+    return out
+
+
+def _dropped(e: dict[str, Any]) -> bool:
+    race = e.get("race")
+    return isinstance(race, dict) and race.get("status") == "dropped"
+
+
+def regressions(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    max_tok_s_drop: float | None = None,
+    max_accept_drop: float | None = None,
+) -> list[str]:
+    """One line per cell of OLD that fails the gate in NEW."""
+    return gate(old, new, max_tok_s_drop, max_accept_drop).regressions
+
+
+def lines(g: Gate, old_name: str) -> list[str]:
+    """What the gate prints: the cells without a verdict, those not separated from the limit,
+    then the regressions (the last lines)."""
+    out: list[str] = []
+    if g.unreliable:
+        out += [f"\n{len(g.unreliable)} cell(s) without a tok/s verdict (unreliable, not regressions):"]
+        out += [f"- {x}" for x in g.unreliable]
+    if g.not_separated:
+        out += [f"\n{len(g.not_separated)} cell(s) below the limit but not separated from it:"]
+        out += [f"- {x}" for x in g.not_separated]
+    out.append(f"\n{len(g.regressions)} regression(s) against {old_name}" + (":" if g.regressions else ""))
+    return out + [f"- {x}" for x in g.regressions]

@@ -1,0 +1,131 @@
+"""Group and run hooks: shell commands around engine groups and the run (plugin/group_hooks.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fake_engine import CONFTEST
+
+MATRIX = """
+models:
+  m: /nonexistent/model
+methods:
+  ar: {backend: fake, model: m}
+  ngram:
+    backend: fake
+    model: m
+    speculative: {algorithm: ngram, num_draft_tokens: 3}
+    hooks:
+      before_group: 'echo "up $SPECBENCH_GROUP" >> {SEEN}'
+      after_group: 'echo "down $SPECBENCH_GROUP ok=$SPECBENCH_GROUP_OK" >> {SEEN}'
+tp: [1, 2]
+include:
+  # the seed's GPU 0 service: stopped for the TP2 groups, restarted after each
+  - tp: 2
+    hooks:
+      before_group: >-
+        echo "stop $SPECBENCH_GROUP tp=$SPECBENCH_TP gpus=$SPECBENCH_GPUS";
+        echo "stop $SPECBENCH_GROUP" >> {SEEN}; {FAIL}
+      after_group: 'echo "start $SPECBENCH_GROUP ok=$SPECBENCH_GROUP_OK" >> {SEEN}'
+hooks: {before_run: 'echo run-up >> {SEEN}', after_run: 'echo run-down >> {SEEN}'}
+workloads:
+  throughput:
+    concurrency: [1, 4]
+    output_tokens: [16]
+    prompt_tokens: 8
+    rounds: 2
+    warmup: 1
+"""
+
+BENCH = """
+def test_throughput(engine, cell, specbench):
+    specbench.run(engine, cell)
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "benches").mkdir()
+    (pytester.path / "benches" / "test_throughput.py").write_text(BENCH)
+    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(tmp_path / "starts.txt"))
+    return pytester
+
+
+def write(project: pytest.Pytester, seen: Path, fail: str) -> None:
+    m = MATRIX.replace("{SEEN}", str(seen)).replace("{FAIL}", fail)
+    (project.path / "benches" / "specbench.yaml").write_text(m)
+
+
+def test_a_failing_before_group_hook_fails_only_its_group(
+    project: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = tmp_path / "seen.txt"
+    # the TP2 hook fails for ngram only: ar-tp2 runs, ngram-tp2's cells fail with the hook's words
+    write(project, seen, 'test "$SPECBENCH_METHOD" != ngram || { echo "unit is masked" >&2; exit 3; }')
+    out = tmp_path / "o.json"
+    logs = tmp_path / "logs"
+    monkeypatch.setenv("SPECBENCH_LOG_DIR", str(logs))
+    res = project.runpytest("benches", "--benchmark-json", str(out))
+    res.assert_outcomes(passed=6, errors=2)
+    doc = json.loads(out.read_text())
+    failed = doc["specbench"]["failed_cells"]
+    assert {f["cell"] for f in failed} == {"ngram-tp2-c1-out16", "ngram-tp2-c4-out16"}
+    assert "GroupHookError: ngram-tp2: before_group hook `echo" in failed[0]["error"]
+    assert "failed (exit status 3): stop ngram-tp2 tp=2 gpus= | unit is masked; log: " in failed[0]["error"]
+    assert len(doc["benchmarks"]) == 6
+    assert {b["params"]["method"] + f"-tp{b['params']['tp']}" for b in doc["benchmarks"]} == {
+        "ar-tp1",
+        "ngram-tp1",
+        "ar-tp2",
+    }
+    # in order: the run's hooks around everything; each after-hook also after a failed start;
+    # ngram-tp2's include hooks replace the method's own (later over earlier)
+    assert seen.read_text().splitlines() == [
+        "run-up",
+        "stop ar-tp2",
+        "start ar-tp2 ok=1",
+        "up ngram-tp1",
+        "down ngram-tp1 ok=1",
+        "stop ngram-tp2",
+        "start ngram-tp2 ok=0",
+        "run-down",
+    ]
+    # the hook's output is in the group's log, with the command and its exit status
+    log = (logs / "engine-ngram-tp2.log").read_text()
+    assert (
+        "== specbench before_group hook (hook before_group, group ngram-tp2, method ngram, tp 2, gpus )"
+        in log
+    )
+    assert "stop ngram-tp2 tp=2 gpus=\nunit is masked\n== specbench before_group hook exited 3 after" in log
+    assert "== specbench after_group hook exited 0" in log
+    assert "run-up" not in log and "echo run-up" in (logs / "run-hooks.log").read_text()
+    events = {e["group"]: e for e in doc["specbench"]["engine_groups"]}
+    assert events["ngram-tp2"]["ok"] is False
+
+
+def test_a_failing_before_run_hook_stops_the_run(
+    project: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECBENCH_LOG_DIR", str(tmp_path / "logs"))
+    seen = tmp_path / "seen.txt"
+    write(project, seen, "true")
+    m = (project.path / "benches" / "specbench.yaml").read_text()
+    (project.path / "benches" / "specbench.yaml").write_text(
+        m.replace("before_run: 'echo run-up >> ", "before_run: 'echo no unit >&2; exit 4; echo ")
+    )
+    res = project.runpytest("benches")
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    res.stdout.fnmatch_lines(
+        ["*before_run hook `echo no unit >&2; exit 4; *` failed (exit status 4): no unit; *"]
+    )
+    res.stdout.fnmatch_lines(["*the run stopped before any engine started*"])
+    assert seen.read_text().splitlines() == ["run-down"]  # after_run still ran; no group started
+    assert not (tmp_path / "starts.txt").exists()
+    # a plan or a collection runs no hook
+    seen.unlink()
+    project.runpytest("benches", "--specbench-plan")
+    project.runpytest("benches", "--collect-only")
+    assert not seen.exists()

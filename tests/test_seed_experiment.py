@@ -1,0 +1,64 @@
+"""benches/examples/seed-experiment.yaml: the seed's experiment loads, collects and plans, with
+its cell counts worked out by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_specbench.matrix.schema import load
+
+ROOT = Path(__file__).parent.parent
+SEED = ROOT / "benches" / "examples" / "seed-experiment.yaml"
+
+
+def test_seed_experiment_cells_by_hand() -> None:
+    m = load(SEED)
+    by: dict[str, int] = {}
+    for c in m.cells():
+        by[c.workload.name] = by.get(c.workload.name, 0) + 1
+    # methods at TP1: ar, dflash, ddtree b8..b256 (6) = 8, and dflash-forced a2/a4/a8 (TP1 only);
+    # at TP4 and TP8 the same 8 (the tuning at TP1 keeps two budgets when racing)
+    # long_context: 3 contexts x 3 concurrencies, no 100k at TP1:
+    #   TP1 (8 + 3) x 2 x 3 = 66, TP4 8 x 3 x 3 = 72, TP8 72
+    # ttft (ar, dflash, ddtree): TP1 8 x 2 contexts = 16, TP4 8 x 3 = 24, TP8 24
+    # agentic (ar, dflash, ddtree): 8 x 2 scenarios x 2 concurrencies x 3 TP sizes = 96
+    assert by == {"long_context": 66 + 72 + 72, "ttft": 16 + 24 + 24, "agentic": 96}
+    assert len(m.groups()) == 8 * 3 + 3
+    g = {x.id: x for x in m.groups()}
+    assert dict(g["ddtree-b64-tp1"].method.engine_args) == {
+        "speculative_ddtree_budget": 64,
+        "mem_fraction_static": 0.80,
+        "context_length": 32768,
+    }
+    assert dict(g["ddtree-b64-tp8"].method.engine_args)["mem_fraction_static"] == 0.85
+    assert dict(g["ar-tp4"].method.engine_args) == {"mem_fraction_static": 0.85, "context_length": 131072}
+    assert g["ar-tp4"].method.name == g["ar-tp1"].method.name == "ar"  # the TP view lines it up
+    assert all(dict(x.method.env) == {"SGLANG_ENABLE_SPEC_V2": "1"} for x in m.groups())
+    assert all(set(dict(x.method.hooks)) == {"before_group", "after_group"} for x in m.groups())
+    forced = g["dflash-forced-a4-tp1"].method.speculative
+    assert forced.algorithm == "dflash" and forced.simulate_accept_length == 4.0
+    assert "dflash-forced-a4-tp4" not in g
+    assert not any(c.tp == 1 and c.context_tokens == 100000 for c in m.cells())
+
+
+def test_seed_experiment_collects_and_plans(pytester: pytest.Pytester) -> None:
+    (pytester.path / "benches").mkdir()
+    (pytester.path / "benches" / "test_specbench.py").write_text(
+        (ROOT / "benches" / "test_specbench.py").read_text()
+    )
+    args = ("benches", "--specbench-matrix", str(SEED), "-p", "no:cacheprovider")
+    res = pytester.runpytest(*args, "--specbench-plan", "--specbench-gpu", "RTX PRO 6000")
+    assert res.ret == pytest.ExitCode.OK, res.stdout.str()
+    res.stdout.fnmatch_lines(
+        [
+            "GPU: RTX PRO 6000, 89.4 GiB, 1.79 TB/s*",
+            "cells: 370 to run, 0 skipped; engine starts: 27; ETA *",
+        ]
+    )
+    out = res.stdout.str()
+    assert "long_context-ar-tp1-c1-ctx100k" not in out and "long_context-ar-tp4-c1-ctx100k-out256" in out
+    # the 100k cells: long_context 8 methods x 3 concurrencies x TP4/TP8 = 48, ttft 8 x 2 = 16
+    sel = pytester.runpytest(*args, "--collect-only", "-q", "-k", ":ctx100k:")
+    sel.stdout.fnmatch_lines(["64/373 tests collected (309 deselected)*"])
