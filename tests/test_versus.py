@@ -35,6 +35,10 @@ def test_the_compare_key_names_pairs_of_methods_and_refuses_what_it_cannot_compa
     doc["compare"] = [["ngram", "dflash"], ["ngram-d8", "ar"]]  # a sweep, one of its settings
     assert parse(doc, "m.yaml").compare == (("ngram", "dflash"), ("ngram-d8", "ar"))
     assert parse(yaml.safe_load(MATRIX), "m.yaml").compare == ()
+    from pytest_specbench.matrix.schema import load
+
+    seed = load(HERE.parent / "benches" / "examples" / "seed-experiment.yaml")
+    assert seed.compare == (("ddtree", "dflash"),)  # the seed's headline comparison
     for bad, message in (
         ("ngram", "m.yaml: compare: expected a list of [method, method] pairs"),
         ([["ngram"]], "m.yaml: compare[0]: expected two method names, e.g. [ddtree, dflash]; got ['ngram']"),
