@@ -212,7 +212,9 @@ def test_break_even_outside_the_forced_range_says_so() -> None:
     assert breakeven.crossing([]) == ("none", None)
     above = breakeven.break_even([{"accept_forced": 1.0, "speedup": 0.4, "lo": 0.3, "hi": 0.5}])
     assert breakeven.describe(above) == "pays at no forced length: break-even above the forced range (> 1)"
-    assert breakeven.verdict(3.0, above) == "no gain expected (above the forced range)"
+    assert breakeven.verdict(3.0, above) == (
+        "no verdict: the break-even lies above the forced range, and so may this accept length"
+    )
     # lower bounds that never reach 1 (0.33, 0.58, 0.79, 0.94 at 1-4): the interval is open above
     # the forced range, not closed at its end, and a drafter measuring more than 4 is not a gain
     open_hi = breakeven.break_even(

@@ -9,7 +9,7 @@ import yaml
 
 from pytest_specbench.matrix.schema import MatrixError, parse
 from pytest_specbench.planning.plan import make_plan
-from pytest_specbench.report.decide import tuning
+from pytest_specbench.report.tuning import tuning
 
 HERE = Path(__file__).parent
 

@@ -418,6 +418,7 @@ class Matrix:
     exclude: tuple[Any, ...] = ()
     include: tuple[Any, ...] = ()
     hooks: tuple[tuple[str, str], ...] = ()
+    compare: tuple[tuple[str, str], ...] = ()  # method pairs the report compares (matrix/compare.py)
 
     def baselines(self) -> dict[str, str | None]:
         """Method -> the method its "vs ar" speedup divides by: ``baseline`` when it runs the same

@@ -36,6 +36,7 @@ from .cells import (
     setting_name,
 )
 from .checks import Ctx, MatrixError, did_you_mean
+from .compare import parse_compare
 from .list_args import one_list_value
 from .selectors import excludes, group_hooks, includes, run_hooks
 from .workload_schema import workload
@@ -429,6 +430,7 @@ def parse(
         tp=cx.int_list(d.get("tp", [1]), "tp"),
         workloads=workloads,
         baseline=str(baseline),
+        compare=parse_compare(cx, d.get("compare"), [*methods, *(x.name for x in expanded)]),
     )
     everything = m.cells()
     ex = excludes(cx, d.get("exclude"), everything)

@@ -12,6 +12,7 @@ import pytest
 from ..report import breakeven, decide, provenance
 from ..report import summary as report
 from ..report.summary import failure_headline
+from ..report.tuning import tuning
 from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SpecbenchState
 
 
@@ -234,6 +235,7 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
         commit_info=st.commit_info or {},
         specbench={
             "matrix": st.matrix.path,
+            "compare": [list(p) for p in st.matrix.compare],  # report/versus.py reads them
             "engine_starts": len(starts),
             # and the engines of resumed cells, as the earlier run recorded them (resumed_from)
             "engine_groups": starts
@@ -399,20 +401,29 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if shapes:
         out.append(
             "fastest method per cell shape (closed loop: tok/s, x = paired-rounds speedup vs AR [95% CI]; "
-            "open loop: p50 latency, x = AR p50 / method p50, > 1 faster [paired-rounds 95% CI]; ≈: this "
-            "neighbour pair is not separated, not transitive):"
+            "open loop: p50 latency, x = AR p50 / method p50, > 1 faster [paired-rounds 95% CI]; > / <: "
+            "paired rounds separate this neighbour pair, in that direction; ≈: they do not; not transitive; "
+            "with an interleaved baseline: ordered by x):"
         )
         out += [f"  {label}: {decide.ranking(rows)}" for label, rows in shapes]
+        if any(r.get("_ranked_by") == "interleaved" for _, rows in shapes for r in rows):
+            out.append(f"  {decide.INTERLEAVED_NOTE}")
     from ..report.pareto import crossover
 
     cross = crossover(st.doc)
     if cross:
         out.append("crossover (per method, TP and shape: against its baseline, by concurrency):")
         out += [f"  {ln}" for ln in cross]
-    tune = decide.tuning(st.doc)
+    tune = tuning(st.doc)
     if tune:
         out.append("tuning (per shape and swept method: best setting, runner-up, separated or not):")
         out += [f"  {ln}" for ln in tune]
+    from ..report.versus import lines as versus_lines
+
+    vs = versus_lines(st.doc)
+    if vs:
+        out.append("comparisons between methods (the matrix's compare: A over B, paired rounds [95% CI]):")
+        out += [f"  {ln}" for ln in vs]
     out += decide.warnings(st.doc)
     tps = decide.tp_scaling(st.doc)
     if tps:

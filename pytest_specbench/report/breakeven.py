@@ -3,12 +3,17 @@ accept length at which a speculative method's speedup over its baseline crosses 
 
 A forced cell measures what a verify step costs at that shape (batch, context, TP, output
 length), whatever a real drafter would accept. Along the forced points of one method family and
-shape, sorted by accept length, the break-even is where the speedup crosses 1, linearly
-interpolated between the two points around the crossing; its interval is where the speedup
-intervals' upper and lower bounds cross 1 (the upper bound crosses first: the lowest break-even
-the run supports). A family whose every point is above 1 breaks even "below the forced range",
-one whose every point is below 1 "above the forced range". A real (unforced) speculative cell of
-the same shape is then read against it: its measured accept length against the break-even.
+shape, sorted by accept length, the break-even is where the speedup rises through 1, linearly
+interpolated between the two points around the crossing (their x spacing included). A curve that
+falls through 1, or crosses it more than once, has no single break-even ("mixed"). The interval
+holds every accept length the speedups' intervals do not rule out: from where the upper bounds
+first reach 1 (open below the forced range when the first one already does) to where the lower
+bounds reach 1 for good (open above it when the last one is still below 1). A family whose every
+point is above 1 breaks even "below the forced range", one whose every point is below 1 "above
+the forced range". A real (unforced) cell of the same method family and shape is then read
+against it: its measured accept length against the interval; no gain/no-gain verdict when a
+forced point got no verdict (disturbed, saturated) or has no interval (one round), or the curve
+is mixed.
 Pure: no pytest, no plotting.
 """
 
@@ -21,19 +26,45 @@ from typing import Any
 
 def crossing(points: Sequence[tuple[float, float]]) -> tuple[str, float | None]:
     """Where y crosses 1 along (x, y) points sorted by x: ("at", x*) interpolated between the
-    first pair with y < 1 <= y', ("below", None) when every y >= 1, ("above", None) when every
-    y < 1, ("none", None) without points."""
+    one pair with y < 1 <= y' when y rises through 1 once and never falls back; ("below", None)
+    when every y >= 1, ("above", None) when every y < 1; ("mixed", None) when y falls through 1
+    or crosses it more than once (no single break-even); ("none", None) without points."""
     pts = sorted(points)
     if not pts:
         return "none", None
-    if all(y >= 1 for _, y in pts):
-        return "below", None
+    pairs = list(zip(pts, pts[1:], strict=False))
+    ups = [(p, q) for p, q in pairs if p[1] < 1 <= q[1]]
+    downs = [(p, q) for p, q in pairs if p[1] >= 1 > q[1]]
+    if not ups and not downs:
+        return ("below" if pts[0][1] >= 1 else "above"), None
+    if len(ups) == 1 and not downs:
+        (x0, y0), (x1, y1) = ups[0]
+        return "at", x0 + (1 - y0) * (x1 - x0) / (y1 - y0)
+    return "mixed", None
+
+
+def _first_reach(pts: Sequence[tuple[float, float]]) -> tuple[str, float | None]:
+    """Where y first reaches 1 along sorted points: ("open", None) when the first point already
+    does, ("at", x) interpolated, ("never", None) when no point does."""
+    if pts[0][1] >= 1:
+        return "open", None
     for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
         if y0 < 1 <= y1:
             return "at", x0 + (1 - y0) * (x1 - x0) / (y1 - y0)
-    if pts[0][1] >= 1:  # y falls below 1 later (a noisy point): the first crossing counts
-        return "below", None
-    return "above", None
+    return "never", None
+
+
+def _last_reach(pts: Sequence[tuple[float, float]]) -> tuple[str, float | None]:
+    """Where y reaches 1 for good along sorted points (after its last point below 1): ("open",
+    None) when the last point is below 1, ("at", x) interpolated, ("always", None) when no point
+    is below 1."""
+    if pts[-1][1] < 1:
+        return "open", None
+    below = [i for i, (_, y) in enumerate(pts) if y < 1]
+    if not below:
+        return "always", None
+    (x0, y0), (x1, y1) = pts[below[-1]], pts[below[-1] + 1]
+    return "at", x0 + (1 - y0) * (x1 - x0) / (y1 - y0)
 
 
 def _shape(b: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -65,11 +96,13 @@ def curves(doc: dict[str, Any]) -> dict[tuple[str, tuple[tuple[str, str], ...]],
 
 
 def break_even(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """A family's break-even at one shape: "at" with the point and its interval ("lo", "hi"
-    where the speedup's upper and lower bounds cross 1; None where a bound does not cross within
-    the forced range: the interval runs past that end, "lo_open" / "hi_open" say so), or "below"
-    / "above" the forced range. ``withheld``: points whose speedup got no verdict (a disturbed
-    or saturated cell)."""
+    """A family's break-even at one shape: "where" ("at", "below", "above", "mixed", "none"), "at"
+    (the point), and with every point's interval: "lo" / "hi", the interval's ends (None where it
+    runs past the forced range: "lo_open" / "hi_open"), "lo_bound" / "hi_bound" (the ends as
+    numbers a measured accept length is read against: -inf / +inf when open; the range's end
+    where every upper bound stays below 1 or every lower bound above it). ``withheld``: points
+    whose speedup got no verdict (disturbed, saturated); ``no_verdict``: why a real cell is not
+    read against it (None when it is)."""
     x = [p["accept_forced"] for p in points]
     where, at = crossing([(p["accept_forced"], p["speedup"]) for p in points])
     out: dict[str, Any] = {
@@ -77,54 +110,70 @@ def break_even(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "at": at,
         "forced_range": [min(x), max(x)] if x else None,
         "withheld": [p["cell"] for p in points if p.get("withheld")],
+        "no_verdict": None,
     }
-    if where == "at" and all(p["lo"] is not None and p["hi"] is not None for p in points):
-        w_hi, x_hi = crossing([(p["accept_forced"], p["hi"]) for p in points])
-        w_lo, x_lo = crossing([(p["accept_forced"], p["lo"]) for p in points])
-        out["lo"] = x_hi if w_hi == "at" else None
-        out["lo_open"] = w_hi != "at"  # the upper bounds pay already at the lowest forced length
-        out["hi"] = x_lo if w_lo == "at" else None
-        out["hi_open"] = w_lo != "at"  # the lower bounds never reach 1 in the forced range
+    pts = sorted(points, key=lambda p: p["accept_forced"])
+    if pts and all(p["lo"] is not None and p["hi"] is not None for p in pts):
+        w_lo, x_lo = _first_reach([(p["accept_forced"], p["hi"]) for p in pts])
+        w_hi, x_hi = _last_reach([(p["accept_forced"], p["lo"]) for p in pts])
+        out.update(lo=x_lo, lo_open=w_lo == "open", hi=x_hi, hi_open=w_hi == "open")
+        out["lo_bound"] = -math.inf if w_lo == "open" else x_lo if w_lo == "at" else max(x)
+        out["hi_bound"] = math.inf if w_hi == "open" else x_hi if w_hi == "at" else min(x)
+    if where == "none":
+        out["no_verdict"] = "no forced points"
+    elif where == "mixed":
+        out["no_verdict"] = "the speedup does not rise through 1 once along the forced lengths"
+    elif out["withheld"]:
+        out["no_verdict"] = (
+            f"{len(out['withheld'])} forced point(s) without a verdict (disturbed or saturated)"
+        )
+    elif "lo_bound" not in out:
+        out["no_verdict"] = "forced point(s) without an interval (one round)"
     return out
 
 
 def describe(be: dict[str, Any]) -> str:
+    lo_x, hi_x = be["forced_range"] or (None, None)
+    note = (
+        f" (from {len(be['withheld'])} cell(s) without a verdict: disturbed or saturated)"
+        if be.get("withheld")
+        else ""
+    )
     if be["where"] == "at":
         lo, hi = be.get("lo"), be.get("hi")
-        lo_x, hi_x = be["forced_range"]
         if "lo_open" in be:
-            lo_t = f"< {lo_x:g}" if lo is None else f"{lo:.2f}"
-            hi_t = f"> {hi_x:g}" if hi is None else f"{hi:.2f}"
+            lo_t = f"< {lo_x:g}" if be["lo_open"] else f"{lo:.2f}"
+            hi_t = f"> {hi_x:g}" if be["hi_open"] else f"{hi:.2f}"
             iv = f" [{lo_t}, {hi_t}]"
         else:
             iv = ""
-        note = (
-            f" (from {len(be['withheld'])} cell(s) without a verdict: disturbed or saturated)"
-            if be.get("withheld")
-            else ""
-        )
         return f"break-even accept length {be['at']:.2f}{iv}{note}"
-    lo_x, hi_x = be["forced_range"] or (None, None)
     if be["where"] == "below":
-        return f"pays at every forced length: break-even below the forced range (<= {lo_x:g})"
+        return f"pays at every forced length: break-even below the forced range (<= {lo_x:g}){note}"
     if be["where"] == "above":
-        return f"pays at no forced length: break-even above the forced range (> {hi_x:g})"
+        return f"pays at no forced length: break-even above the forced range (> {hi_x:g}){note}"
+    if be["where"] == "mixed":
+        return (
+            "no single break-even: the speedup falls through 1 or crosses it more than once along the "
+            f"forced lengths (noise, or a disturbed run){note}"
+        )
     return "no forced points"
 
 
 def verdict(measured: float, be: dict[str, Any]) -> str:
-    """A real drafter's measured accept length against the break-even at its shape."""
-    if be["where"] == "below":
-        return "gain expected (pays at every forced length)"
-    if be["where"] == "above":
-        return "no gain expected (above the forced range)"
-    at = float(be["at"])
-    lo = float(be["lo"]) if be.get("lo") is not None else (-math.inf if be.get("lo_open") else at)
-    hi = float(be["hi"]) if be.get("hi") is not None else (math.inf if be.get("hi_open") else at)
-    if measured > hi:
-        return "gain expected"
-    if measured < lo:
-        return "no gain expected"
+    """A real drafter's measured accept length against the break-even at its shape: "gain
+    expected" above the interval, "no gain expected" below it, "at break-even" inside it, or
+    "no verdict: WHY" (be["no_verdict"])."""
+    if be.get("no_verdict"):
+        return f"no verdict: {be['no_verdict']}"
+    if measured > be["hi_bound"]:
+        return "gain expected" + (" (pays at every forced length)" if be["where"] == "below" else "")
+    if measured < be["lo_bound"]:
+        return "no gain expected" + (" (above the forced range)" if be["where"] == "above" else "")
+    if be["where"] in ("above", "below"):
+        return (
+            f"no verdict: the break-even lies {be['where']} the forced range, and so may this accept length"
+        )
     return "at break-even (within its interval)"
 
 
@@ -149,17 +198,15 @@ def lines(doc: dict[str, Any]) -> list[str]:
         e = b["extra_info"]
         if e.get("accept_forced") is not None or not e.get("accept_length"):
             continue
-        fams = by_shape.get(_shape(b))
-        if not fams:
+        family = b["params"]["method"]  # a real method is read against its own family's curve only
+        be = by_shape.get(_shape(b), {}).get(family)
+        if be is None or be["where"] == "none":
             continue
-        for family, be in sorted(fams.items()):
-            if be["where"] == "none":
-                continue
-            ref = f"break-even {be['at']:.2f}" if be["where"] == "at" else describe(be)
-            out.append(
-                f"{b['params']['method']} {_label(_shape(b))}: measured accept {e['accept_length']:.2f}, "
-                f"{ref} for {family} here: {verdict(float(e['accept_length']), be)}"
-            )
+        ref = f"break-even {be['at']:.2f}" if be["where"] == "at" else describe(be)
+        out.append(
+            f"{family} {_label(_shape(b))}: measured accept {e['accept_length']:.2f}, "
+            f"{ref} for {family} here: {verdict(float(e['accept_length']), be)}"
+        )
     return out
 
 

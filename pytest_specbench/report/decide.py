@@ -9,6 +9,7 @@ from typing import Any
 
 from .paired import CV_WARN
 from .paired import compare as _compare
+from .pareto import never_ranked
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -38,12 +39,17 @@ def fmt_speedup(c: dict[str, Any]) -> str:
 
 
 def method_summary(r: dict[str, Any]) -> str:
-    """ "ngram 812.4 tok/s (x1.18 [1.10, 1.27] faster, accept 2.10)"; open loop: its p50 latency."""
+    """ "ngram 812.4 tok/s (x1.18 [1.10, 1.27] faster, accept 2.10)"; open loop: its p50 latency;
+    ranked by the interleaved speedup (rank_closed_loop): that speedup first, then the cell's tok/s
+    beside its interleaved baseline rounds' (``_interleaved_head``)."""
     parts = []
+    interleaved = r.get("_ranked_by") == "interleaved"
     if _baseline_row(r):
         parts.append("baseline")
-    elif r.get("speedup_vs_ar") is not None:
+    elif r.get("speedup_vs_ar") is not None and not interleaved:
         parts.append(fmt_speedup(r))
+    if interleaved:
+        parts.append(_interleaved_tok_s(r))
     if r.get("accept_length"):
         parts.append(f"accept {r['accept_length']:.2f}")
     if r.get("slo_attainment") is not None:
@@ -54,24 +60,47 @@ def method_summary(r: dict[str, Any]) -> str:
         parts.append(f"rounds CV {r['rounds_cv']:.0%}")
     if r.get("offered_request_rate"):
         head = f"{r['method']} p50 {r['latency_s_p50']:.3f} s"
+    elif interleaved:
+        head = f"{r['method']} " + ("x1.00" if _baseline_row(r) else fmt_speedup(r))
     else:
         head = f"{r['method']} {r['output_tokens_per_s']:.1f} tok/s"
     return head + (f" ({', '.join(parts)})" if parts else "")
 
 
+def _interleaved_tok_s(r: dict[str, Any]) -> str:
+    """The two tok/s an interleaved speedup rests on: the cell's own and the mean of the baseline's
+    rounds interleaved with it; for the baseline row, its own cell's (run apart from the others:
+    the interleaved rounds of a slower neighbour, e.g. two engines in one process, may run slower)."""
+    own = f"{r['output_tokens_per_s']:.1f} tok/s"
+    if _baseline_row(r):
+        return f"its own cell {own}"
+    ref = r.get("reference") or {}
+    rates = [x for x in ref.get("round_tokens_per_s") or () if x]
+    if not rates:
+        return own
+    return f"{own}; its interleaved {ref.get('method')} rounds {sum(rates) / len(rates):.1f} tok/s"
+
+
 def ranking(rows: list[dict[str, Any]]) -> str:
-    """Methods best first, joined by ">" where the paired interval between neighbours excludes
-    1.0 and by "≈" where it does not (the run does not establish their order)."""
+    """Methods in the order of the quantity each row leads with, joined by ">" where the paired
+    interval between neighbours says the left one is faster, "<" where it says slower (the
+    paired rounds can disagree with a pooled p50 or tok/s), and "≈" where it does not separate
+    them (the run does not establish their order)."""
     out = method_summary(rows[0])
     for a, b in zip(rows, rows[1:], strict=False):
-        out += (" ≈ " if _tied(a, b) else " > ") + method_summary(b)
+        out += relation(a, b) + method_summary(b)
     return out
+
+
+def relation(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """ " > " / " < " / " ≈ ": the verdict of a paired comparison of a over b, as a sign."""
+    v = compare(a["_entry"], b["_entry"]).get("speedup_verdict")
+    return {"faster": " > ", "slower": " < "}.get(str(v), " ≈ ")
 
 
 def _tied(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether a paired comparison of two methods of one shape fails to separate them."""
-    c = compare(a["_entry"], b["_entry"])
-    return c.get("speedup_verdict") not in ("faster", "slower")
+    return relation(a, b) == " ≈ "
 
 
 def _baseline_row(r: dict[str, Any]) -> bool:
@@ -98,10 +127,13 @@ def _natural(key: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def rank_closed_loop(rows: list[dict[str, Any]]) -> None:
     """Fastest first: by the speedup over the baseline's interleaved rounds when every row but
-    the baseline has one (tok/s of groups run minutes apart carry the machine's drift), else
+    the baseline has one (tok/s of groups run minutes apart carry the machine's drift; each row
+    is then marked ``_ranked_by: "interleaved"`` so method_summary leads with that speedup), else
     by output tok/s."""
     if all(_baseline_row(r) or r.get("speedup_pairing") == "interleaved" for r in rows):
         rows.sort(key=lambda r: -(1.0 if _baseline_row(r) else r.get("speedup_vs_ar") or 0.0))
+        for r in rows:
+            r["_ranked_by"] = "interleaved"
     else:
         rows.sort(key=lambda r: -r["output_tokens_per_s"])
 
@@ -132,14 +164,14 @@ def _varying(doc: dict[str, Any], axis: str) -> dict[tuple[Any, ...], list[tuple
     """Cells with throughput grouped by everything but ``axis``: key (the cell's AR baseline,
     (param, str(value)) of every other param, sorted), value [(the cell's ``axis`` value, its
     JSON entry)] in the order of the axis. Cells of one key differ only in ``axis``. Cells with a
-    forced accept length are left out: a system-cost measurement is never ranked as a drafter
-    (breakeven.py reads them)."""
+    forced accept length (a system-cost measurement, never ranked as a drafter: breakeven.py reads
+    them) and cells a race dropped are left out (pareto.never_ranked)."""
     by: dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]] = {}
     for b in doc.get("benchmarks", []):
         p, e = dict(b.get("params") or {}), b["extra_info"]
         if not e.get("output_tokens_per_s") or axis not in p or "method" not in p:
             continue
-        if e.get("accept_forced") is not None:
+        if never_ranked(e):
             continue
         value = p.pop(axis)
         if axis == "request_rate":  # a trace's rate follows its speed
@@ -262,23 +294,25 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     """The decision view as Markdown: per shape (ranked_shapes) the fastest method and every
     method ranked, then each method's tok/s by TP size (tp_scaling). Empty when neither applies."""
     out = []
+    shapes = ranked_shapes(doc)
     rows = [
-        f"| {label} | **{ranked[0]['method']}**{' ≈ ' + ranked[1]['method'] if _tied(*ranked[:2]) else ''} "
-        f"| {ranking(ranked)} |"
-        for label, ranked in ranked_shapes(doc)
+        f"| {label} | **{ranked[0]['method']}**{_runner_up(ranked)} | {ranking(ranked)} |"
+        for label, ranked in shapes
     ]
     if rows:
         out += [
             "",
-            "Fastest method per cell shape (closed loop: output tok/s; open loop: p50 E2E latency).",
-            "x: speedup vs the AR method of the same model with its 95% interval over paired rounds",
-            "(open loop: p50 latency ratio over paired rounds); ≈: a paired comparison does not separate",
-            "the two neighbours:",
+            "Fastest method per cell shape, by the quantity each row leads with: closed loop output tok/s,",
+            "or x over the baseline's rounds interleaved with each cell's where every method has it (with",
+            "the cell's and those rounds' tok/s); open loop p50 E2E latency. x: vs the AR method of the same",
+            "model [95% interval over paired rounds]; >/<: paired rounds separate the neighbours; ≈: not:",
             "",
             "| shape | fastest | all methods, fastest first |",
             "|---|---|---|",
             *rows,
         ]
+        if any(r.get("_ranked_by") == "interleaved" for _, ranked in shapes for r in ranked):
+            out += ["", INTERLEAVED_NOTE]
     from .pareto import crossover
 
     cross = crossover(doc)
@@ -310,18 +344,23 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
             "",
         ]
         out += [f"- {ln}" for ln in be]
-    tune = tuning(doc)
-    if tune:
-        out += [
-            "",
-            "Tuning (per shape and swept method: the best setting, the runner-up, separated or not):",
-            "",
-        ]
-        out += [f"- {ln}" for ln in tune]
     warn = warnings(doc)
     if warn:
         out += ["", *(f"- {ln}" for ln in warn)]
     return out
+
+
+INTERLEAVED_NOTE = (
+    "Interleaved rows: x rests on the baseline's rounds run between the cell's own, on the same "
+    "requests and beside the cell's engine (one process, the same cores), so those rounds' tok/s can "
+    "differ from the baseline's own cell, which ran on its own minutes apart."
+)
+
+
+def _runner_up(ranked: list[dict[str, Any]]) -> str:
+    """ " ≈ B" / " < B" after the first method when a paired comparison does not put it ahead."""
+    rel = relation(ranked[0], ranked[1])
+    return "" if rel == " > " else rel + ranked[1]["method"]
 
 
 def warnings(doc: dict[str, Any]) -> list[str]:
@@ -394,88 +433,3 @@ def warnings(doc: dict[str, Any]) -> list[str]:
 
 
 NO_DRAFT_WARN = 0.10  # a speculative cell with no draft in this share of its verify steps is named
-
-
-def _rates(e: dict[str, Any]) -> str:
-    r = [x for x in (e.get("accept_rate_by_position") or []) if x is not None]
-    return "/".join(f"{x:.2f}" for x in r[:6]) if r else ""
-
-
-def _setting_summary(row: dict[str, Any]) -> str:
-    label = ",".join(f"{k}={v}" for k, v in row["setting"].items())
-    parts = []
-    if row.get("speedup_vs_ar") is not None:
-        parts.append(fmt_speedup(row))
-    if row.get("accept_length"):
-        parts.append(f"accept {row['accept_length']:.2f}")
-    if _rates(row):
-        parts.append(f"accept rate by position {_rates(row)}")
-    return f"{label} {row['output_tokens_per_s']:.1f} tok/s" + (f" ({', '.join(parts)})" if parts else "")
-
-
-def tuning(doc: dict[str, Any]) -> list[str]:
-    """The tuning view: per cell shape and swept method (a ``speculative:`` knob given as a list),
-    its best setting (rank_closed_loop) with its speedup interval over AR, the runner-up, whether a paired
-    comparison separates the two, and every setting's acceptance and accept rate by position
-    (where longer drafts stop paying)."""
-    by: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = {}
-    for key, cells in _varying(doc, "method").items():
-        for method, b in cells:
-            e = b["extra_info"]
-            if e.get("sweep"):
-                row = {"method": method, **e, "_entry": b}
-                by.setdefault(key, {}).setdefault(e["sweep"], []).append(row)
-    out = []
-    for key, sweeps in sorted(by.items(), key=lambda kv: _natural(kv[0])):
-        label = _shape_label(dict(key[1:]))
-        for sweep, rows in sweeps.items():
-            if len(rows) < 2:  # one setting of the sweep in this shape: nothing to tune here
-                continue
-            rank_closed_loop(rows)
-            c = compare(rows[0]["_entry"], rows[1]["_entry"])
-            sep = "separated" if c.get("speedup_verdict") == "faster" else "not separated"
-            ratio = (
-                f" x{c['speedup_vs_ar']:.2f}{fmt_interval(c.get('speedup_vs_ar_ci95'))}"
-                if c.get("speedup_vs_ar")
-                else ""
-            )
-            line = (
-                f"{label}: {sweep}: best {_setting_summary(rows[0])}; runner-up {_setting_summary(rows[1])}; "
-                f"best/runner-up{ratio}: {sep}"
-            )
-            out.append(line + "".join(f"; then {_setting_summary(r)}" for r in rows[2:]))
-            out += _knob_effects(label, sweep, rows)
-    return out
-
-
-def _knob_effects(label: str, sweep: str, rows: list[dict[str, Any]]) -> list[str]:
-    """Each swept knob's effect on its own: every pair of settings that differ in that knob alone,
-    compared on paired rounds (the first value over the second, with the verdict of a speedup), e.g.
-    whether overlap scheduling helped at this shape, once for each value of the other knobs."""
-    knobs = sorted({k for r in rows for k in r["setting"]})
-    if len(knobs) < 2:  # one knob: the ranking above is its effect
-        return []
-    out = []
-    for k in knobs:
-        values = list(dict.fromkeys(r["setting"].get(k) for r in rows))
-        if len(values) < 2:
-            continue
-        parts = []
-        for i, a in enumerate(rows):
-            for b in rows[i + 1 :]:
-                sa, sb = a["setting"], b["setting"]
-                if sa.get(k) == sb.get(k) or any(sa.get(o) != sb.get(o) for o in knobs if o != k):
-                    continue
-                a2, b2 = (a, b) if values.index(sa.get(k)) < values.index(sb.get(k)) else (b, a)
-                c = compare(a2["_entry"], b2["_entry"])
-                if not c.get("speedup_vs_ar"):
-                    continue
-                verdict = c.get("speedup_verdict") or "no verdict"
-                rest = ",".join(f"{o}={a2['setting'].get(o)}" for o in knobs if o != k)
-                parts.append(
-                    f"x{c['speedup_vs_ar']:.2f}{fmt_interval(c.get('speedup_vs_ar_ci95'))} {verdict}"
-                    + (f" (with {rest})" if rest else "")
-                )
-        if parts:
-            out.append(f"{label}: {sweep}: {k}={values[0]} over {k}={values[1]}: " + "; ".join(parts))
-    return out

@@ -52,12 +52,19 @@ def _per_user(e: dict[str, Any]) -> tuple[float, str] | None:
     return None
 
 
+def never_ranked(e: dict[str, Any]) -> bool:
+    """A cell that is never ranked, on a frontier or in a crossover: a forced accept length (a
+    verify step's cost, not a drafter; breakeven.py reads it) or a cell a race dropped."""
+    return e.get("accept_forced") is not None or (e.get("race") or {}).get("status") == "dropped"
+
+
 def points(doc: dict[str, Any]) -> dict[str, list[Point]]:
-    """Panel -> its points: closed-loop cells (no request rate) with a per-user rate."""
+    """Panel -> its points: closed-loop cells (no request rate) with a per-user rate, forced and
+    dropped cells left out (never_ranked)."""
     out: dict[str, list[Point]] = {}
     for b in doc.get("benchmarks") or []:
         p, e = b.get("params") or {}, b.get("extra_info") or {}
-        if p.get("request_rate") or not e.get("output_tokens_per_s"):
+        if p.get("request_rate") or not e.get("output_tokens_per_s") or never_ranked(e):
             continue
         got = _per_user(e)
         if got is None:
@@ -150,7 +157,7 @@ def crossover(doc: dict[str, Any]) -> list[str]:
     for b in doc.get("benchmarks") or []:
         p, e = b.get("params") or {}, b.get("extra_info") or {}
         base, verdict = e.get("speedup_baseline"), e.get("speedup_verdict")
-        if not base or base == p.get("method") or verdict in (None, "baseline"):
+        if not base or base == p.get("method") or verdict in (None, "baseline") or never_ranked(e):
             continue
         word = (
             "tied" if "±" in verdict else verdict

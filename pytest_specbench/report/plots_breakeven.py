@@ -25,6 +25,7 @@ def map_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "at": f"{be['at']:.2f}" if be["at"] is not None else "",
             "below": f"<={lo:g}",
             "above": f">{hi:g}",
+            "mixed": "mixed",
         }.get(be["where"], "")
         panel = f"{family} {d.get('workload', '')} tp{d.get('tp', '?')} out{d.get('output_tokens', '?')}"
         rows.append(

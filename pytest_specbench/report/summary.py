@@ -10,6 +10,7 @@ cells, provenance) go under ``machine_info["specbench"]`` and a top-level ``spec
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -287,8 +288,12 @@ def _markdown(doc: dict[str, Any]) -> list[str]:
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
     from .provenance import markdown as settings_table
+    from .tuning import section as tuning_section
+    from .versus import section as versus_section
 
-    return lines + decide.best_methods(doc) + settings_table(doc)
+    views = decide.best_methods(doc) + tuning_section(doc) + versus_section(doc)
+    # the views' own "<" (a ranking's sign, "[< 1, > 4]") escaped as the JSON's strings are
+    return lines + [re.sub(r"(?<!\\)<", r"\\<", ln) for ln in views] + settings_table(doc)
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -332,8 +337,10 @@ def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
         return []
     from .plots_breakeven import plot_map
     from .plots_pareto import plot_pareto
+    from .plots_versus import plot_versus
 
     pngs = plot_run(doc, out_dir) + plot_pareto(doc, Path(out_dir)) + plot_map(doc, Path(out_dir))
+    pngs += plot_versus(doc, Path(out_dir))
     index_page(doc, pngs, out_dir, markdown(doc))
     return pngs
 
@@ -381,7 +388,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with one JSON: a self-contained HTML report (tables, decision view, failed cells, "
         "provenance, every plot embedded) in FILE",
     )
+    ap.add_argument(
+        "--versus",
+        metavar="METHOD",
+        help="compare every method of each shape with METHOD (a swept method: its best setting), "
+        "paired rounds as for the baseline; with several JSONs (runs of one machine), only those "
+        "comparisons, across the runs",
+    )
     args = ap.parse_args(argv)
+    if args.versus and len(args.json) > 1:
+        if args.html or args.plots or args.max_tok_s_drop is not None or args.max_accept_drop is not None:
+            ap.error(
+                "--versus with several JSONs prints their comparisons only; --html, --plots and the gate "
+                "take one JSON (or old new without --versus)"
+            )
+        from .versus_read import read_several
+
+        return read_several(args.json, args.versus, ap.error)
     if args.html and len(args.json) != 1:
         ap.error("--html reports one results JSON")
     if len(args.json) > 2:
@@ -398,6 +421,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             ap.error(f"{p}: not a results JSON ({type(e).__name__}: {e})")
         docs.append(doc)
     if len(docs) == 1:
+        if args.versus:
+            from .versus_read import set_versus
+
+            set_versus(docs[0], args.versus, ap.error)
         print("\n".join(markdown(docs[0])))
         if args.plots:
             for png in write_plots(docs[0], Path(args.plots)):

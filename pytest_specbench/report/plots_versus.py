@@ -1,0 +1,26 @@
+"""versus.png: each comparison between two methods (report/versus.py: the matrix's ``compare``
+pairs and ``--versus``) by concurrency, A over B with its paired-rounds interval, a panel per pair
+and shape, the dashed line at 1. matplotlib is imported by plots.py's figure code only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .versus import plot_rows
+
+
+def plot_versus(doc: dict[str, Any], out_dir: Path) -> list[Path]:
+    """versus.png (and .csv) when the run names comparisons; [] otherwise."""
+    rows = plot_rows(doc)
+    if not rows:
+        return []
+    from .plots import _failed_ids, _figure, _title, _write_csv
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = out_dir / "versus.png"
+    _write_csv(png.with_suffix(".csv"), rows)
+    title = f"Method against method (A over B, paired rounds, 95% interval)\n{_title(doc)}"
+    _figure(rows, title, "concurrency", "A over B", png, _failed_ids(doc), logx=True, logy=True, hline=1.0)
+    return [png]
