@@ -103,9 +103,9 @@ def empty_shard(st: SpecbenchState) -> bool:
 
 def worker_props(st: SpecbenchState) -> list[tuple[str, Any]]:
     """On an xdist worker, once: its split, for the controller (on the report being made)."""
-    if not hasattr(st.config, "workerinput") or st.shard is None or st.shard_split is None:
+    if not hasattr(st.config, "workerinput") or st.shard_doc is not None:
         return []
-    if st.shard_doc is not None:
+    if st.shard is None or st.shard_split is None or st.matrix is None:
         return []
     st.shard_doc = shards.as_dict(st.shard_split, st.shard, st.matrix.cells())
     return [(SPLIT_PROP, st.shard_doc)]
