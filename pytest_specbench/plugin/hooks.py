@@ -401,6 +401,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
         st.events_sent += 1  # numbered: the controller takes each once, from whichever report
         ev.setdefault("seq", f"{st.worker}/{st.events_sent}")
         item.user_properties.append((ENGINE_PROP, ev))
+    from . import sharding
+
+    item.user_properties += sharding.worker_props(st)  # under -n: the split, once, for the JSON
     outcome = yield
     rep = outcome.get_result()
     cell = _item_cell(item)

@@ -13,7 +13,8 @@ from ..report import breakeven, decide, provenance
 from ..report import summary as report
 from ..report.summary import failure_headline
 from ..report.tuning import tuning
-from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SpecbenchState
+from . import sharding
+from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SPLIT_PROP, SpecbenchState
 
 
 class Collector:
@@ -34,6 +35,8 @@ class Collector:
         for name, value in props:
             if name == FAILED_PROP:
                 self.st.failures.append(value)
+            elif name == SPLIT_PROP:
+                sharding.receive(self.st, value)
             elif name == ENGINE_PROP and (
                 value.get("seq") is None or value["seq"] not in self.st.events_seen
             ):
@@ -209,8 +212,6 @@ def versions() -> dict[str, str | None]:
 
 def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
     from pytest_benchmark import __version__ as pb_version
-
-    from . import sharding
 
     assert st.matrix is not None
     if st.machine_info is None:  # computed once: rewritten after every cell

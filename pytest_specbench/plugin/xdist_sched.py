@@ -28,7 +28,7 @@ import pytest
 from ..engines import get_backend
 from ..matrix.cells import Cell, EngineGroup
 from ..planning import schedule
-from .state import SpecbenchState
+from .state import SPLIT_PROP, SpecbenchState
 
 LEASE_DIR_KEY = "specbench_lease_dir"  # workerinput: the controller's lease directory
 LEASE_LOG = "gpu-leases.jsonl"  # copied into --specbench-log-dir at the end of the run
@@ -248,6 +248,12 @@ class XdistHooks:
     def pytest_configure_node(self, node: Any) -> None:
         if self.st.leases is not None:
             node.workerinput[LEASE_DIR_KEY] = str(self.st.leases.dir)
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """A worker's split (sharding.py), also from a worker that ran nothing (an empty shard)."""
+        split = (getattr(node, "workeroutput", None) or {}).get(SPLIT_PROP)
+        if self.st.shard_doc is None and isinstance(split, dict):  # as sharding.receive
+            self.st.shard_doc = split
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
