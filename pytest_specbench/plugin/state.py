@@ -77,6 +77,7 @@ class SpecbenchState:
     shard_count: int | None = None  # N of --specbench-shard I/N or --specbench-shards N
     _provenance: dict[str, Any] | None = None
     references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
+    sentinels: list[dict[str, Any]] = field(default_factory=list)  # controller: drift sentinels run
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
 

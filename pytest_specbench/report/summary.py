@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import decide
+from . import decide, drift
 from .paired import compare_all
 
 EXTRA_KEYS_FIRST = (
@@ -49,6 +49,8 @@ SPEEDUP_KEYS = (
     "speedup_pairs",
     "speedup_pairing",
     "accept_vs",
+    "speedup_drift",
+    "speedup_verdict_before_drift",
 )
 
 
@@ -116,6 +118,7 @@ def build(
 ) -> dict[str, Any]:
     ordered = sorted(results, key=lambda r: r["nodeid"])
     sp = compare_all(ordered, baseline)
+    drift.apply(ordered, sp, specbench)  # a family's sentinel: its drift withholds smaller verdicts
     return {
         "machine_info": machine_info,
         "commit_info": commit_info,
@@ -296,6 +299,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
         lines.append(f"- failed `{f['cell']}` ({f['phase']}): {failure_headline(f)}")
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
+    lines += [f"- {ln}" for ln in drift.lines(doc)]
     from .provenance import markdown as settings_table
 
     return lines + decide.best_methods(doc) + settings_table(doc)
