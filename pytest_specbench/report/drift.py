@@ -72,7 +72,7 @@ def measure(results: Sequence[Mapping[str, Any]], sentinels: Sequence[Mapping[st
         if len(logs) >= 2:
             half = t975(len(logs) - 1) * statistics.stdev(logs) * math.sqrt(1 + 1 / len(logs))
             rec["drift_ci95"] = [math.exp(d - half) - 1, math.exp(d + half) - 1]
-        if s.get("at") and s.get("baseline_at"):
+        if s.get("at") is not None and s.get("baseline_at") is not None:
             rec["minutes"] = (s["at"] - s["baseline_at"]) / 60
         digests = base["metrics"].get("request_digests") or []
         mine = s.get("request_digests") or []
