@@ -228,7 +228,7 @@ _STEP_STARTS: dict[str, int] = {}  # FAKE_STEP_RUN -> engines started so far in 
 class FakeStepDriftEngine(FakeTimedEngine):
     """FakeTimedEngine on a machine that gets slower with every engine start of the run: the
     n-th start (from 0, counted per $FAKE_STEP_RUN) takes FAKE_TOKEN_S x (1 + n x
-    FAKE_DRIFT_PER_START) per token; a method whose name starts with ``fast`` takes 0.8 of that.
+    FAKE_DRIFT_PER_START) per token; a method whose name starts with ``fast`` takes a quarter of that.
     A baseline, a method and the baseline again measure the drift between groups."""
 
     backend = "fake-step"
@@ -241,5 +241,5 @@ class FakeStepDriftEngine(FakeTimedEngine):
 
     def token_s(self) -> float:
         per = float(os.environ.get("FAKE_DRIFT_PER_START", "0.1"))
-        fast = 0.8 if self.group.method.name.startswith("fast") else 1.0
+        fast = 0.25 if self.group.method.name.startswith("fast") else 1.0
         return super().token_s() * (1.0 + self.nth * per) * fast

@@ -34,8 +34,8 @@ workloads:
     concurrency: [2]
     output_tokens: [8]
     prompt_tokens: 16
-    waves: 3
-    rounds: 4
+    waves: 4
+    rounds: 5
     warmup: 1
 """
 
@@ -114,7 +114,9 @@ def test_drift_is_the_sentinel_round_over_the_baselines_rounds_with_a_prediction
     half = 4.303 * math.log(1.02) * math.sqrt(4 / 3)
     assert rec["drift_ci95"] == pytest.approx([0.9 * math.exp(-half) - 1, 0.9 * math.exp(half) - 1])
     line = drift.lines({"specbench": {"drift": [rec]}})[0]
-    assert line.startswith("drift ar-tp1: -10.0% [") and " over 10.0 min (ar-tp1-c1-sentinel: 90 tok/s" in line
+    assert (
+        line.startswith("drift ar-tp1: -10.0% [") and " over 10.0 min (ar-tp1-c1-sentinel: 90 tok/s" in line
+    )
 
 
 def _verdicts(sentinel_rate: float, comparison: dict[str, Any]) -> tuple[dict, dict]:
@@ -172,7 +174,9 @@ def test_a_familys_groups_run_together_and_its_sentinel_after_them(pytester: pyt
         "slow-tp2-c2-out8",
         "ar-tp2-c2-out8-sentinel",
     ]
-    res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--collect-only", "-q", "-k", "tp1 and not slow")
+    res = pytester.runpytest(
+        "benches", "-p", "no:cacheprovider", "--collect-only", "-q", "-k", "tp1 and not slow"
+    )
     assert "sentinel" not in res.stdout.str()  # no member selected: no family, no sentinel
     res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--specbench-plan", "-n", "2")
     out = res.stdout.str()
@@ -184,7 +188,9 @@ def test_a_familys_groups_run_together_and_its_sentinel_after_them(pytester: pyt
     for tp in ("tp1", "tp2"):
         a, s, sent = by_group[f"ar-{tp}"], by_group[f"slow-{tp}"], by_group[f"ar-{tp}*"]
         assert a[1] == s[0] and s[1] == sent[0], rows
-    res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--collect-only", "-q", "--specbench-no-sentinel")
+    res = pytester.runpytest(
+        "benches", "-p", "no:cacheprovider", "--collect-only", "-q", "--specbench-no-sentinel"
+    )
     assert "sentinel" not in res.stdout.str()
 
 
@@ -196,7 +202,7 @@ def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, per_start: 
     monkeypatch.setattr(disturbance.DisturbanceMeter, "stop", lambda self: {})
     monkeypatch.setenv("FAKE_STEP_RUN", uuid.uuid4().hex)
     monkeypatch.setenv("FAKE_DRIFT_PER_START", per_start)
-    monkeypatch.setenv("FAKE_TOKEN_S", "0.004")
+    monkeypatch.setenv("FAKE_TOKEN_S", "0.005")
     starts = pytester.path / "starts.txt"
     monkeypatch.setenv("FAKE_ENGINE_STARTS", str(starts))
     res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--benchmark-json=out.json", *args)
@@ -212,18 +218,22 @@ def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, per_start: 
 def test_a_machine_that_slows_between_groups_withholds_the_small_verdict(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each engine start runs 10 % slower: fast (0.8 of ar's token time) reads x1.14 against ar,
-    run a start before it; the sentinel, two starts later, reads ar about 17 % slower."""
-    got = _run(pytester, monkeypatch, "0.1")
+    """Each engine start takes one more unit of token time (1, 2, 3): fast (a quarter of ar's
+    token time) reads x2 against ar, run a start before it; the sentinel, two starts later, reads
+    ar 67 % slower, more than x2. Effects this large stand out of a loaded box's noise."""
+    got = _run(pytester, monkeypatch, "1.0")
     got["res"].assert_outcomes(passed=3)
     assert got["starts"] == ["ar-tp1", "fast-tp1", "ar-tp1"]  # the sentinel's own start of ar
     (rec,) = got["doc"]["specbench"]["drift"]
     assert rec["family"] == "ar-tp1" and rec["groups"] == ["ar-tp1", "fast-tp1"]
     assert rec["sentinel_cell"] == "ar-tp1-c2-out8-sentinel" and rec["same_requests"] is True
-    assert rec["drift"] < -0.10, rec
+    assert rec["drift"] < -0.5, rec
     e = got["cells"]["fast-tp1-c2-out8"]
     assert e["speedup_verdict_before_drift"] == "faster", e["speedup_verdict"]
-    assert e["speedup_verdict"].startswith("no verdict: ") and "drift its family ar-tp1 measured" in e["speedup_verdict"]
+    assert (
+        e["speedup_verdict"].startswith("no verdict: ")
+        and "drift its family ar-tp1 measured" in e["speedup_verdict"]
+    )
     assert rec["withheld"] == ["fast-tp1-c2-out8"]
     assert "ar-tp1-c2-out8-sentinel" not in got["cells"]  # not a cell of the results
     out = got["res"].stdout.str()
@@ -231,10 +241,11 @@ def test_a_machine_that_slows_between_groups_withholds_the_small_verdict(
 
 
 def test_without_drift_the_verdict_stands(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fast reads x4 against ar; the sentinel reads ar as before, within the box's noise."""
     got = _run(pytester, monkeypatch, "0")
     got["res"].assert_outcomes(passed=3)
     (rec,) = got["doc"]["specbench"]["drift"]
-    assert abs(rec["drift"]) < 0.05, rec
+    assert abs(rec["drift"]) < 0.5, rec  # none but the loaded box's noise
     e = got["cells"]["fast-tp1-c2-out8"]
     assert e["speedup_verdict"] == "faster" and "speedup_verdict_before_drift" not in e
     assert e["speedup_drift"]["family"] == "ar-tp1" and rec["withheld"] == []

@@ -43,7 +43,6 @@ class CellRunner:
     def run(self, engine: Any, cell: Cell) -> dict[str, Any]:
         from ..report import metrics
         from ..workloads import kinds as workloads
-
         from . import sentinel
 
         if sentinel.family_of_item(self.item) is not None:  # its family's drift, not a cell

@@ -99,7 +99,12 @@ def order(config: pytest.Config, items: list[pytest.Item], cell_of: Any) -> None
     left without a member, or without the baseline's first cell, is deselected."""
     st: SpecbenchState = config.stash[STATE]
     cells = [c for i in items if (c := cell_of(i)) is not None and family_of_item(i) is None]
-    fams = {f.sentinel_id: f for f in families_of(config, st, cells)}
+    runs = [
+        c
+        for i in items
+        if (c := cell_of(i)) is not None and family_of_item(i) is None and not i.get_closest_marker("skip")
+    ]
+    fams = {f.sentinel_id: f for f in families_of(config, st, runs)}  # with a cell to run
     drop = [i for i in items if (f := family_of_item(i)) is not None and f.sentinel_id not in fams]
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -137,8 +142,13 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
 
     f = family_of_item(item)
     assert f is not None
-    warm = workloads.warm_engine(engine, [cell])
-    run_ = workloads.run(engine, cell)
+    override = item.config.getoption("specbench_timeout", None)  # the cell's limit, as CellRunner's
+    engine.deadline = time.monotonic() + (float(override) if override else cell.workload.timeout_s)
+    try:
+        warm = workloads.warm_engine(engine, [cell])
+        run_ = workloads.run(engine, cell)
+    finally:
+        engine.deadline = None
     m = metrics.cell_metrics(
         run_.records,
         run_.round_times,
@@ -216,7 +226,11 @@ class FamilyJobs:
             extra = (s.end_s - s.start_s) - sum(d for _, d in parts)  # a first start's extra
             for k, (label, d) in enumerate(parts):
                 d += extra if k == 0 else 0.0
-                slots.append(schedule.Slot(label, s.gpus_needed, s.gpus, s.worker, s.ready_s if k == 0 else t, t, t + d))
+                slots.append(
+                    schedule.Slot(
+                        label, s.gpus_needed, s.gpus, s.worker, s.ready_s if k == 0 else t, t, t + d
+                    )
+                )
                 t += d
         sched.slots = slots
         return sched

@@ -27,7 +27,9 @@ from .paired import EQUIVALENCE, round_p50s, round_rates, t975
 VERDICTS = ("faster", "slower", f"within ±{EQUIVALENCE:.0%}")
 
 
-def measure(results: Sequence[Mapping[str, Any]], sentinels: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def measure(
+    results: Sequence[Mapping[str, Any]], sentinels: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """One record per sentinel: the family, its groups, the drift (ratio - 1, None when it could
     not be measured, with ``why``), its interval, the minutes between the baseline's cell and
     the sentinel, and whether the sentinel's round got the requests of the baseline's first."""
@@ -88,7 +90,9 @@ def _says(rec: Mapping[str, Any]) -> str:
 
 
 def withhold(
-    results: Sequence[Mapping[str, Any]], comparisons: Mapping[int, dict[str, Any]], drifts: list[dict[str, Any]]
+    results: Sequence[Mapping[str, Any]],
+    comparisons: Mapping[int, dict[str, Any]],
+    drifts: list[dict[str, Any]],
 ) -> None:
     """In place: each family member's comparison gets ``speedup_drift`` (its family's drift), and
     a verdict not clear of that drift becomes "no verdict: ..." (``speedup_verdict_before_drift``
