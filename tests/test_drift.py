@@ -155,6 +155,10 @@ def test_a_verdict_smaller_than_the_drift_is_withheld_and_a_larger_one_stands() 
 
 def _project(pytester: pytest.Pytester, matrix: str = MATRIX) -> None:
     pytester.makeconftest(CONFTEST)
+    _project_files(pytester, matrix)
+
+
+def _project_files(pytester: pytest.Pytester, matrix: str) -> None:
     (pytester.path / "benches").mkdir(exist_ok=True)
     (pytester.path / "benches" / "specbench.yaml").write_text(matrix)
     (pytester.path / "benches" / "test_specbench.py").write_text(
@@ -249,3 +253,35 @@ def test_without_drift_the_verdict_stands(pytester: pytest.Pytester, monkeypatch
     e = got["cells"]["fast-tp1-c2-out8"]
     assert e["speedup_verdict"] == "faster" and "speedup_verdict_before_drift" not in e
     assert e["speedup_drift"]["family"] == "ar-tp1" and rec["withheld"] == []
+
+
+def test_under_xdist_a_family_runs_on_one_worker_back_to_back(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-n 2: each family (its groups and its sentinel's restart of the baseline) is one unit of
+    work: the starts of one worker are [ar-tpN, ngram-tpN, ar-tpN] blocks."""
+    pytester.makeconftest(
+        f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+from fake_engine import FakeEngine
+from pytest_specbench.engines import register_backend
+register_backend("fake", FakeEngine, gpu=False, sentinel=True, max_tp=2)
+"""
+    )
+    matrix = MATRIX.replace("fake-step", "fake").replace("  fast:", "  ngram:") + "tp: [1, 2]\n"
+    _project_files(pytester, matrix)
+    starts = pytester.path / "starts.txt"
+    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(starts))
+    res = pytester.runpytest_subprocess(
+        "benches", "-p", "no:cacheprovider", "-n", "2", "--benchmark-json=out.json"
+    )
+    res.assert_outcomes(passed=6)
+    by_worker: dict[str, list[str]] = {}
+    for ln in starts.read_text().splitlines():
+        group, worker = ln.split()[:2]
+        by_worker.setdefault(worker, []).append(group)
+    blocks = sorted(tuple(s[i : i + 3]) for s in by_worker.values() for i in range(0, len(s), 3))
+    assert blocks == [("ar-tp1", "ngram-tp1", "ar-tp1"), ("ar-tp2", "ngram-tp2", "ar-tp2")], by_worker
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert sorted(r["family"] for r in doc["specbench"]["drift"]) == ["ar-tp1", "ar-tp2"]
