@@ -232,6 +232,7 @@ def test_a_machine_that_slows_between_groups_withholds_the_small_verdict(
     assert rec["family"] == "ar-tp1" and rec["groups"] == ["ar-tp1", "fast-tp1"]
     assert rec["sentinel_cell"] == "ar-tp1-c2-out8-sentinel" and rec["same_requests"] is True
     assert rec["drift"] < -0.5, rec
+    assert rec["minutes"] > 0  # from the baseline's cell to the sentinel
     e = got["cells"]["fast-tp1-c2-out8"]
     assert e["speedup_verdict_before_drift"] == "faster", e["speedup_verdict"]
     assert (
@@ -285,3 +286,17 @@ register_backend("fake", FakeEngine, gpu=False, sentinel=True, max_tp=2)
     assert blocks == [("ar-tp1", "ngram-tp1", "ar-tp1"), ("ar-tp2", "ngram-tp2", "ar-tp2")], by_worker
     doc = json.loads((pytester.path / "out.json").read_text())
     assert sorted(r["family"] for r in doc["specbench"]["drift"]) == ["ar-tp1", "ar-tp2"]
+
+
+def test_a_disturbed_sentinel_is_said_and_still_withholds() -> None:
+    small = {"speedup_vs_ar": 1.08, "speedup_vs_ar_ci95": [1.05, 1.11], "speedup_verdict": "faster"}
+    base = _result("ar-tp1-c1", "ar-tp1", [100.0, 100.0 * 1.01, 100.0 / 1.01])
+    comps = {1: dict(small)}
+    spec: dict[str, Any] = {"sentinels": [_sentinel(90.0) | {"disturbed": "other processes took 40%"}]}
+    drift.apply([base, _result("m-tp1-c1", "m-tp1", [1.0])], comps, spec)
+    assert spec["drift"][0]["sentinel_disturbed"] == "other processes took 40%"
+    assert comps[1]["speedup_verdict_before_drift"] == "faster"
+    line = drift.lines({"specbench": spec})[0]
+    assert line.endswith(
+        "1 verdicts withheld (m-tp1-c1); the sentinel was disturbed: other processes took 40%)"
+    )

@@ -144,9 +144,11 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
     assert f is not None
     override = item.config.getoption("specbench_timeout", None)  # the cell's limit, as CellRunner's
     engine.deadline = time.monotonic() + (float(override) if override else cell.workload.timeout_s)
+    from .disturbance import DisturbanceMeter
+
     try:
         warm = workloads.warm_engine(engine, [cell])
-        run_ = workloads.run(engine, cell)
+        run_ = workloads.run(engine, cell, DisturbanceMeter())  # other processes' CPU time meanwhile
     finally:
         engine.deadline = None
     m = metrics.cell_metrics(
@@ -170,6 +172,7 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
         "round_latency_s_p50": round_p50s(m),
         "request_digests": m.get("request_digests"),
         "errors": m.get("errors", 0),
+        "disturbed": run_.extra.get("disturbed"),
         "at": now,
         "baseline_at": base_at,
         "engine_warm": warm,

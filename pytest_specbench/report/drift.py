@@ -76,6 +76,8 @@ def measure(
             rec["drift_ci95"] = [math.exp(d - half) - 1, math.exp(d + half) - 1]
         if s.get("at") is not None and s.get("baseline_at") is not None:
             rec["minutes"] = (s["at"] - s["baseline_at"]) / 60
+        if s.get("disturbed"):  # still withholds: a slower sentinel only widens the band
+            rec["sentinel_disturbed"] = s["disturbed"]
         digests = base["metrics"].get("request_digests") or []
         mine = s.get("request_digests") or []
         if digests and mine:
@@ -166,6 +168,8 @@ def lines(doc: Mapping[str, Any]) -> list[str]:
         unit = "tok/s" if rec.get("metric") == "output tok/s" else "/s (1 / p50 latency)"
         withheld = rec.get("withheld") or []
         said = f"; {len(withheld)} verdicts withheld ({', '.join(withheld)})" if withheld else ""
+        if rec.get("sentinel_disturbed"):
+            said += f"; the sentinel was disturbed: {rec['sentinel_disturbed']}"
         over = f" over {rec['minutes']:.1f} min" if rec.get("minutes") is not None else ""
         out.append(
             f"drift {rec['family']}: {rec['drift']:+.1%}{iv}{over} ({rec['sentinel_cell']}: "
