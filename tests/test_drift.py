@@ -117,6 +117,9 @@ def test_drift_is_the_sentinel_round_over_the_baselines_rounds_with_a_prediction
     assert (
         line.startswith("drift ar-tp1: -10.0% [") and " over 10.0 min (ar-tp1-c1-sentinel: 90 tok/s" in line
     )
+    from pytest_specbench.report.summary import markdown
+
+    assert f"- {line}" in markdown({"benchmarks": [], "specbench": {"engine_starts": 3, "drift": [rec]}})
 
 
 def _verdicts(sentinel_rate: float, comparison: dict[str, Any]) -> tuple[dict, dict]:
