@@ -80,6 +80,7 @@ class SpecbenchState:
     shard_doc: Any = None  # under -n: the split as the workers computed it (sharding.receive)
     _provenance: dict[str, Any] | None = None
     references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
+    sentinels: list[dict[str, Any]] = field(default_factory=list)  # controller: drift sentinels run
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
     hook_errors: list[str] = field(default_factory=list)  # the matrix's after_run hook failed: why
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
