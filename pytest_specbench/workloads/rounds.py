@@ -290,7 +290,8 @@ class Reference:
     def summary(self, rounds: list[list[RequestRecord]], rates: list[float], closed: bool) -> dict[str, Any]:
         """Per timed round (the cell's order): the baseline's tok/s (closed loop: its steady
         window, as the cell's own) and p50 E2E latency (client queue time included); its
-        failed requests and whether any request waited for a slot (a saturated open loop)."""
+        failed requests and whether it saturated (an open loop, by the cell's own rule:
+        metrics.queued_requests)."""
         p50s = [_p50(recs) for recs in rounds]
         return {
             "method": self.method,
@@ -299,7 +300,7 @@ class Reference:
             "round_tokens_per_s": [round(x, 4) for x in rates],
             "round_latency_s_p50": [None if x is None else round(x, 6) for x in p50s],
             "errors": sum(1 for recs in rounds for r in recs if r.error),
-            "saturated": not closed and any(r.queue_s > 0 for recs in rounds for r in recs),
+            "saturated": not closed and metrics.queued_requests([r for recs in rounds for r in recs]) > 0,
         }
 
 
