@@ -15,9 +15,7 @@ from pytest_specbench.workloads import rounds
 DOC = {
     "models": {"m": "embedded:tiny"},
     "methods": {"ar": {"backend": "hf", "model": "m"}, "ng": {"backend": "hf", "model": "m"}},
-    "workloads": {
-        "throughput": {"concurrency": [1], "request_rate": [1.0], "rounds": 3, "warmup": 0}
-    },
+    "workloads": {"throughput": {"concurrency": [1], "request_rate": [1.0], "rounds": 3, "warmup": 0}},
 }
 
 
@@ -43,8 +41,10 @@ def _interleaved(cell_wait_s: float, base_wait_s: float) -> tuple[dict, dict]:
     """ng's open-loop cell with ar's rounds interleaved (rounds.timed), ng twice as fast; its
     open-loop metrics and the comparison paired.compare_all makes of it."""
     cell = next(c for c in parse(DOC, "m.yaml").cells() if c.method.name == "ng")
-    plans = [rounds.RoundPlan([Request((1, 2), 4, tag=f"round{r}/req{i}") for i in range(2)], [0.0, 0.5])
-             for r in range(3)]
+    plans = [
+        rounds.RoundPlan([Request((1, 2), 4, tag=f"round{r}/req{i}") for i in range(2)], [0.0, 0.5])
+        for r in range(3)
+    ]
 
     def round_fn(eng: FakeScripted, plan: rounds.RoundPlan) -> list[RequestRecord]:
         return _recs(eng.wait_s, eng.latency_s, tag=plan.requests[0].tag.split("/")[0])
