@@ -48,6 +48,7 @@ SPEEDUP_KEYS = (
     "speedup_metric",
     "speedup_pairs",
     "speedup_pairing",
+    "speedup_under_load",
     "accept_vs",
 )
 
