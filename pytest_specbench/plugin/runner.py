@@ -118,6 +118,9 @@ class CellRunner:
             m["accept_forced"] = forced["accept_forced"]
         if disturbed:  # in the metrics, where comparisons read it: no verdict for this cell
             m["disturbed"] = disturbed
+        loads = run.extra.pop("round_other_cpu_share", None)
+        if loads:  # per timed round, as the interleaved baseline's: did a pair's halves bear a load alike
+            m["round_other_cpu_share"] = loads
         if run.reference is not None:  # the baseline's interleaved rounds: what "vs ar" divides by
             m["reference"] = run.reference
         result = {

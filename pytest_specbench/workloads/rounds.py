@@ -67,7 +67,10 @@ def request_digest(requests: list[Request], arrivals: list[float] | None = None)
 
 class Meter(Protocol):
     """Measures something over a cell's timed rounds (e.g. GPU energy): ``start`` before the
-    first timed round, ``stop`` after the last one returns what goes into the cell's extra."""
+    first timed round, ``stop`` after the last one returns what goes into the cell's extra. A
+    meter may also measure each timed round (``lap_start`` / ``lap_stop``, returning a figure:
+    the disturbance meter's share of the cores others took), which ``timed`` records per round
+    for the cell and for its interleaved baseline."""
 
     def start(self) -> None: ...
 
@@ -89,6 +92,20 @@ class Meters:
         for m in self.meters:
             out.update(m.stop())
         return out
+
+    def lap_start(self) -> None:
+        for m in self.meters:
+            _lap(m, "lap_start")
+
+    def lap_stop(self) -> float | None:
+        laps = [_lap(m, "lap_stop") for m in self.meters]
+        return next((x for x in laps if x is not None), None)
+
+
+def _lap(meter: Any, what: str) -> Any:
+    """A meter's per-round reading (``lap_start`` / ``lap_stop``), where it has one."""
+    fn = getattr(meter, what, None)
+    return fn() if fn is not None else None
 
 
 def meters(meter: Meter | None, engine: Any) -> Meter | None:
@@ -139,20 +156,29 @@ def timed(
     ref_rounds: list[list[RequestRecord]] = []
     ref_rates: list[float] = []  # per round: the reference's tok/s
     ref_own: list[float] = []  # per round: what its verdict rests on (tok/s, or open loop p50 s)
+    # per timed round: the share of the cores other processes took during it (the meter's lap),
+    # the cell's and its interleaved baseline's: whether a pair's two halves bore a load alike
+    loads: list[float | None] = []
+    ref_loads: list[float | None] = []
+    lap: list[float | None] = [None, None]  # the last round's, the cell's last round's
 
     def one(eng: Engine, r: int, plan: Any, who: str = "") -> tuple[list[RequestRecord], float]:
         PROGRESS.start_round(r, len(plan.requests) if isinstance(plan, RoundPlan) else 0, who)
         eng.flush_cache()
         gc.collect()  # no collection of earlier rounds' garbage inside this round's clock
+        _lap(meter, "lap_start")
         t0 = time.perf_counter()
         recs = round_fn(eng, plan)
-        return recs, time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        lap[0] = _lap(meter, "lap_stop")
+        return recs, dt
 
     def both(r: int, plan: Any, k: int) -> tuple[list[RequestRecord], float]:
         """The cell's round, and the reference's before or after it (k-th round: even after)."""
         if reference is not None and k % 2:
             ref(r, plan)
         out = one(engine, r, plan)
+        lap[1] = lap[0]
         if reference is not None and not k % 2:
             ref(r, plan)
         return out
@@ -163,6 +189,7 @@ def timed(
         ref_rounds.append(rr)
         ref_rates.append(_round_rate(rr, dt, cell.concurrency, closed)[0])
         ref_own.append(ref_rates[-1] if closed else _p50(rr) or 0.0)
+        ref_loads.append(lap[0])
 
     for r, plan in enumerate(plans[: w.warmup]):
         recs, dt = both(r, plan, r)
@@ -175,6 +202,7 @@ def timed(
     ref_rounds.clear()
     ref_rates.clear()
     ref_own.clear()
+    ref_loads.clear()
     if meter is not None:
         meter.start()
     own: list[float] = []  # per timed round: tok/s (closed loop) or p50 E2E latency (open loop)
@@ -185,6 +213,7 @@ def timed(
             if stop is not None:
                 break
         recs, dt = both(r, plan, k)
+        loads.append(lap[1])
         records += recs
         times.append(dt)
         tokens.append(sum(x.output_tokens for x in recs if not x.error))
@@ -216,8 +245,12 @@ def timed(
         )
     if meter is not None and w.rounds:
         run.extra.update(meter.stop())
+    if any(x is not None for x in loads):
+        run.extra["round_other_cpu_share"] = [None if x is None else round(x, 4) for x in loads]
     if reference is not None:
         run.reference = reference.summary(ref_rounds, ref_rates, closed)
+        if any(x is not None for x in ref_loads):
+            run.reference["round_other_cpu_share"] = [None if x is None else round(x, 4) for x in ref_loads]
     return run
 
 
@@ -290,7 +323,8 @@ class Reference:
     def summary(self, rounds: list[list[RequestRecord]], rates: list[float], closed: bool) -> dict[str, Any]:
         """Per timed round (the cell's order): the baseline's tok/s (closed loop: its steady
         window, as the cell's own) and p50 E2E latency (client queue time included); its
-        failed requests and whether any request waited for a slot (a saturated open loop)."""
+        failed requests and whether it saturated (an open loop, by the cell's own rule:
+        metrics.queued_requests)."""
         p50s = [_p50(recs) for recs in rounds]
         return {
             "method": self.method,
@@ -299,7 +333,7 @@ class Reference:
             "round_tokens_per_s": [round(x, 4) for x in rates],
             "round_latency_s_p50": [None if x is None else round(x, 6) for x in p50s],
             "errors": sum(1 for recs in rounds for r in recs if r.error),
-            "saturated": not closed and any(r.queue_s > 0 for recs in rounds for r in recs),
+            "saturated": not closed and metrics.queued_requests([r for recs in rounds for r in recs]) > 0,
         }
 
 
