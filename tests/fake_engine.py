@@ -220,3 +220,20 @@ class FakeArgsEngine(FakeEngine):
             env = {k: v for k, v in os.environ.items() if k.startswith("SGLANG_")}
             with open(log, "a") as f:
                 f.write(json.dumps([group.id, spec.algorithm if spec else None, args, env]) + "\n")
+
+
+class FakeRacingEngine(FakeEngine):
+    """Instant, but each request reports a latency of 2 ms per token divided by the method's speed:
+    FAKE_RACE_SPEED holds "name=factor,..." (factor 2: twice as fast; methods not named: 1). With
+    a round's rate read from those latencies (the tests patch rounds._round_rate), every round of
+    a method has the same speed, however loaded the machine is."""
+
+    backend = "fake-racing"
+
+    async def agenerate(self, request: Request) -> RequestRecord:
+        import dataclasses
+
+        speeds = dict(kv.split("=") for kv in os.environ.get("FAKE_RACE_SPEED", "").split(",") if "=" in kv)
+        rec = await super().agenerate(request)
+        virtual = 0.002 * rec.output_tokens / float(speeds.get(self.group.method.name, 1))
+        return dataclasses.replace(rec, latency_s=virtual)

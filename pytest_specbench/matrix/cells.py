@@ -145,6 +145,7 @@ class Method:
     url: str | None = None
     api: str | None = None
     api_key_env: str | None = None
+    tune: Any = None  # tune.Tune of a swept method (racing decides it), or None
 
     @property
     def is_speculative(self) -> bool:

@@ -63,6 +63,7 @@ NOT_FINGERPRINTED: dict[tuple[str, str], str] = {
     ("Workload", "slo"): "Cell.fingerprint adds ('slo', ...) when set; a workload without SLOs keeps its own",
     ("Speculative", "simulate_accept_length"): "Cell.fingerprint adds ('forced', length, method) when set",
     ("Speculative", "simulate_accept_method"): "Cell.fingerprint adds ('forced', length, method) when set",
+    ("Method", "tune"): "where --specbench-race decides a sweep, how many settings it keeps: which cells run",
     ("Method", "labels"): "only names the swept settings; the name itself is fingerprinted",
     ("Workload", "max_rounds"): "Cell.fingerprint adds ('max_rounds', n) when set; without it, unchanged",
     **{

@@ -36,6 +36,7 @@ from .cells import (
     setting_name,
 )
 from .checks import Ctx, MatrixError
+from .tune import parse_tune
 from .workload_schema import workload
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
@@ -50,6 +51,7 @@ METHOD_KEYS = (
     "url",
     "api",
     "api_key_env",
+    "tune",
 )
 ENDPOINT_BACKENDS = ("http",)  # backends that talk to an endpoint given by url:
 APIS = ("sglang", "openai")
@@ -260,6 +262,16 @@ def _method(
     base = dataclasses.replace(base, labels=tuple(sorted((str(k), v) for k, v in labels.items())))
     spec_settings: list[tuple[Speculative | None, tuple[tuple[str, Any], ...]]] = (
         list(settings) if settings else [(None, ())]
+    )
+    base = dataclasses.replace(  # racing: where the sweep is decided, how many settings go on
+        base,
+        tune=parse_tune(
+            cx,
+            key,
+            d.get("tune"),
+            swept=len(spec_settings) > 1 or bool(swept),
+            forced=any(k == "simulate_accept_length" for _, v in spec_settings for k, _ in v),
+        ),
     )
     if len(spec_settings) == 1 and not spec_settings[0][1] and not swept:
         return [base]

@@ -93,6 +93,9 @@ def pytest_configure(config: pytest.Config) -> None:
             if why:
                 raise pytest.UsageError(f"{path}: {why}")
     _warn_cpu_engines_share_cores(config, st)
+    from . import race
+
+    race.setup(config, st)
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
     inv = None
     if config.getoption("specbench_plan") and not hasattr(config, "workerinput"):
@@ -242,6 +245,9 @@ def _group_order(config: pytest.Config, items: list[pytest.Item]) -> None:
         keys.append((order[gid], i))
     if order:
         items[:] = [items[i] for _, i in sorted(keys)]
+    from . import race
+
+    race.order(items, _item_cell, st)  # --specbench-race: tuned sweeps' deciding cells first
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -267,13 +273,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         Path(json_path).write_text(report.dumps(doc))
     if want_print:
         tr = config.pluginmanager.get_plugin("terminalreporter")
-        from . import sharding
+        from . import sharding, tune
 
         lines = [
             f"specbench plan for {st.matrix.path}",
             *text.format_plan(p, selected),
             *sched_lines,
             *sharding.plan_lines(st),
+            *(tune.plan_lines(st.matrix, cells) if st.race is not None else []),
         ]
         if resumed:
             lines.append(
@@ -375,7 +382,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """The group whose engine starts next (a stopping engine queues it as it returns its GPUs)."""
     cell = _item_cell(item)
     if cell is not None and STATE in item.config.stash:
-        _state(item.config).next_group = cell.group if item.get_closest_marker("skip") is None else None
+        st = _state(item.config)
+        # racing: a loser's costlier shapes and tuned-out settings are skipped before their engine starts
+        why = (
+            st.race.skip_reason(cell) if st.race is not None and not item.get_closest_marker("skip") else None
+        )
+        if why:
+            st.next_group = None
+            pytest.skip(f"cell {cell.id} skipped: {why}")
+        st.next_group = cell.group if item.get_closest_marker("skip") is None else None
 
 
 def pytest_specbench_make_engine(config: pytest.Config, group: EngineGroup) -> Any:

@@ -79,6 +79,8 @@ class SpecbenchState:
     references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
+    race: Any = None  # race.Race under --specbench-race
+    engine_warmed: Any = None  # the engine last warmed at its group's shapes (a restarted group warms again)
 
     def provenance(self) -> dict[str, Any]:
         """Where and from what a cell is measured: the commit (pytest-benchmark's commit info) and
