@@ -62,7 +62,7 @@ def _run(
     (pytester.path / "benches" / "test_specbench.py").write_text(
         (HERE.parent / "benches" / "test_specbench.py").read_text()
     )
-    from pytest_specbench.plugin import disturbance
+    from pytest_specbench.plugin import runner
     from pytest_specbench.workloads import rounds
 
     # a round's rate from the fake's reported latencies (its speed), not the loaded machine's clock
@@ -74,7 +74,7 @@ def _run(
             None,
         ),
     )
-    monkeypatch.setattr(disturbance.DisturbanceMeter, "stop", lambda self: {})
+    monkeypatch.setattr(runner, "_meters", lambda st, cell: None)  # no disturbance check: no verdict withheld
     starts = pytester.path / "starts.txt"
     monkeypatch.setenv("FAKE_ENGINE_STARTS", str(starts))
     monkeypatch.setenv("FAKE_TOKEN_S", "0.002")
@@ -172,7 +172,7 @@ def test_the_plan_counts_the_extra_engine_starts_of_the_two_phase_order(
     ) in out
 
 
-def test_race_refuses_xdist_and_tune_refuses_what_it_cannot_decide(tmp_path: Path) -> None:
+def test_tune_refuses_what_it_cannot_decide() -> None:
     from pytest_specbench.matrix.checks import MatrixError
     from pytest_specbench.matrix.schema import parse
 
@@ -200,3 +200,15 @@ def test_race_refuses_xdist_and_tune_refuses_what_it_cannot_decide(tmp_path: Pat
         {**base, "methods": {"x": {**sweep, "tune": {"at": {"concurrency": [1, 4]}, "keep": 2}}}}, "m.yaml"
     )
     assert m.methods[0].tune.keep == 2 and m.methods[0].tune.label == "concurrency=1/4"
+
+
+def test_race_is_refused_under_xdist(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "benches").mkdir(exist_ok=True)
+    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
+    (pytester.path / "benches" / "test_specbench.py").write_text(
+        (HERE.parent / "benches" / "test_specbench.py").read_text()
+    )
+    res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--specbench-race", "-n", "2")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--specbench-race decides from the cells measured in one process" in res.stderr.str()

@@ -263,16 +263,9 @@ def _method(
     spec_settings: list[tuple[Speculative | None, tuple[tuple[str, Any], ...]]] = (
         list(settings) if settings else [(None, ())]
     )
-    base = dataclasses.replace(  # racing: where the sweep is decided, how many settings go on
-        base,
-        tune=parse_tune(
-            cx,
-            key,
-            d.get("tune"),
-            swept=len(spec_settings) > 1 or bool(swept),
-            forced=any(k == "simulate_accept_length" for _, v in spec_settings for k, _ in v),
-        ),
-    )
+    forced = any(k == "simulate_accept_length" for _, v in spec_settings for k, _ in v)
+    tune = parse_tune(cx, key, d.get("tune"), len(spec_settings) > 1 or bool(swept), forced)
+    base = dataclasses.replace(base, tune=tune)  # racing: where the sweep is decided, what goes on
     if len(spec_settings) == 1 and not spec_settings[0][1] and not swept:
         return [base]
     out = []

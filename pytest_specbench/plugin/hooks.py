@@ -21,7 +21,7 @@ from ..engines import BACKENDS, get_backend
 from ..matrix.cells import EngineGroup
 from ..matrix.schema import MatrixError, load
 from ..report import summary as report
-from . import hookspec, results, xdist_sched
+from . import hookspec, race, results, xdist_sched
 from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
 from .runner import CellRunner, cell_timeout
 from .runner import item_cell as _item_cell
@@ -93,8 +93,6 @@ def pytest_configure(config: pytest.Config) -> None:
             if why:
                 raise pytest.UsageError(f"{path}: {why}")
     _warn_cpu_engines_share_cores(config, st)
-    from . import race
-
     race.setup(config, st)
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
     inv = None
@@ -245,8 +243,6 @@ def _group_order(config: pytest.Config, items: list[pytest.Item]) -> None:
         keys.append((order[gid], i))
     if order:
         items[:] = [items[i] for _, i in sorted(keys)]
-    from . import race
-
     race.order(items, _item_cell, st)  # --specbench-race: tuned sweeps' deciding cells first
 
 
@@ -383,13 +379,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     cell = _item_cell(item)
     if cell is not None and STATE in item.config.stash:
         st = _state(item.config)
-        # racing: a loser's costlier shapes and tuned-out settings are skipped before their engine starts
-        why = (
-            st.race.skip_reason(cell) if st.race is not None and not item.get_closest_marker("skip") else None
-        )
-        if why:
-            st.next_group = None
-            pytest.skip(f"cell {cell.id} skipped: {why}")
+        st.next_group = None
+        race.skip_if_out(st, cell, item)  # a loser's costlier shapes, tuned-out settings: before any start
         st.next_group = cell.group if item.get_closest_marker("skip") is None else None
 
 

@@ -258,6 +258,13 @@ def setup(config: pytest.Config, st: Any) -> None:
     st.race = Race(st.matrix)
 
 
+def skip_if_out(st: Any, cell: Cell, item: pytest.Item) -> None:
+    """Skip a bench item whose cell is out of the race or tuned out (before its engine starts)."""
+    why = st.race.skip_reason(cell) if st.race is not None and not item.get_closest_marker("skip") else None
+    if why:
+        pytest.skip(f"cell {cell.id} skipped: {why}")
+
+
 def summary_lines(doc: dict[str, Any]) -> list[str]:
     """The summary's lines for dropped and tuned-out cells (never among the measured)."""
     race = (doc.get("specbench") or {}).get("race")
