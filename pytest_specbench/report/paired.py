@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .sequential import Looks, union
+
 # two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30); above 30: 1.96
 _T975 = (
     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -88,27 +90,46 @@ class Interval:
         return "not separated"
 
 
-def ratio_interval(num: Sequence[float], den: Sequence[float]) -> Interval | None:
-    """Paired ratios num[i] / den[i]: their geometric mean with a 95 % t-interval on the logs."""
+def _sd(v: Sequence[float]) -> float:
+    """Sample standard deviation in floats (statistics.stdev's exact arithmetic costs ~40x more,
+    which the sequential rules' simulations pay at every look)."""
+    m = math.fsum(v) / len(v)
+    return math.sqrt(math.fsum((x - m) ** 2 for x in v) / (len(v) - 1))
+
+
+def _t(n: int, looks: Looks | None) -> float:
+    """The interval's t multiplier after n pairs: 95 % for one look, else the sequential
+    boundary of the looks the rounds' count was chosen at (report/sequential.py)."""
+    return t975(n - 1) if looks is None or looks.last <= looks.first else looks.critical(n)
+
+
+def ratio_interval(num: Sequence[float], den: Sequence[float], looks: Looks | None = None) -> Interval | None:
+    """Paired ratios num[i] / den[i]: their geometric mean with a 95 % t-interval on the logs
+    (``looks``: 95 % over every look of a sequential rule)."""
     logs = [math.log(a / b) for a, b in zip(num, den, strict=False) if a > 0 and b > 0]
     if not logs:
         return None
     mean = statistics.fmean(logs)
     if len(logs) < 2:
         return Interval(math.exp(mean), None, None, 1)
-    half = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    half = _t(len(logs), looks) * _sd(logs) / math.sqrt(len(logs))
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs))
 
 
-def mean_interval(values: Sequence[float]) -> Interval | None:
-    """The mean of paired differences with a 95 % t-interval."""
+def mean_interval(values: Sequence[float], looks: Looks | None = None) -> Interval | None:
+    """The mean of paired differences with a 95 % t-interval (``looks``: over every look)."""
     if not values:
         return None
     mean = statistics.fmean(values)
     if len(values) < 2:
         return Interval(mean, None, None, 1)
-    half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    half = _t(len(values), looks) * _sd(values) / math.sqrt(len(values))
     return Interval(mean, mean - half, mean + half, len(values))
+
+
+def looks_of(*cells: Mapping[str, Any] | None) -> Looks | None:
+    """The looks at which the cells' round counts were chosen (extra_info.sequential), together."""
+    return union(*(Looks.of(c.get("extra_info")) for c in cells if c is not None))
 
 
 def _median(v: Sequence[float]) -> float:
@@ -180,14 +201,18 @@ def compare(cell: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
         return out
     if cell["params"].get("request_rate"):
         pa, pb = round_p50s(cell["metrics"]), round_p50s(base["metrics"])
-        iv = ratio_interval([pb[i] for i in idx if i < len(pb)], [pa[i] for i in idx if i < len(pa)])
+        iv = ratio_interval(
+            [pb[i] for i in idx if i < len(pb)], [pa[i] for i in idx if i < len(pa)], looks_of(cell, base)
+        )
         out["speedup_metric"] = "latency_s_p50 ratio (open loop; paired rounds' p50 latency, t-interval)"
         if iv is None:  # an older JSON without per-request latencies
             la, lb = cell["metrics"].get("latency_s_p50"), base["metrics"].get("latency_s_p50")
             iv = Interval(lb / la, None, None, 0) if la and lb else None
     else:
         ra, rb = a["rates"], b["rates"]
-        iv = ratio_interval([ra[i] for i in idx if i < len(ra)], [rb[i] for i in idx if i < len(rb)])
+        iv = ratio_interval(
+            [ra[i] for i in idx if i < len(ra)], [rb[i] for i in idx if i < len(rb)], looks_of(cell, base)
+        )
         out["speedup_metric"] = "output tok/s ratio (paired rounds; t-interval)"
     if iv is None:
         return out
@@ -246,7 +271,7 @@ def _interleaved(
             "paired rounds, t-interval)"
         ),
     }
-    iv = ratio_interval([p[0] for p in pairs], [p[1] for p in pairs])
+    iv = ratio_interval([p[0] for p in pairs], [p[1] for p in pairs], looks_of(cell, other))
     if iv is None:
         return out
     out.update(_speedup_fields(iv))
