@@ -259,4 +259,8 @@ class FakeRacingEngine(FakeEngine):
         speeds = dict(kv.split("=") for kv in os.environ.get("FAKE_RACE_SPEED", "").split(",") if "=" in kv)
         rec = await super().agenerate(request)
         virtual = 0.002 * rec.output_tokens / float(speeds.get(self.group.method.name, 1))
+        spec = self.group.method.speculative
+        if spec is not None and spec.simulate_accept_length is not None:  # a forced length honoured
+            steps = -(-(rec.output_tokens - 1) // int(spec.simulate_accept_length))
+            return dataclasses.replace(rec, latency_s=virtual, verify_steps=steps, accept_histogram=())
         return dataclasses.replace(rec, latency_s=virtual)

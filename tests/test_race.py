@@ -56,7 +56,8 @@ workloads:
 def _run(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, matrix: str, speeds: str, *args: str
 ) -> tuple[dict, str, Path]:
-    pytester.makeconftest(CONFTEST)
+    if not (pytester.path / "conftest.py").exists():
+        pytester.makeconftest(CONFTEST)
     (pytester.path / "benches").mkdir(exist_ok=True)
     (pytester.path / "benches" / "specbench.yaml").write_text(matrix)
     (pytester.path / "benches" / "test_specbench.py").write_text(
@@ -203,7 +204,8 @@ def test_tune_refuses_what_it_cannot_decide() -> None:
 
 
 def test_race_is_refused_under_xdist(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(CONFTEST)
+    if not (pytester.path / "conftest.py").exists():
+        pytester.makeconftest(CONFTEST)
     (pytester.path / "benches").mkdir(exist_ok=True)
     (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
     (pytester.path / "benches" / "test_specbench.py").write_text(
@@ -212,3 +214,40 @@ def test_race_is_refused_under_xdist(pytester: pytest.Pytester) -> None:
     res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--specbench-race", "-n", "2")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "--specbench-race decides from the cells measured in one process" in res.stderr.str()
+
+
+FORCED = """
+models: {m: /nonexistent/model}
+methods:
+  ar: {backend: fake-racing, model: m}
+  quick: {backend: fake-racing, model: m}
+  fx:
+    backend: fake-racing
+    model: m
+    speculative: {algorithm: ngram, simulate_accept_length: [1, 4]}
+workloads:
+  throughput:
+    concurrency: [1, 2]
+    output_tokens: [8]
+    prompt_tokens: 16
+    waves: 2
+    rounds: 4
+    warmup: 0
+"""
+
+
+def test_forced_lengths_race_in_their_own_pool_and_never_lead_a_drafter(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forced sweep is a ground truth whose order is known: its slow length loses to its own
+    pool (AR or the fast length) and skips its costlier shape; its fast length, 8 times a drafter's
+    speed, never drops the drafter (a cost curve does not lead a drafter)."""
+    pytester.makeconftest(CONFTEST.replace("interleave=True)", "interleave=True, forced_accept=\"engine\")"))
+    doc, out, _ = _run(pytester, monkeypatch, FORCED, "quick=1.2,fx-a1=0.25,fx-a4=10", "--specbench-race")
+    dropped = {d["cell_id"]: d for d in doc["specbench"]["race"]["dropped_cells"]}
+    assert sorted(dropped) == ["fx-a1-tp1-c1-out8", "fx-a1-tp1-c2-out8"], sorted(dropped)
+    lost_to = dropped["fx-a1-tp1-c1-out8"]["extra_info"]["race"]["lost_to"]
+    assert lost_to in ("ar-tp1-c1-out8", "fx-a4-tp1-c1-out8"), lost_to
+    measured = sorted(b["param"] for b in doc["benchmarks"])
+    assert "quick-tp1-c1-out8" in measured and "quick-tp1-c2-out8" in measured
+    assert "fx-a4-tp1-c2-out8" in measured

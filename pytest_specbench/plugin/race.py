@@ -116,9 +116,19 @@ class Race:
     # ------------------------------------------------------------------ while a cell runs
 
     def races(self, cell: Cell) -> bool:
-        """Whether the cell's method races (can be dropped): not its shape's baseline, not a
-        forced accept length (a cost measurement, not a drafter)."""
-        return self.baselines.get(cell.method.name) not in (None, cell.method.name) and not forced(cell)
+        """Whether the cell's method races (can be dropped): not its shape's baseline. A forced
+        accept length races too, but only in its own pool (``same_pool``): its baseline and the
+        other forced lengths of its sweep, a ground truth whose order is known; it never leads a
+        drafter nor is led by one."""
+        return self.baselines.get(cell.method.name) not in (None, cell.method.name)
+
+    def same_pool(self, cell: Cell, shape: tuple[Any, ...], rival: str) -> bool:
+        """Whether the method ``rival`` at ``shape`` races against ``cell``: drafters against
+        drafters, a forced length against the forced lengths of its own sweep."""
+        other = self._cells.get((shape, rival))
+        if other is None or forced(other) != forced(cell):
+            return False
+        return not forced(cell) or other.method.sweep == cell.method.sweep
 
     def rule(self, cell: Cell) -> Rule:
         w = cell.workload
@@ -133,14 +143,17 @@ class Race:
         return Rule(looks, race)
 
     def leader(self, cell: Cell, relative: bool) -> Entry | None:
-        """The fastest cell measured so far at ``cell``'s shape that may lead (not dropped, not
-        forced, with a verdict), in the same units; with an interleaved baseline, the baseline
+        """The fastest cell measured so far at ``cell``'s shape that may lead (not dropped, in its
+        pool, with a verdict), in the same units; with an interleaved baseline, the baseline
         itself (1.0 every round) is in the running."""
         shape = paired.axes(cell.params())
         rivals = [
             e
             for e in self.shapes.get(shape, [])
-            if e.can_lead and e.relative == relative and e.method != cell.method.name
+            if e.can_lead
+            and e.relative == relative
+            and e.method != cell.method.name
+            and self.same_pool(cell, shape, e.method)
         ]
         base = self.baselines.get(cell.method.name)
         if relative and base:
