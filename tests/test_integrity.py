@@ -463,12 +463,18 @@ def test_sigterm_to_the_controller_under_n2_marks_the_running_cells_and_names_th
     interrupted, and the exit status says interrupted."""
     pytest.importorskip("xdist")
     _project(pytester, SLOW_TWO)
-    env = {**os.environ, "FAKE_SLOW_S": "60"}
-    env.pop("FAKE_ENGINE_STARTS", None)
+    started = tmp_path / "starts.txt"
+    env = {**os.environ, "FAKE_SLOW_S": "60", "FAKE_ENGINE_STARTS": str(started)}
     out = pytester.path / "out.json"
     proc = _start(pytester, env, out, "-n", "2")
     try:
-        time.sleep(12)  # both workers collected and started their cell (each takes 60 s)
+        # a worker collected and started a cell (each takes 60 s; the two methods are one family,
+        # so one worker runs both, one after the other): waited for, not assumed after a fixed
+        # time (a loaded machine starts the workers later)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _lines(started):
+            time.sleep(0.2)
+        time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=90)
     finally:

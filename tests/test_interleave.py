@@ -60,6 +60,7 @@ def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str)
     return {b["param"]: b for b in doc["benchmarks"]} | {"_doc": doc, "_out": res.stdout.str()}
 
 
+@pytest.mark.slow
 def test_interleaved_rounds_do_not_tell_identical_engines_apart_on_a_drifting_machine(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -178,6 +178,7 @@ def _twin_matrix() -> dict:
     return doc
 
 
+@pytest.mark.slow
 def test_two_identical_engines_compare_one_under_every_workload(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -83,6 +83,7 @@ def test_items_sorted_by_group(project: pytest.Pytester) -> None:
     assert len(seen) == 6
 
 
+@pytest.mark.slow
 def test_xdist_one_start_per_group_and_one_json(project: pytest.Pytester, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     res = project.runpytest_subprocess("benches", "-n", "2", "--benchmark-json", str(out))

@@ -89,6 +89,7 @@ def test_bad_temperature_names_the_key(value: object, message: str) -> None:
         parse({**DOC, "workloads": {"throughput": {"temperature": value}}}, "t.yaml")
 
 
+@pytest.mark.slow
 def test_sampled_decoding_on_the_embedded_model() -> None:
     """At temperature 1: same seed, same tokens; another seed, other tokens (and not the greedy
     ones); draft = target still keeps every draft token (p == q up to float rounding)."""

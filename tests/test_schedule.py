@@ -187,6 +187,7 @@ def _gpu_held_twice(intervals: list[dict]) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_seed_matrix_on_8_fake_gpus_keeps_to_the_planned_schedule(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -124,6 +124,7 @@ def _ids(doc: dict) -> dict[str, str]:
     return {b["param"]: b["extra_info"]["cell_fingerprint"] for b in doc["benchmarks"]}
 
 
+@pytest.mark.slow
 def test_three_shards_merge_into_the_unsharded_run(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -504,6 +504,7 @@ def _entries_hold_their_own_kv(eng: Any) -> None:
             assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_outputs_from_the_prefix_cache_equal_outputs_without_it(tmp_path: Path) -> None:
     """Entries share their tensors with the requests that made and reused them: a request that
     extends a cached prefix, decodes and is cropped must leave the entry as it was."""

@@ -196,6 +196,7 @@ class FakeBatchServer:
         return RequestRecord(1, request.max_new_tokens, time.perf_counter() - t0, tag=request.tag)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_identical_engines_behind_a_queue_are_never_told_apart(temperature: float) -> None:
     """Closed loop at c8 (4 waves), an open loop well below capacity (40 req/s, about 1.3 in flight)
