@@ -173,9 +173,20 @@ def test_the_screen_stays_in_bounds_however_many_shapes_and_failures() -> None:
             ),
         ]
         doc["specbench"]["failed_cells"].append({"cell": f"eagle-c{c}", "phase": "call", "error": "x" * 300})
+    for c in range(1, 61):  # and 60 shapes where nothing separates
+        doc["benchmarks"] += [
+            _cell(f"ar-c{c}-x", "ar", 100.0, speedup_vs_ar=1.0, speedup_verdict="baseline"),
+            _cell(f"ngram-c{c}-x", "ngram", 100.0, speedup_verdict="not separated", speedup_vs_ar=1.0),
+        ]
+        doc["benchmarks"][-2]["params"]["context_tokens"] = 1000 + c
+        doc["benchmarks"][-1]["params"]["context_tokens"] = 1000 + c
     lines = screen.lines(doc)
-    assert len(lines) <= 45 and max(len(ln) for ln in lines) <= screen.WIDTH
-    assert f"  ... and {40 - screen.MAX_SHAPE_LINES} more decided shapes (full tables below)" in lines
+    assert len(lines) <= 45 and max(len(ln) for ln in lines) <= screen.WIDTH, "\n".join(lines)
+    more = next(ln for ln in lines if ln.startswith("  ... and ") and "more decided shapes" in ln)
+    shown = [ln for ln in lines if ln.startswith("  throughput tp1 c") and ": ngram x1.50 " in ln]
+    assert more == f"  ... and {40 - len(shown)} more decided shapes (the full report lists each)"
+    assert len(shown) >= screen.MIN_SHAPE_LINES - 3
+    assert any(ln.startswith("  nothing separated") and "60 shapes" in ln for ln in lines)
     assert f"    ... and {40 - screen.MAX_VIEW_LINES} more (the report lists each)" in lines
 
 

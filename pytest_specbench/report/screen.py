@@ -20,8 +20,10 @@ from . import breakeven, decide
 from .mdtext import one_line
 
 WIDTH = 160  # no line of the screen is longer
-MAX_SHAPE_LINES = 18  # decided shapes listed one per line; the rest counted
-MAX_VIEW_LINES = 6  # per extra view (break-even, the matrix's compare pairs)
+SCREEN_LINES = 42  # the decided shapes get what the other sections leave of this
+MIN_SHAPE_LINES = 6  # ... and at least this many (header included)
+MAX_WRAPPED = 3  # lines of one grouped list (shapes, cells) before "... and N more"
+MAX_VIEW_LINES = 4  # per extra view (break-even, the matrix's compare pairs, failed cells)
 
 
 def clip(line: str, width: int = WIDTH) -> str:
@@ -32,12 +34,21 @@ def clip(line: str, width: int = WIDTH) -> str:
     return line if len(line) <= width else line[: width - 3].rstrip() + "..."
 
 
-def wrap(head: str, items: Iterable[str], width: int = WIDTH, indent: str = "    ") -> list[str]:
-    """``head`` then ``items`` joined by ", ", continued on indented lines of at most ``width``."""
+def wrap(
+    head: str, items: Iterable[str], width: int = WIDTH, indent: str = "    ", max_lines: int = MAX_WRAPPED
+) -> list[str]:
+    """``head`` then ``items`` joined by ", ", continued on indented lines of at most ``width``;
+    past ``max_lines`` lines the rest is counted ("... and 12 more")."""
+    items = list(items)
     out, line = [], head
     for i, item in enumerate(items):
         piece = ("" if i == 0 else ", ") + item
         if len(line) + len(piece) > width and line.strip():
+            if len(out) + 1 == max_lines:  # the last line: what is left, counted
+                line += f", ... and {len(items) - i} more"
+                if len(line) > width:
+                    line = line[: width - 3] + "..."
+                break
             out.append(line + ("," if i else ""))
             line, piece = indent, item
         line += piece
@@ -166,7 +177,9 @@ def _merge_labels(labels: list[str]) -> list[str]:
         items = [t for i, t in enumerate(items) if i == first or i not in idx]
 
 
-def decisions(doc: dict[str, Any]) -> list[str]:
+def decisions(doc: dict[str, Any], budget: int = SCREEN_LINES) -> list[str]:
+    """The decision section in at most ``budget`` lines (MIN_SHAPE_LINES at least): the grouped
+    shapes first in the budget, then as many decided shapes as fit, the rest counted."""
     ds = shape_decisions(doc)
     if not ds:
         return []
@@ -176,18 +189,23 @@ def decisions(doc: dict[str, Any]) -> list[str]:
         "  (x: speedup over the shape's baseline, paired rounds [95% CI]; then the runner-up after"
         " >, < or ≈: the winner over it separates, in that direction, or not)",
     ]
-    decided = [d for d in ds if d["status"] == "decided"]
-    out += [decision_line(d) for d in decided[:MAX_SHAPE_LINES]]
-    if len(decided) > MAX_SHAPE_LINES:
-        out.append(f"  ... and {len(decided) - MAX_SHAPE_LINES} more decided shapes (full tables below)")
+    grouped = []
     for status, head in (
         ("not separated", "nothing separated (every interval spans 1; more rounds narrow them)"),
         ("withheld", "verdict withheld (the reasons are counted below)"),
     ):
         labels = [d["label"] for d in ds if d["status"] == status]
         if labels:
-            out += wrap(f"  {head}, {len(labels)} shapes: ", _merge_labels(labels))
-    return out
+            grouped += wrap(f"  {head}, {len(labels)} shapes: ", _merge_labels(labels))
+    decided = [d for d in ds if d["status"] == "decided"]
+    room = max(MIN_SHAPE_LINES, budget) - len(out) - len(grouped)
+    if len(decided) > room:
+        room = max(room - 1, 1)
+        shown = [decision_line(d) for d in decided[:room]]
+        shown.append(f"  ... and {len(decided) - room} more decided shapes (the full report lists each)")
+    else:
+        shown = [decision_line(d) for d in decided]
+    return out + shown + grouped
 
 
 # ------------------------------------------------------------------ other views, one line each
@@ -198,7 +216,7 @@ def _capped(head: str, lines: list[str]) -> list[str]:
         return []
     out = [clip(head)] + [clip("  " + ln) for ln in lines[:MAX_VIEW_LINES]]
     if len(lines) > MAX_VIEW_LINES:
-        out.append(f"  ... and {len(lines) - MAX_VIEW_LINES} more (full tables below)")
+        out.append(f"  ... and {len(lines) - MAX_VIEW_LINES} more (the full report lists each)")
     return out
 
 
@@ -389,8 +407,7 @@ def pointers(json_path: str | None) -> list[str]:
     ]
 
 
-SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [
-    decisions,
+SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [  # after the decisions, in this order
     forced_view,
     compare_view,
     withheld_lines,
@@ -401,7 +418,9 @@ SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [
 def lines(doc: dict[str, Any], json_path: str | None = None, facts: Iterable[str] = ()) -> list[str]:
     """The screen for a results document: the sections, the run's ``facts`` (the plugin's: engine
     starts, wall time, ...), then the pointers; every line at most WIDTH."""
-    out: list[str] = []
+    rest: list[str] = []
     for section in SECTIONS:
-        out += section(doc)
-    return [clip(ln) for ln in one_line([*out, *facts, *pointers(json_path)])]
+        rest += section(doc)
+    tail = [*rest, *facts, *pointers(json_path)]
+    out = decisions(doc, SCREEN_LINES - len(tail)) + tail
+    return [clip(ln) for ln in one_line(out)]
