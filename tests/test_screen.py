@@ -203,3 +203,13 @@ def test_merge_labels_that_differ_in_one_word() -> None:
     assert screen._merge_labels(
         ["categories tp1 c4 category=chat", "categories tp1 c4 category=qa", "ttft tp1 c1", "ttft tp1 c4"]
     ) == ["categories tp1 c4 category=chat/qa", "ttft tp1 c1/c4"]
+
+
+def test_docs_summary_shows_the_screen_as_it_prints_today() -> None:
+    """docs/summary.md pastes the screens of the committed default-job runs: they are what the
+    command it names prints now."""
+    page = (RESULTS.parent / "summary.md").read_text()
+    for run in ("run1.json", "run3-busy.json"):
+        path = f"docs/results/cpu-interleaved/{run}"
+        assert "\n".join(screen.lines(_load(RESULTS / "cpu-interleaved" / run), path)) in page, run
+    assert "python -m pytest_specbench.report docs/results/cpu-interleaved/run1.json --screen" in page

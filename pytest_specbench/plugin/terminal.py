@@ -55,18 +55,22 @@ def screen_lines(st: SpecbenchState, config: pytest.Config, wall: str) -> list[s
             [f"{c['cell']} ({'measured again' if c['measured_again'] else 'not measured'})" for c in crashed],
         )
     if spec.get("interrupted"):
+        stop = spec["interrupted"]
         facts.append(
-            f"INTERRUPTED ({spec['interrupted']['why']}) in cell {spec['interrupted'].get('cell') or '-'}: "
+            f"INTERRUPTED ({stop['why']}) in cell {stop.get('cell') or '-'}: "
             f"{len(st.doc['benchmarks'])} cells measured are kept"
-            + (
-                f"; the same command with --specbench-resume {Path(name).resolve()} runs the rest"
-                if name
-                else ""
-            )
         )
+        if name:  # a command to copy: never cut, however long its path
+            facts.append(
+                f"  the same command (same -k) with --specbench-resume {Path(name).resolve()} runs the rest"
+            )
     facts.append(wall)
     if name and (hasattr(target, "write") or st.written_to == name):
         facts.append(f"wrote {name} ({len(st.doc['benchmarks'])} cells)")
     elif st.written_to:
         facts.append(f"wrote {st.written_to} ({len(st.doc['benchmarks'])} cells), not {name}")
-    return screen.lines(st.doc, st.written_to or name, facts)
+    return screen.lines(
+        st.doc,
+        st.written_to or name,
+        [ln if " --specbench-resume " in ln else screen.clip(ln) for ln in facts],
+    )

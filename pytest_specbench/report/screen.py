@@ -401,9 +401,9 @@ def pointers(json_path: str | None) -> list[str]:
     run = json_path or "RUN.json"
     cmd = f"python -m pytest_specbench.report {run}"
     return [
-        clip(f"full tables, per-cell reasons and process lists: {cmd}"),
-        clip(f"html: {cmd} --html report.html"),
-        clip(f"plots: {cmd} --plots DIR"),
+        f"full tables, per-cell reasons and process lists: {cmd}",
+        f"html: {cmd} --html report.html",
+        f"plots: {cmd} --plots DIR",
     ]
 
 
@@ -417,10 +417,13 @@ SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [  # after the decisions
 
 def lines(doc: dict[str, Any], json_path: str | None = None, facts: Iterable[str] = ()) -> list[str]:
     """The screen for a results document: the sections, the run's ``facts`` (the plugin's: engine
-    starts, wall time, ...), then the pointers; every line at most WIDTH."""
+    starts, wall time, ...; as given), then the pointers; every line at most WIDTH but a command's
+    (a pointer, a resume) with a path longer than fits."""
     rest: list[str] = []
     for section in SECTIONS:
         rest += section(doc)
-    tail = [*rest, *facts, *pointers(json_path)]
-    out = decisions(doc, SCREEN_LINES - len(tail)) + tail
-    return [clip(ln) for ln in one_line(out)]
+    facts, commands = list(facts), pointers(json_path)
+    out = [clip(ln) for ln in one_line(decisions(doc, SCREEN_LINES - len(rest) - len(facts) - 3) + rest)]
+    # the facts come clipped as they need (a command in them is never cut), the pointers whole: a
+    # path cut to fit the width could not be copied
+    return out + one_line(facts) + commands
