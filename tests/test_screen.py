@@ -129,7 +129,7 @@ def test_a_hand_made_run_counts_each_withheld_reason_once() -> None:
     text = "\n".join(lines)
     assert (
         "withheld or never ranked: disturbed 1, saturated 1, forced (never ranked) 2, out of the race 1, "
-        "drift-withheld 0, failed 1, missing 0"
+        "tuned out 0, drift-withheld 0, failed 1, missing 0"
     ) in lines
     assert (
         "  disturbed 1 (no verdict on their rounds): other processes took 37% of the cores; "
@@ -150,12 +150,17 @@ def test_a_hand_made_run_counts_each_withheld_reason_once() -> None:
     assert [r["method"] for r in screen.shape_decisions(_hand_made())[0]["rows"]] == ["ngram", "ar"]
 
 
-def test_a_drift_withheld_and_a_missing_cell_are_counted() -> None:
+def test_drift_withheld_missing_race_dropped_and_tuned_out_cells_are_counted() -> None:
     doc = _hand_made()
     doc["specbench"]["drift"] = [{"family": "ar-tp1", "withheld": ["ngram-c1"]}]
     doc["specbench"]["missing_cells"] = [{"cell": "ngram-c8", "why": "its shard's JSON was not given"}]
+    doc["specbench"]["race"] = {
+        "dropped_cells": [{"cell_id": "draft-c8", "extra_info": {"race": {"status": "dropped"}}}],
+        "tuned_out": [{"cell_id": "ngram-d8-c8", "reason": "tuned out at c1: best was ngram-d4"}],
+    }
     counts = {k: v for k, v in screen.withheld_counts(doc).items() if v}
     assert counts["drift-withheld"] == ["ngram-c1"] and counts["missing"] == ["ngram-c8"]
+    assert counts["out of the race"] == ["draft-c1", "draft-c8"] and counts["tuned out"] == ["ngram-d8-c8"]
 
 
 def test_the_screen_stays_in_bounds_however_many_shapes_and_failures() -> None:

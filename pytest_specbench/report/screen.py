@@ -270,6 +270,12 @@ def _dropped(doc: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def _tuned_out(doc: dict[str, Any]) -> list[str]:
+    """Settings of a tuned sweep not carried past its deciding cells (never run)."""
+    race = (doc.get("specbench") or {}).get("race") or {}
+    return [str(t.get("cell_id")) for t in race.get("tuned_out") or () if isinstance(t, dict)]
+
+
 def _drift(doc: dict[str, Any]) -> list[str]:
     ids = [c for rec in (doc.get("specbench") or {}).get("drift") or () for c in rec.get("withheld") or ()]
     ids += [
@@ -342,6 +348,7 @@ REASONS: list[
     ("saturated", _saturated, "open loop did not keep up: no verdict", None),
     ("forced (never ranked)", _forced, "a set accept length measures a verify step's cost", None),
     ("out of the race", _dropped, "lost to a shape's leader; never ranked or a baseline", None),
+    ("tuned out", _tuned_out, "a sweep's setting not carried past its deciding cells; not run", None),
     ("drift-withheld", _drift, "verdict not clear of the family's drift", None),
     ("failed", _failed, "measured nothing", None),
     ("missing", _missing, "not in any merged shard", None),
