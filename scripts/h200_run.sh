@@ -37,6 +37,9 @@
 #              python -m sglang.benchmark.serving (random-ids, 128 in / 256 out, c1 and c32) against it
 #   eta        the seed-class 27B hybrid at TP1, -k "$ETAK" (default "mtp and c1"): the first plan
 #              (--specbench-plan, no earlier results) and then the same command run, both saved
+#   etaspec    benches/gpu/h200-eta-spec.yaml (AR and the STANDALONE oracle with its accept length expected, c1/c8/c32):
+#              the first plan (etaspec-plan.txt/.json), the run with each cell's call time in a JUnit XML, and
+#              planned eta against measured per cell (etaspec-compare.txt)
 #   srvresume  benches/gpu/h200-server.yaml resumed from $RESUME (the cells a first run did not reach)
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to dense/workloads.
 set -uo pipefail
@@ -157,6 +160,13 @@ case "$PART" in
       --specbench-plan-json "$OUT/seed27-eta-plan.json" > "$OUT/seed27-eta-plan.txt" 2>&1
     tail -n 20 "$OUT/seed27-eta-plan.txt"
     bench seed27-eta benches/examples/seed27-tp1.yaml -k "$K" ;;
+  etaspec)
+    python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+      --specbench-matrix benches/gpu/h200-eta-spec.yaml --specbench-plan \
+      --specbench-plan-json "$OUT/etaspec-plan.json" > "$OUT/etaspec-plan.txt" 2>&1
+    tail -n 12 "$OUT/etaspec-plan.txt"
+    bench h200-eta-spec benches/gpu/h200-eta-spec.yaml --junit-xml "$OUT/h200-eta-spec.xml" -o junit_duration_report=call
+    python3 scripts/eta_compare.py "$OUT/etaspec-plan.json" "$OUT/h200-eta-spec.xml" | tee "$OUT/etaspec-compare.txt" ;;
   srvresume)
     bench h200-server-resumed benches/gpu/h200-server.yaml --specbench-resume "$RESUME" ;;
   interrupt)

@@ -220,3 +220,26 @@ class FakeArgsEngine(FakeEngine):
             env = {k: v for k, v in os.environ.items() if k.startswith("SGLANG_")}
             with open(log, "a") as f:
                 f.write(json.dumps([group.id, spec.algorithm if spec else None, args, env]) + "\n")
+
+
+_STEP_STARTS: dict[str, int] = {}  # FAKE_STEP_RUN -> engines started so far in this process
+
+
+class FakeStepDriftEngine(FakeTimedEngine):
+    """FakeTimedEngine on a machine that gets slower with every engine start of the run: the
+    n-th start (from 0, counted per $FAKE_STEP_RUN) takes FAKE_TOKEN_S x (1 + n x
+    FAKE_DRIFT_PER_START) per token; a method whose name starts with ``fast`` takes a quarter of that.
+    A baseline, a method and the baseline again measure the drift between groups."""
+
+    backend = "fake-step"
+
+    def __init__(self, group: Any):
+        super().__init__(group)
+        run = os.environ.get("FAKE_STEP_RUN", "")
+        self.nth = _STEP_STARTS.get(run, 0)
+        _STEP_STARTS[run] = self.nth + 1
+
+    def token_s(self) -> float:
+        per = float(os.environ.get("FAKE_DRIFT_PER_START", "0.1"))
+        fast = 0.25 if self.group.method.name.startswith("fast") else 1.0
+        return super().token_s() * (1.0 + self.nth * per) * fast

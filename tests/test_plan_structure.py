@@ -44,7 +44,11 @@ AR = {"backend": "sglang", "model": "t"}
 
 
 def _dflash(**spec: Any) -> dict[str, Any]:
-    return {"backend": "sglang", "model": "t", "speculative": {"algorithm": "dflash", "draft_model": "d", **spec}}
+    return {
+        "backend": "sglang",
+        "model": "t",
+        "speculative": {"algorithm": "dflash", "draft_model": "d", **spec},
+    }
 
 
 # ------------------------------------------------------------------------------ 1. acceptance
@@ -88,7 +92,9 @@ def test_a_previous_runs_measured_accept_length_is_the_methods_median(tmp_path: 
     }
     gp = _groups({"dflash": _dflash(block_size=16)}, previous=doc, source="run.json")["dflash-tp1"]
     assert (gp.accept_length, gp.accept_from) == (4.0, "measured")
-    assert "ETA at 4 token(s) per verify step (measured: median of 3 cell(s) of dflash in run.json)" in gp.notes
+    assert (
+        "ETA at 4 token(s) per verify step (measured: median of 3 cell(s) of dflash in run.json)" in gp.notes
+    )
     # an expectation in the matrix wins over the previous run; a forced length is what runs
     exp = _groups({"dflash": _dflash(block_size=16, expect_accept_length=6)}, previous=doc)["dflash-tp1"]
     assert (exp.accept_length, exp.accept_from) == (6.0, "expected")
@@ -193,7 +199,10 @@ def test_dflash_block_16_reserves_16_draft_token_states_per_running_request() ->
     budget = free * 0.9 / 1.9
     k = int((budget - per * 17) // (per * (1 + 16 / 3)))
     assert gp.max_running == min(48, k // 3)
-    assert f"state pool: {k + 1} slots of {per / 2**20:.1f} MiB + 16 draft-token states for {k // 3}" in gp.notes[2]
+    assert (
+        f"state pool: {k + 1} slots of {per / 2**20:.1f} MiB + 16 draft-token states for {k // 3}"
+        in gp.notes[2]
+    )
     assert gp.state_pool_bytes_per_gpu == (k + 1) * per + per * (k // 3 + 1) * 16
 
 
@@ -221,7 +230,10 @@ def test_a_pcie_tp4_step_pays_nccls_ring_where_nvlink_pays_one_all_reduce() -> N
     n = 4096 * 2
     by_nvlink = 13e-6 + 6 / 4 * n / (450e9 * 0.8)
     by_pcie = 10e-6 + 6 * 4e-6 + 6 / 4 * n / (64e9 * 0.8)
-    assert (by_nvlink * 1e6, by_pcie * 1e6) == (pytest.approx(13.034, abs=1e-3), pytest.approx(34.240, abs=1e-3))
+    assert (by_nvlink * 1e6, by_pcie * 1e6) == (
+        pytest.approx(13.034, abs=1e-3),
+        pytest.approx(34.240, abs=1e-3),
+    )
     assert interconnect.allreduce_s(nvlink, 4, n) == pytest.approx(by_nvlink)
     assert interconnect.allreduce_s(pcie, 4, n) == pytest.approx(by_pcie)
     step = {k: eta.decode_step_s(TOY, 1, 1000, GPU, 4, link=v) for k, v in (("nv", nvlink), ("pcie", pcie))}
@@ -249,8 +261,16 @@ def test_step_shapes_of_each_algorithm() -> None:
         _doc(
             {
                 "ng": {"backend": "sglang", "model": "t", "speculative": {"algorithm": "ngram"}},
-                "mtp": {"backend": "sglang", "model": "t", "speculative": {"algorithm": "eagle", "num_steps": 3}},
-                "ds": {"backend": "sglang", "model": "t", "speculative": {"algorithm": "dspark", "draft_model": "d"}},
+                "mtp": {
+                    "backend": "sglang",
+                    "model": "t",
+                    "speculative": {"algorithm": "eagle", "num_steps": 3},
+                },
+                "ds": {
+                    "backend": "sglang",
+                    "model": "t",
+                    "speculative": {"algorithm": "dspark", "draft_model": "d"},
+                },
             }
         ),
         "m.yaml",

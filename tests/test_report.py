@@ -330,3 +330,16 @@ def test_failed_cells_without_their_keys_are_shown_unnamed(
     ]
     assert main([str(old), str(new), "--max-tok-s-drop", "0.2"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"0 regression(s) against {old}"
+
+
+def test_the_gate_leaves_out_cells_a_race_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cell that lost a race ran only in part: never a baseline of the gate, never gated."""
+    race = {"race": {"status": "dropped", "lost_to": "ngram-c1", "ratio": 0.5, "lo": 0.4, "hi": 0.6}}
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(_run({"ar-c1": [100.0] * 3, "ngram-c1": [50.0] * 3}, **{"ngram-c1": race})))
+    new.write_text(json.dumps(_run({"ar-c1": [100.0] * 3})))  # not run again: nothing lost
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    old.write_text(json.dumps(_run({"ar-c1": [100.0] * 3, "ngram-c1": [100.0] * 3})))
+    new.write_text(json.dumps(_run({"ar-c1": [100.0] * 3, "ngram-c1": [50.0] * 3}, **{"ngram-c1": race})))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    assert "- ngram-c1: not gated: the new run dropped it (it lost a race)" in capsys.readouterr().out

@@ -468,3 +468,55 @@ def test_a_frontier_across_hosts_says_so_and_labels_each_point_with_its_host() -
     (ax,) = [a for a in fig.axes if a.get_visible()]
     assert ax.get_title().endswith("\nfrontier across 2 hosts (h0, h1): points labelled @host")
     assert sorted(t.get_text() for t in ax.texts) == ["c1 @h0", "c1 @h1", "c8 @h0"]
+
+
+def _families(doc: dict, matrix_path: Path) -> set[str]:
+    """The families of the cells a JSON measured (matrix/shards.py's family_of)."""
+    m = schema.load(str(matrix_path))
+    by_id = {c.id: c for c in m.cells()}
+    return {shards.family_of(by_id[b["param"]], m.baselines()) for b in doc["benchmarks"]}
+
+
+def test_under_xdist_the_split_is_what_the_workers_collected(project: pytest.Pytester) -> None:
+    """-n 2 with -m (not -k) and a bench file not named test_specbench.py: the two shards' JSONs
+    carry the split the workers ran (the same as without -n), list only families they ran, and
+    merge complete; an empty shard under -n writes an empty JSON and exits 0."""
+    (project.path / "benches" / "test_bench.py").write_text(
+        "import pytest\n\n@pytest.mark.heavy\ndef test_throughput(engine, cell, specbench):\n"
+        "    specbench.run(engine, cell)\n\n"
+        "def test_ttft(engine, cell, specbench):\n    specbench.run(engine, cell)\n"
+    )
+    (project.path / "pytest.ini").write_text("[pytest]\nmarkers = heavy: a marker -m selects\n")
+    sel = ("benches", "-m", "heavy", "-k", "c1 or c2", "-p", "no:cacheprovider")
+    serial = project.runpytest(*sel, "--specbench-shard", "0/2", "--collect-only", "-q")
+    assert serial.ret == 0
+    paths, ran = [], 0
+    for i in range(2):
+        res = project.runpytest_subprocess(
+            *sel, "-n", "2", "--specbench-shard", f"{i}/2", "--benchmark-json", f"x{i}.json"
+        )
+        assert res.ret == 0, res.stdout.str()
+        paths.append(str(project.path / f"x{i}.json"))
+        doc = json.loads(Path(paths[-1]).read_text())
+        ran += len(doc["benchmarks"])
+        assert doc["benchmarks"], i
+        assert sorted(doc["specbench"]["shard"]["families"]) == sorted(
+            _families(doc, project.path / "benches" / "specbench.yaml")
+        )
+    # the same split as a run without -n computes (its line names the digest)
+    digest = json.loads(Path(paths[0]).read_text())["specbench"]["shard"]["split_digest"]
+    assert f"split {digest}" in serial.stdout.str()
+    assert (
+        ran == 6
+    )  # throughput (heavy) at c1 and c2: ar, ngram-d2, ngram-d4, eagle3 at c1; ar, ngram-d4 sampled c2
+    r = _merge_cli(*paths, "-o", str(project.path / "x.json"))
+    assert r.returncode == 0 and f"merged 2 files, {ran} cells" in r.stdout, r.stdout
+    # an empty shard under -n: exit 0 and a JSON without cells
+    k = ("benches", "-k", "throughput and c1 and tp1", "-p", "no:cacheprovider")
+    res = project.runpytest_subprocess(
+        *k, "-n", "2", "--specbench-shard", "1/2", "--benchmark-json", "e.json"
+    )
+    assert res.ret == 0, res.stdout.str()
+    empty = json.loads((project.path / "e.json").read_text())
+    assert empty["benchmarks"] == [] and empty["specbench"]["shard"]["families"] == []
+    assert len(empty["specbench"]["shard"]["split_cells"][0]) == 4

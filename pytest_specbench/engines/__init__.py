@@ -40,6 +40,10 @@ class Backend:
     # how it forces a speculative method's accept length: "env" (SGLANG_SIMULATE_ACC_LEN for the
     # engine's processes), "engine" (its own verify), None (it cannot: refused)
     forced_accept: str | None = None
+    # a baseline on it that is not interleaved runs with the groups compared with it, then once
+    # more for one round (the drift sentinel, plugin/sentinel.py); interleaving backends get it
+    # with --specbench-no-interleave
+    sentinel: bool = False
 
     def skip_reason(self, group: EngineGroup) -> str | None:
         """Why this backend cannot run ``group`` at this TP size (checked at collection)."""
@@ -139,6 +143,7 @@ def register_backend(
     needs: tuple[tuple[str, str], ...] = (),
     interleave: bool = False,
     forced_accept: str | None = None,
+    sentinel: bool = False,
 ) -> None:
     BACKENDS[name] = Backend(
         name,
@@ -152,6 +157,7 @@ def register_backend(
         needs,
         interleave,
         forced_accept,
+        sentinel,
     )
 
 
@@ -194,6 +200,7 @@ register_backend(
     local_models=True,
     needs=(SGLANG,),
     forced_accept="env",
+    sentinel=True,
 )
 # one `python -m sglang.launch_server` per group, driven over HTTP (engines/server.py)
 register_backend(
@@ -202,6 +209,7 @@ register_backend(
     local_models=True,
     needs=(AIOHTTP,),  # SGLang is the launched server's (its log says when it cannot import it)
     forced_accept="env",
+    sentinel=True,
 )
 # an endpoint the plugin does not start (SGLang, vLLM or any OpenAI-compatible server)
 register_backend(

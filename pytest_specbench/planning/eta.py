@@ -246,6 +246,8 @@ class GroupCosts:
     accept_length: float = 1.0  # tokens per verify step the ETA assumes
     accept_why: str = ""
     accept_from: str = ""  # forced | expected | measured | oracle | upper bound
+    step_why: str = ""  # how the verify width was found (structure.StepShape.why)
+    shares_target_head: bool = False  # the draft uses the target's embedding and LM head
     dummy_weights: bool = False
     server: bool = False  # one server process per start (sglang-server): the import every start
     prefill_graphs: bool = True  # SGLang captures prefill CUDA graphs (unless disable_prefill_cuda_graph)

@@ -208,15 +208,14 @@ def _size_group(
         if note:
             gp.notes.append(f"{name}: {note}")
     gp.costs = structure.group_costs(group, t, d, previous, source)
-    step = structure.step_shape(m, structure._draft_config(m)) if m.speculative is not None else None
-    gp.step_why = step.why if step is not None else None
+    gp.step_why = gp.costs.step_why or None
     gp.kv_bytes_per_token = t.kv_bytes_per_token(group.tp) + (d.kv_bytes_per_token(group.tp) if d else 0)
     gp.state_bytes_per_request = t.state_bytes_per_request(group.tp) + (
         d.state_bytes_per_request(group.tp) if d else 0
     )
     draft_w = gp.costs.draft.weight_bytes if gp.costs.draft is not None else 0
     gp.weight_bytes_per_gpu = t.weight_bytes_per_gpu(group.tp) + draft_w
-    if step is not None and step.shares_target_head and d is not None:
+    if gp.costs.shares_target_head and d is not None:
         gp.notes.append(
             f"draft: {draft_w / GiB:.2f} GiB/GPU, the target's embedding and LM head shared (as SGLang's "
             f"{m.speculative.algorithm.upper()} draft uses them)"

@@ -168,7 +168,7 @@ def accept_length(
 # ------------------------------------------------------------------------------ the time model's inputs
 
 
-def _draft_config(method: Method) -> dict[str, Any] | None:
+def draft_config(method: Method) -> dict[str, Any] | None:
     if method.draft_model is None:
         return None
     from .shapes import read_config
@@ -203,7 +203,7 @@ def group_costs(
     source: str = "",
 ) -> GroupCosts:
     m = group.method
-    cfg = _draft_config(m) if draft is not None else None
+    cfg = draft_config(m) if draft is not None else None
     shape = step_shape(m, cfg)
     t = ModelCosts.of(target, group.tp)
     d = None
@@ -224,6 +224,8 @@ def group_costs(
         accept_length=accept,
         accept_why=why,
         accept_from=frm,
+        step_why=shape.why if shape else "",
+        shares_target_head=bool(shape and shape.shares_target_head),
         dummy_weights=m.model.load_format == "dummy",
         server=m.backend == "sglang-server",
         prefill_graphs=not dict(m.engine_args).get("disable_prefill_cuda_graph", False),

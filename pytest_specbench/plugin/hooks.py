@@ -21,7 +21,7 @@ from ..engines import BACKENDS, get_backend
 from ..matrix.cells import EngineGroup
 from ..matrix.schema import MatrixError, load
 from ..report import summary as report
-from . import group_hooks, hookspec, results, xdist_sched
+from . import group_hooks, hookspec, results, sentinel, xdist_sched
 from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
 from .runner import CellRunner, cell_timeout
 from .runner import item_cell as _item_cell
@@ -172,6 +172,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 pytest.mark.timeout(cell_timeout(metafunc.config, c) + TIMEOUT_GRACE_S, func_only=True)
             )
         params.append(pytest.param(c.group, c, marks=marks, id=c.id))
+    by_id = {p.id: p.marks for p in params}  # a sentinel carries its first cell's marks
+    params += sentinel.params(metafunc.config, st, _kind(metafunc), lambda c: by_id[c.id])
     metafunc.parametrize(("engine", "cell"), params, indirect=["engine"], scope="session")
 
 
@@ -211,18 +213,8 @@ def _group_order(config: pytest.Config, items: list[pytest.Item]) -> None:
         cell = _item_cell(item)
         if cell is not None and cell.id in st.resumed:
             item.user_properties.append((RESULT_PROP, {**st.resumed[cell.id], "nodeid": item.nodeid}))
-    order: dict[str, int] = {}
-    keys: list[tuple[int, int]] = []
-    for i, item in enumerate(items):
-        cell = _item_cell(item)
-        if cell is None:
-            keys.append((-1, i))
-            continue
-        gid = cell.group.id
-        order.setdefault(gid, len(order))
-        keys.append((order[gid], i))
-    if order:
-        items[:] = [items[i] for _, i in sorted(keys)]
+    # by engine group; a family's groups together, then its drift sentinel (sentinel.py)
+    sentinel.order(config, items, _item_cell)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -236,7 +228,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from ..planning import text
 
     p = st.get_plan()
-    cells = [c for c in (_item_cell(i) for i in session.items) if c is not None]
+    cells = [c for i in session.items if (c := _item_cell(i)) is not None and not sentinel.family_of_item(i)]
     resumed = [c.id for c in cells if c.id in st.resumed]  # copied, not run: neither planned nor timed
     cells = [c for c in cells if c.id not in st.resumed]
     selected = [c.id for c in cells]
@@ -401,6 +393,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
         st.events_sent += 1  # numbered: the controller takes each once, from whichever report
         ev.setdefault("seq", f"{st.worker}/{st.events_sent}")
         item.user_properties.append((ENGINE_PROP, ev))
+    from . import sharding
+
+    item.user_properties += sharding.worker_props(st)  # under -n: the split, once, for the JSON
     outcome = yield
     rep = outcome.get_result()
     cell = _item_cell(item)
@@ -424,7 +419,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
                 FAILED_PROP,
                 {
                     "nodeid": item.nodeid,
-                    "cell": cell.id,
+                    "cell": item.callspec.id if sentinel.family_of_item(item) else cell.id,  # type: ignore[attr-defined]
                     "group": cell.group.id,
                     "phase": rep.when,
                     # the exception's own message (e.g. why an engine crashed), then the tail

@@ -194,6 +194,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "interleaved with it (a second engine, round by round); the speedup then divides by the "
         "baseline's own cell, measured minutes apart",
     )
+    g.addoption(
+        "--specbench-no-sentinel",
+        action="store_true",
+        default=False,
+        help="where a baseline is not interleaved (sglang; hf with --specbench-no-interleave), do "
+        "not re-run its first shape after the groups compared with it (the drift sentinel), nor "
+        "keep those groups together; no verdict is then withheld for drift. Default: sentinels run",
+    )
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
 
 

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
-from ..report import breakeven, decide, provenance
+from ..report import breakeven, decide, drift, provenance
 from ..report import summary as report
 from ..report.summary import failure_headline
 from ..report.tuning import tuning
-from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SpecbenchState
+from . import sharding
+from .sentinel import SENTINEL_PROP
+from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SPLIT_PROP, SpecbenchState
 
 
 class Collector:
@@ -34,6 +36,8 @@ class Collector:
         for name, value in props:
             if name == FAILED_PROP:
                 self.st.failures.append(value)
+            elif name == SPLIT_PROP:
+                sharding.receive(self.st, value)
             elif name == ENGINE_PROP and (
                 value.get("seq") is None or value["seq"] not in self.st.events_seen
             ):
@@ -50,6 +54,8 @@ class Collector:
             if name == RESULT_PROP:
                 self.st.config.hook.pytest_specbench_cell_done(config=self.st.config, result=value)
                 self.st.results.append(value)
+            elif name == SENTINEL_PROP:  # a family's drift sentinel (report/drift.py)
+                self.st.sentinels.append(value)
         if report.user_properties:  # a run that dies halfway keeps what it measured
             write_json(self.st.config, self.st)
 
@@ -210,8 +216,6 @@ def versions() -> dict[str, str | None]:
 def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
     from pytest_benchmark import __version__ as pb_version
 
-    from . import sharding
-
     assert st.matrix is not None
     if st.machine_info is None:  # computed once: rewritten after every cell
         from ..gpus import inventory as gpus
@@ -243,6 +247,8 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "engine_stops": [e for e in st.engine_events if e.get("event") == "stop"],
             # baseline instances run beside a group's engine, their rounds interleaved with its cells'
             "reference_engines": [e for e in st.engine_events if e.get("event") == "reference"],
+            # drift sentinels: report.build turns them into "drift" and withholds smaller verdicts
+            "sentinels": st.sentinels,
             "gpus_used": list(st.gpus) if st.gpus is not None else None,
             "gpu_notes": st.gpu_notes,
             # a crashed worker's cell that xdist ran again and that then measured is a result,
@@ -378,6 +384,7 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
 
         return out + screen_lines(st, config, wall_vs_plan(st))
     out += report.table(st.doc)
+    out += drift.lines(st.doc)
     spec = st.doc["specbench"]
     refs = spec.get("reference_engines") or []
     started = [e for e in spec["engine_groups"] if "resumed_from" not in e]

@@ -1,5 +1,10 @@
 """``--specbench-shard I/N``: this machine runs one shard of the selected cells (matrix/shards.py),
-the rest are deselected; the JSON says which shard, split and matrix, for ``report merge``."""
+the rest are deselected; the JSON says which shard, split and matrix, for ``report merge``.
+
+Under xdist the controller collects nothing: each worker splits what it collected (after -k, -m
+and the files given, the same on every worker) and sends the split to the controller, on its first
+report (``SPLIT_PROP``) and in its ``workeroutput`` at the end (a shard with nothing to run has no
+report), so the JSON's split is the one the workers ran, never a guess."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import pytest
 
 from ..engines import get_backend
 from ..matrix import shards
-from .state import SpecbenchState
+from .state import SPLIT_PROP, SpecbenchState
 
 
 def setup(config: pytest.Config, st: SpecbenchState) -> None:
@@ -87,6 +92,9 @@ def deselect(config: pytest.Config, st: SpecbenchState, items: list[pytest.Item]
     st.shard_split = _split(st, [c for c in cells.values() if c is not None])
     if st.shard is None:
         return
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # for the controller (it collects nothing under -n)
+        workeroutput[SPLIT_PROP] = shards.as_dict(st.shard_split, st.shard, st.matrix.cells())
     baselines = st.matrix.baselines()
     here = st.shard.index
     drop = [
@@ -113,22 +121,51 @@ def status_line(st: SpecbenchState, kept: int) -> str | None:
 
 def empty_shard(st: SpecbenchState) -> bool:
     """This shard has no cells of a selection that has some: a success, not 'no tests'."""
-    return (
-        st.shard is not None
-        and st.shard_split is not None
-        and bool(st.shard_split.cells)
-        and not any(i == st.shard.index for i in st.shard_split.families.values())
-    )
+    if st.shard is None:
+        return False
+    if st.shard_split is not None:
+        return bool(st.shard_split.cells) and not any(
+            i == st.shard.index for i in st.shard_split.families.values()
+        )
+    split = (st.shard_doc or {}).get("split_cells")  # under -n, as the workers split it
+    return bool(split) and any(split) and not split[st.shard.index]
+
+
+def worker_props(st: SpecbenchState) -> list[tuple[str, Any]]:
+    """On an xdist worker, once: its split, for the controller (on the report being made)."""
+    if not hasattr(st.config, "workerinput") or st.shard_doc is not None:
+        return []
+    if st.shard is None or st.shard_split is None or st.matrix is None:
+        return []
+    st.shard_doc = shards.as_dict(st.shard_split, st.shard, st.matrix.cells())
+    return [(SPLIT_PROP, st.shard_doc)]
+
+
+def receive(st: SpecbenchState, split: dict[str, Any]) -> None:
+    """The controller under -n: a worker's split (every worker collected the same items, so the
+    first is the split)."""
+    if st.shard_doc is None and isinstance(split, dict):
+        st.shard_doc = split
 
 
 def doc(st: SpecbenchState) -> dict[str, Any] | None:
     if st.shard is None or st.matrix is None:
         return None
-    if st.shard_split is None:  # xdist's controller collects nothing: the split from -k as matched here
-        from .selection import k_filter
-
-        st.shard_split = _split(st, k_filter(st.config.getoption("keyword") or "", st.matrix.cells()))
-    return shards.as_dict(st.shard_split, st.shard, st.matrix.cells())
+    if st.shard_split is not None:
+        return shards.as_dict(st.shard_split, st.shard, st.matrix.cells())
+    if st.shard_doc is not None:  # xdist's controller collects nothing: the workers' split
+        return dict(st.shard_doc)
+    # under -n before any worker reported (or none did): the shard, and no split to check against
+    return {
+        "index": st.shard.index,
+        "count": st.shard.count,
+        "source": st.shard.source,
+        "split_digest": None,
+        "matrix_digest": shards.matrix_digest(st.matrix.cells()),
+        "families": None,
+        "planned_s": None,
+        "split_cells": None,
+    }
 
 
 def matrix_digest(st: SpecbenchState) -> str | None:

@@ -29,6 +29,7 @@ DEFAULT_MATRIX = "benches/specbench.yaml"
 RESULT_PROP = "specbench_result"
 ENGINE_PROP = "specbench_engine"
 FAILED_PROP = "specbench_failed"
+SPLIT_PROP = "specbench_shard_split"  # a worker's shard split, for the controller (sharding.py)
 PARTIAL = pytest.StashKey[dict]()  # a failed cell's metrics, for its failed_cells entry
 TIMEOUT_GRACE_S = 60.0  # pytest-timeout fires this long after a cell's timeout_s
 
@@ -76,8 +77,10 @@ class SpecbenchState:
     shard: Any = None  # shards.Shard this machine runs (None: every selected cell)
     shard_split: Any = None  # shards.Split of the selected cells (with --specbench-shard(s))
     shard_count: int | None = None  # N of --specbench-shard I/N or --specbench-shards N
+    shard_doc: Any = None  # under -n: the split as the workers computed it (sharding.receive)
     _provenance: dict[str, Any] | None = None
     references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
+    sentinels: list[dict[str, Any]] = field(default_factory=list)  # controller: drift sentinels run
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
     hook_errors: list[str] = field(default_factory=list)  # the matrix's after_run hook failed: why
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)

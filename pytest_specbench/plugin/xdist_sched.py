@@ -28,7 +28,8 @@ import pytest
 from ..engines import get_backend
 from ..matrix.cells import Cell, EngineGroup
 from ..planning import schedule
-from .state import SpecbenchState
+from . import sentinel
+from .state import SPLIT_PROP, SpecbenchState
 
 LEASE_DIR_KEY = "specbench_lease_dir"  # workerinput: the controller's lease directory
 LEASE_LOG = "gpu-leases.jsonl"  # copied into --specbench-log-dir at the end of the run
@@ -219,8 +220,9 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
         return None, []
     if st.gpus is None and any(j.gpus for j in js.jobs):
         return None, ["schedule: GPU pool unknown (no NVML): --specbench-gpus 0,1,... plans for those GPUs"]
+    fj = sentinel.merge(config, st, js, cells, planned_seconds)  # a family's groups and sentinel: one job
     order = schedule.longest_first(js.jobs) if k > 1 else js.jobs
-    sched = schedule.pack(order, st.gpus or (), k)
+    sched = fj.expand(schedule.pack(order, st.gpus or (), k))
     left_out = [(g, f"{n} cells skipped, {why}") for g, (n, why) in js.gpu_skipped.items()]
     lines = schedule.format_schedule(sched, st.gpu_unavailable, left_out)
     if js.no_eta:
@@ -233,7 +235,7 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
             f"  (CPU groups are packed as if each worker had its own cores; this machine has {cores}: "
             f"{k} workers running the CPU backend slow each other, and their measurements with them)",
         )
-    return sched, lines
+    return sched, lines + fj.lines()
 
 
 # ------------------------------------------------------------------------------ xdist
@@ -248,6 +250,12 @@ class XdistHooks:
     def pytest_configure_node(self, node: Any) -> None:
         if self.st.leases is not None:
             node.workerinput[LEASE_DIR_KEY] = str(self.st.leases.dir)
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """A worker's split (sharding.py), also from a worker that ran nothing (an empty shard)."""
+        split = (getattr(node, "workeroutput", None) or {}).get(SPLIT_PROP)
+        if self.st.shard_doc is None and isinstance(split, dict):  # as sharding.receive
+            self.st.shard_doc = split
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -278,6 +286,8 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
             return cells.get(nodeid[i + 1 : -1])
         return None
 
+    fj: sentinel.FamilyJobs | None = None  # the collection's families (drift sentinels)
+
     class EngineGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
         collection: list[str] | None
 
@@ -285,6 +295,9 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
             c = cell_of(nodeid)
             if c is not None and c.method.url:  # groups on one endpoint: one worker, in turn (they
                 return f"endpoint {c.method.url}"  # would share its GPUs, cache and counters)
+            if fj is not None:  # a family's groups and its sentinel: one worker, back to back
+                c = c or sentinel.sentinel_base(cell_of, nodeid)
+                return fj.scope_of(c.group.id) if c is not None else nodeid
             return c.group.id if c is not None else nodeid
 
         def schedule(self) -> None:
@@ -300,10 +313,13 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
             self.collection = collection
             if not collection:
                 return
+            nonlocal fj
+            run = [c for n in collection if (c := cell_of(n)) is not None]
+            js = jobs(config, st, run)
+            fj = sentinel.merge(config, st, js, run, planned_seconds)
             units: dict[str, dict[str, bool]] = {}
             for nodeid in collection:
                 units.setdefault(self._split_scope(nodeid), {})[nodeid] = False
-            js = jobs(config, st, [c for n in collection if (c := cell_of(n)) is not None])
             order = group_order(js, units)
             rank = {g: i for i, g in enumerate(order)}
             for scope in sorted(units, key=lambda s: rank.get(s, len(rank))):
@@ -314,7 +330,9 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
             if st.leases is not None:  # before any worker can ask: who comes first
                 needs = {j.group: j.gpus for j in js.jobs if j.gpus}
                 first = _first_units(list(self.workqueue.values()), len(self.nodes), list(self.workqueue))
-                st.leases.set_order(order, {g: needs[g] for g in first if g in needs})
+                st.leases.set_order(
+                    fj.lease_order(order), fj.lease_expected({g: needs[g] for g in first if g in needs})
+                )
             for node in self.nodes:
                 self._reschedule(node)
 

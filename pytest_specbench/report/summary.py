@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import decide
+from . import decide, drift
 from .gate import failure_headline
 from .gate import redefined as _redefined
 from .mdtext import one_line, safe_doc
@@ -53,6 +53,8 @@ SPEEDUP_KEYS = (
     "speedup_pairs",
     "speedup_pairing",
     "accept_vs",
+    "speedup_drift",
+    "speedup_verdict_before_drift",
 )
 
 
@@ -120,6 +122,7 @@ def build(
 ) -> dict[str, Any]:
     ordered = sorted(results, key=lambda r: r["nodeid"])
     sp = compare_all(ordered, baseline)
+    drift.apply(ordered, sp, specbench)  # a family's sentinel: its drift withholds smaller verdicts
     return {
         "machine_info": machine_info,
         "commit_info": commit_info,
@@ -287,6 +290,7 @@ def _markdown(doc: dict[str, Any]) -> list[str]:
         lines.append(f"- missing `{m.get('cell') or '?'}`: {m.get('why')}")
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
+    lines += [f"- {ln}" for ln in drift.lines(doc)]
     from .provenance import markdown as settings_table
     from .tuning import section as tuning_section
     from .versus import section as versus_section
