@@ -19,6 +19,7 @@ COMMITTED = [
     RESULTS / "cpu-interleaved" / "run3-busy.json",  # every cell disturbed
     *sorted((RESULTS / "h200-paired").glob("*.json")),
     *sorted((RESULTS / "h200-breakeven").glob("*.json")),  # forced cells only
+    RESULTS / "cpu-drift" / "run.json",  # a drift sentinel, itself disturbed
 ]
 
 
@@ -73,6 +74,11 @@ def test_each_shape_is_decided_as_decide_ranks_and_compares_it(path: Path) -> No
             "  throughput tp1 c1 in128 out256: ngram-d12 x4.41 [4.30, 4.53] faster vs ar; > ngram-d8 x1.40 "
             "[1.25, 1.57] faster; also faster: ngram-d4"
         ) in text.splitlines()[2]
+    if path.parent.name == "cpu-drift":  # the family's drift, once, without the sentinel's process list
+        assert (
+            "drift ar-tp1: +82.7% [+18.5%, +181.8%] over 2.0 min; 0 verdicts withheld; the sentinel was "
+            "disturbed"
+        ) in text.splitlines()
     if path.name == "run3-busy.json":  # every cell disturbed: no shape decided, all grouped as withheld
         assert "verdict withheld (the reasons are counted below), 16 shapes: " in text
 

@@ -241,6 +241,31 @@ def compare_view(doc: dict[str, Any]) -> list[str]:
     )
 
 
+def drift_view(doc: dict[str, Any]) -> list[str]:
+    """Per family with a drift sentinel (report/drift.py): the drift, its interval and span, how
+    many verdicts it withheld; the sentinel's own disturbance named, not listed (the report's)."""
+    got = []
+    for rec in (doc.get("specbench") or {}).get("drift") or ():
+        if rec.get("drift") is None:
+            got.append(f"drift {rec.get('family')}: not measured ({rec.get('why')})")
+            continue
+        ci = rec.get("drift_ci95")
+        line = f"drift {rec.get('family')}: {rec['drift']:+.1%}" + (
+            f" [{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci else ""
+        )
+        if rec.get("minutes") is not None:
+            line += f" over {rec['minutes']:.1f} min"
+        line += f"; {len(rec.get('withheld') or [])} verdicts withheld"
+        if rec.get("sentinel_disturbed"):
+            line += "; the sentinel was disturbed"
+        got.append(line)
+    if len(got) > MAX_VIEW_LINES:
+        got = got[:MAX_VIEW_LINES] + [
+            f"... and {len(got) - MAX_VIEW_LINES} more families (the report lists each)"
+        ]
+    return [clip(ln) for ln in got]
+
+
 # ------------------------------------------------------------------- withheld, counted, once each
 
 Entry = dict[str, Any]
@@ -417,6 +442,7 @@ def pointers(json_path: str | None) -> list[str]:
 SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [  # after the decisions, in this order
     forced_view,
     compare_view,
+    drift_view,
     withheld_lines,
     care_line,
 ]
