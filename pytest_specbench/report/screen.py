@@ -255,7 +255,8 @@ def drift_view(doc: dict[str, Any]) -> list[str]:
         )
         if rec.get("minutes") is not None:
             line += f" over {rec['minutes']:.1f} min"
-        line += f"; {len(rec.get('withheld') or [])} verdicts withheld"
+        held = list(rec.get("withheld") or [])
+        line += f"; {len(held)} verdicts withheld" + (f" ({', '.join(held)})" if 0 < len(held) <= 4 else "")
         if rec.get("sentinel_disturbed"):
             line += "; the sentinel was disturbed"
         got.append(line)
@@ -374,7 +375,7 @@ REASONS: list[
     ("forced (never ranked)", _forced, "a set accept length measures a verify step's cost", None),
     ("out of the race", _dropped, "lost to a shape's leader; never ranked or a baseline", None),
     ("tuned out", _tuned_out, "a sweep's setting not carried past its deciding cells; not run", None),
-    ("drift-withheld", _drift, "verdict not clear of the family's drift", None),
+    ("drift-withheld", _drift, "verdict not clear of its family's drift (the drift lines above)", None),
     ("failed", _failed, "measured nothing", None),
     ("missing", _missing, "not in any merged shard", None),
 ]
@@ -396,7 +397,7 @@ def withheld_lines(doc: dict[str, Any]) -> list[str]:
         head = f"  {name} {len(ids)} ({means})" + (f": {extra}" if extra else "")
         if name == "failed":
             out += [clip(head + ":"), *failed_lines(doc)]
-        elif name in ("disturbed", "forced (never ranked)") or len(ids) > 6:
+        elif name in ("disturbed", "forced (never ranked)", "drift-withheld") or len(ids) > 6:
             out.append(clip(head))  # many cells: named in the full report, not here
         else:
             out += wrap(head + (", " if extra else ": "), ids)
