@@ -37,6 +37,8 @@
 #              python -m sglang.benchmark.serving (random-ids, 128 in / 256 out, c1 and c32) against it
 #   eta        the seed-class 27B hybrid at TP1, -k "$ETAK" (default "mtp and c1"): the first plan
 #              (--specbench-plan, no earlier results) and then the same command run, both saved
+#   racefull   benches/gpu/h200-race.yaml (EAGLE3 forced 1-4 against AR, c1/c8/c32) in full; raced: the same
+#              with --specbench-race
 #   etaspec    benches/gpu/h200-eta-spec.yaml (AR and the STANDALONE oracle with its accept length expected, c1/c8/c32):
 #              the first plan (etaspec-plan.txt/.json), the run with each cell's call time in a JUnit XML, and
 #              planned eta against measured per cell (etaspec-compare.txt)
@@ -160,6 +162,10 @@ case "$PART" in
       --specbench-plan-json "$OUT/seed27-eta-plan.json" > "$OUT/seed27-eta-plan.txt" 2>&1
     tail -n 20 "$OUT/seed27-eta-plan.txt"
     bench seed27-eta benches/examples/seed27-tp1.yaml -k "$K" ;;
+  racefull)  # benches/gpu/h200-race.yaml in full: the forced lengths' order and AR's drift sentinel
+    bench h200-race-full benches/gpu/h200-race.yaml ;;
+  raced)     # the same matrix with --specbench-race
+    bench h200-race benches/gpu/h200-race.yaml --specbench-race ;;
   etaspec)
     python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
       --specbench-matrix benches/gpu/h200-eta-spec.yaml --specbench-plan \

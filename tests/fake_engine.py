@@ -243,3 +243,24 @@ class FakeStepDriftEngine(FakeTimedEngine):
         per = float(os.environ.get("FAKE_DRIFT_PER_START", "0.1"))
         fast = 0.25 if self.group.method.name.startswith("fast") else 1.0
         return super().token_s() * (1.0 + self.nth * per) * fast
+
+
+class FakeRacingEngine(FakeEngine):
+    """Instant, but each request reports a latency of 2 ms per token divided by the method's speed:
+    FAKE_RACE_SPEED holds "name=factor,..." (factor 2: twice as fast; methods not named: 1). With
+    a round's rate read from those latencies (the tests patch rounds._round_rate), every round of
+    a method has the same speed, however loaded the machine is."""
+
+    backend = "fake-racing"
+
+    async def agenerate(self, request: Request) -> RequestRecord:
+        import dataclasses
+
+        speeds = dict(kv.split("=") for kv in os.environ.get("FAKE_RACE_SPEED", "").split(",") if "=" in kv)
+        rec = await super().agenerate(request)
+        virtual = 0.002 * rec.output_tokens / float(speeds.get(self.group.method.name, 1))
+        spec = self.group.method.speculative
+        if spec is not None and spec.simulate_accept_length is not None:  # a forced length honoured
+            steps = -(-(rec.output_tokens - 1) // int(spec.simulate_accept_length))
+            return dataclasses.replace(rec, latency_s=virtual, verify_steps=steps, accept_histogram=())
+        return dataclasses.replace(rec, latency_s=virtual)

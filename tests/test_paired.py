@@ -215,7 +215,8 @@ def test_two_identical_engines_compare_one_under_every_workload(
         # never told apart: a tie, not separated, or no verdict when a neighbour process took the
         # CPU during one of the two cells (the suite's other workers under -n, a busy machine)
         v = e["speedup_verdict"]
-        assert v in ("not separated", "within ±2%") or v.startswith("no verdict: "), (b["param"], v)
+        withheld = ("no verdict: the cell was disturbed (", "no verdict: its baseline was disturbed (")
+        assert v in ("not separated", "within ±2%") or v.startswith(withheld), (b["param"], v)
         if not v.startswith("no verdict: "):
             # and no interval wholly outside 1 ± 3 %: on a busy 2-core machine an identical
             # engine's interval was seen at [1.005, 1.011] (inside the ±2% drift margin)

@@ -149,6 +149,7 @@ class Method:
     api_key_env: str | None = None
     # shell commands around the method's engine groups: (before_group | after_group, command)
     hooks: tuple[tuple[str, str], ...] = ()
+    tune: Any = None  # tune.Tune of a swept method (racing decides it), or None
 
     @property
     def is_speculative(self) -> bool:

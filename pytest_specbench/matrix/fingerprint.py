@@ -67,6 +67,7 @@ NOT_FINGERPRINTED: dict[tuple[str, str], str] = {
         "Speculative",
         "expect_accept_length",
     ): "planning only: the plan's ETA, never the engine or the measurement",
+    ("Method", "tune"): "where --specbench-race decides a sweep, how many settings it keeps: which cells run",
     ("Method", "labels"): "only names the swept settings; the name itself is fingerprinted",
     ("Method", "hooks"): "shell commands run around the engine group, outside its cells' timed rounds",
     ("Workload", "max_rounds"): "Cell.fingerprint adds ('max_rounds', n) when set; without it, unchanged",

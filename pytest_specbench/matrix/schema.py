@@ -39,6 +39,7 @@ from .checks import Ctx, MatrixError, did_you_mean
 from .compare import parse_compare
 from .list_args import one_list_value
 from .selectors import excludes, group_hooks, includes, run_hooks
+from .tune import parse_tune
 from .workload_schema import workload
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
@@ -284,6 +285,9 @@ def _method(
     spec_settings: list[tuple[Speculative | None, tuple[tuple[str, Any], ...]]] = (
         list(settings) if settings else [(None, ())]
     )
+    forced = any(k == "simulate_accept_length" for _, v in spec_settings for k, _ in v)
+    tune = parse_tune(cx, key, d.get("tune"), len(spec_settings) > 1 or bool(swept), forced)
+    base = dataclasses.replace(base, tune=tune)  # racing: where the sweep is decided, what goes on
     if len(spec_settings) == 1 and not spec_settings[0][1] and not swept:
         return [base]
     out = []

@@ -21,7 +21,7 @@ from ..engines import BACKENDS, get_backend
 from ..matrix.cells import EngineGroup
 from ..matrix.schema import MatrixError, load
 from ..report import summary as report
-from . import group_hooks, hookspec, results, sentinel, xdist_sched
+from . import group_hooks, hookspec, race, results, sentinel, xdist_sched
 from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
 from .runner import CellRunner, cell_timeout
 from .runner import item_cell as _item_cell
@@ -93,6 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
             if why:
                 raise pytest.UsageError(f"{path}: {why}")
     _warn_cpu_engines_share_cores(config, st)
+    race.setup(config, st)
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))
     inv = None
     if config.getoption("specbench_plan") and not hasattr(config, "workerinput"):
@@ -215,6 +216,7 @@ def _group_order(config: pytest.Config, items: list[pytest.Item]) -> None:
             item.user_properties.append((RESULT_PROP, {**st.resumed[cell.id], "nodeid": item.nodeid}))
     # by engine group; a family's groups together, then its drift sentinel (sentinel.py)
     sentinel.order(config, items, _item_cell)
+    race.order(items, _item_cell, st)  # --specbench-race: tuned sweeps' deciding cells first
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -245,7 +247,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         Path(json_path).write_text(report.dumps(doc))
     if want_print:
         tr = config.pluginmanager.get_plugin("terminalreporter")
-        from . import sharding
+        from . import sharding, tune
 
         lines = [
             f"specbench plan for {st.matrix.path}",
@@ -253,6 +255,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             *sched_lines,
             *race_lines,
             *sharding.plan_lines(st),
+            *(tune.plan_lines(st.matrix, cells) if st.race is not None else []),
         ]
         if resumed:
             lines.append(
@@ -354,7 +357,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """The group whose engine starts next (a stopping engine queues it as it returns its GPUs)."""
     cell = _item_cell(item)
     if cell is not None and STATE in item.config.stash:
-        _state(item.config).next_group = cell.group if item.get_closest_marker("skip") is None else None
+        st = _state(item.config)
+        st.next_group = None
+        race.skip_if_out(st, cell, item)  # a loser's costlier shapes, tuned-out settings: before any start
+        st.next_group = cell.group if item.get_closest_marker("skip") is None else None
 
 
 def pytest_specbench_make_engine(config: pytest.Config, group: EngineGroup) -> Any:

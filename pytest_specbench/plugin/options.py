@@ -202,6 +202,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "not re-run its first shape after the groups compared with it (the drift sentinel), nor "
         "keep those groups together; no verdict is then withheld for drift. Default: sentinels run",
     )
+    g.addoption(
+        "--specbench-race",
+        action="store_true",
+        default=False,
+        help="decide rather than enumerate: a cell stops once its verdict against its baseline is "
+        "settled (at least 3 rounds, at most max_rounds or rounds), a method whose interval "
+        "against its shape's leader lies wholly below it stops and skips its costlier shapes, and "
+        "a swept method's `tune` keeps only its best settings (docs/metrics.md \"Early stopping and "
+        'racing"); not with -n',
+    )
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
 
 

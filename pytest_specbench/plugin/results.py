@@ -256,6 +256,7 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "failed_cells": [f for f in st.failures if not (f.get("crashed") and f["cell"] in measured)],
             "crashed_workers": [{**c, "measured_again": c["cell"] in measured} for c in st.crashed_workers],
             "interrupted": st.interrupted,
+            **({"race": st.race.doc()} if st.race is not None else {}),
             "shard": sharding.doc(st),
             "matrix_digest": sharding.matrix_digest(st),  # sharded or not: merge checks it
             "resumed_cells": sorted(
@@ -479,6 +480,9 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
                 for b in off
             )
         )
+    from .race import summary_lines as race_lines
+
+    out += race_lines(st.doc)
     for f in spec["failed_cells"]:
         out.append(f"failed: {f['nodeid']} ({f['phase']}): {failure_headline(f)}")
     if spec.get("crashed_workers"):

@@ -62,12 +62,14 @@ class CellRunner:
         ticker = _ticker(self.item.config, st, cell, self.item.nodeid)
         warm = None
         try:
-            if n == 0:  # the group's first cell: warm the engine at every shape its cells use
+            if n == 0 or st.engine_warmed is not engine:  # a new engine: warm it at its cells' shapes
                 warm = workloads.warm_engine(engine, _group_cells(self.item, cell))
+                st.engine_warmed = engine
             # the baseline as a second engine, its rounds interleaved with this cell's (hf); the
             # group's cells (its warm-up shapes) are looked up only when that engine starts
             ref = st.reference_for(cell, lambda: _group_cells(self.item, cell))
-            run = workloads.run(engine, cell, workloads.meters(_meters(st, cell), engine), ref)
+            rule = st.race.rule(cell) if st.race is not None else None  # --specbench-race
+            run = workloads.run(engine, cell, workloads.meters(_meters(st, cell), engine), ref, rule)
         except CellTimeout as e:
             timed_out = str(e)
         except (Interrupted, KeyboardInterrupt) as e:  # SIGTERM / Ctrl-C: stop the run, keep the rest
@@ -118,6 +120,9 @@ class CellRunner:
             m["accept_forced"] = forced["accept_forced"]
         if disturbed:  # in the metrics, where comparisons read it: no verdict for this cell
             m["disturbed"] = disturbed
+        loads = run.extra.pop("round_other_cpu_share", None)
+        if loads:  # per timed round, as the interleaved baseline's: did a pair's halves bear a load alike
+            m["round_other_cpu_share"] = loads
         if run.reference is not None:  # the baseline's interleaved rounds: what "vs ar" divides by
             m["reference"] = run.reference
         result = {
@@ -163,6 +168,9 @@ class CellRunner:
                 f"{m['first_error']}",
                 pytrace=False,
             )
+        dropped = st.race.record(cell, result) if st.race is not None else None
+        if dropped:  # out of the race: kept with the dropped cells, never as a measured result
+            pytest.skip(f"cell {cell.id}: {dropped}")
         self.item.user_properties.append((RESULT_PROP, result))
         sentinel.note_measured(self.item.config, cell)
         return result

@@ -84,6 +84,8 @@ class SpecbenchState:
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
     hook_errors: list[str] = field(default_factory=list)  # the matrix's after_run hook failed: why
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
+    race: Any = None  # race.Race under --specbench-race
+    engine_warmed: Any = None  # the engine last warmed at its group's shapes (a restarted group warms again)
 
     def provenance(self) -> dict[str, Any]:
         """Where and from what a cell is measured: the commit (pytest-benchmark's commit info) and

@@ -409,7 +409,13 @@ def warnings(doc: dict[str, Any]) -> list[str]:
                 "numbers)"
             )
         if e.get("disturbed"):
-            out.append(f"warning: {b['param']}: disturbed: {e['disturbed']}; no faster/slower verdict")
+            kept = e.get("speedup_under_load")
+            then = (
+                f"verdict kept, its interleaved pairs bore the load alike: {kept}"
+                if kept
+                else "no faster/slower verdict"
+            )
+            out.append(f"warning: {b['param']}: disturbed: {e['disturbed']}; {then}")
         if e.get("warmup_settled") is False:
             w = "/".join(f"{x:.0f}" for x in e.get("warmup_tokens_per_s") or ())
             out.append(

@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .sequential import Looks, union
+
 # two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30); above 30: 1.96
 _T975 = (
     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -41,6 +43,17 @@ CV_WARN = 0.05  # the summary warns about cells whose round-to-round CV is above
 # run one after the other (one engine per group), so slow drift of the machine between groups is
 # not in the rounds' spread. Two identical engines (tests/test_paired.py) differed by up to 1.3%.
 EQUIVALENCE = 0.02
+# A cell disturbed by other processes' CPU keeps the verdict of a comparison whose baseline ran
+# interleaved with it when the load fell alike on both halves of every pair: the share of the
+# cores others took during the cell's round and during the baseline's round of the same pair
+# differ by at most LOAD_GAP (the share that disturbs a quiet cell), and the paired ratios vary
+# by at most PAIR_CV_MAX. Load also shifts the ratio itself (methods that spend more compute per
+# token lose more of it: draft = target read x0.78-0.82 beside two busy loops, x0.91-1.09 quiet),
+# so such a verdict is "faster" / "slower" only beyond 1 ± LOAD_MARGIN (docs/metrics.md
+# "Verdicts under load" has the evidence).
+LOAD_GAP = 0.10
+PAIR_CV_MAX = 0.10
+LOAD_MARGIN = 0.10
 
 
 def t975(df: int) -> float:
@@ -77,27 +90,46 @@ class Interval:
         return "not separated"
 
 
-def ratio_interval(num: Sequence[float], den: Sequence[float]) -> Interval | None:
-    """Paired ratios num[i] / den[i]: their geometric mean with a 95 % t-interval on the logs."""
+def _sd(v: Sequence[float]) -> float:
+    """Sample standard deviation in floats (statistics.stdev's exact arithmetic costs ~40x more,
+    which the sequential rules' simulations pay at every look)."""
+    m = math.fsum(v) / len(v)
+    return math.sqrt(math.fsum((x - m) ** 2 for x in v) / (len(v) - 1))
+
+
+def _t(n: int, looks: Looks | None) -> float:
+    """The interval's t multiplier after n pairs: 95 % for one look, else the sequential
+    boundary of the looks the rounds' count was chosen at (report/sequential.py)."""
+    return t975(n - 1) if looks is None or looks.last <= looks.first else looks.critical(n)
+
+
+def ratio_interval(num: Sequence[float], den: Sequence[float], looks: Looks | None = None) -> Interval | None:
+    """Paired ratios num[i] / den[i]: their geometric mean with a 95 % t-interval on the logs
+    (``looks``: 95 % over every look of a sequential rule)."""
     logs = [math.log(a / b) for a, b in zip(num, den, strict=False) if a > 0 and b > 0]
     if not logs:
         return None
     mean = statistics.fmean(logs)
     if len(logs) < 2:
         return Interval(math.exp(mean), None, None, 1)
-    half = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    half = _t(len(logs), looks) * _sd(logs) / math.sqrt(len(logs))
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs))
 
 
-def mean_interval(values: Sequence[float]) -> Interval | None:
-    """The mean of paired differences with a 95 % t-interval."""
+def mean_interval(values: Sequence[float], looks: Looks | None = None) -> Interval | None:
+    """The mean of paired differences with a 95 % t-interval (``looks``: over every look)."""
     if not values:
         return None
     mean = statistics.fmean(values)
     if len(values) < 2:
         return Interval(mean, None, None, 1)
-    half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    half = _t(len(values), looks) * _sd(values) / math.sqrt(len(values))
     return Interval(mean, mean - half, mean + half, len(values))
+
+
+def looks_of(*cells: Mapping[str, Any] | None) -> Looks | None:
+    """The looks at which the cells' round counts were chosen (extra_info.sequential), together."""
+    return union(*(Looks.of(c.get("extra_info")) for c in cells if c is not None))
 
 
 def _median(v: Sequence[float]) -> float:
@@ -169,14 +201,18 @@ def compare(cell: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
         return out
     if cell["params"].get("request_rate"):
         pa, pb = round_p50s(cell["metrics"]), round_p50s(base["metrics"])
-        iv = ratio_interval([pb[i] for i in idx if i < len(pb)], [pa[i] for i in idx if i < len(pa)])
+        iv = ratio_interval(
+            [pb[i] for i in idx if i < len(pb)], [pa[i] for i in idx if i < len(pa)], looks_of(cell, base)
+        )
         out["speedup_metric"] = "latency_s_p50 ratio (open loop; paired rounds' p50 latency, t-interval)"
         if iv is None:  # an older JSON without per-request latencies
             la, lb = cell["metrics"].get("latency_s_p50"), base["metrics"].get("latency_s_p50")
             iv = Interval(lb / la, None, None, 0) if la and lb else None
     else:
         ra, rb = a["rates"], b["rates"]
-        iv = ratio_interval([ra[i] for i in idx if i < len(ra)], [rb[i] for i in idx if i < len(rb)])
+        iv = ratio_interval(
+            [ra[i] for i in idx if i < len(ra)], [rb[i] for i in idx if i < len(rb)], looks_of(cell, base)
+        )
         out["speedup_metric"] = "output tok/s ratio (paired rounds; t-interval)"
     if iv is None:
         return out
@@ -235,13 +271,32 @@ def _interleaved(
             "paired rounds, t-interval)"
         ),
     }
-    iv = ratio_interval([p[0] for p in pairs], [p[1] for p in pairs])
+    iv = ratio_interval([p[0] for p in pairs], [p[1] for p in pairs], looks_of(cell, other))
     if iv is None:
         return out
     out.update(_speedup_fields(iv))
-    withheld = no_verdict_reason(m, "the cell") or (
-        no_verdict_reason(other["metrics"], "the other cell") if other is not None else None
-    )
+    withheld = None
+    kept = []
+    halves = [(m, ref, "the cell", s)]
+    if other is not None:
+        halves.append((other["metrics"], other["metrics"]["reference"], "the other cell", o))
+    for mm, r, who, speeds in halves:
+        why = no_verdict_reason(mm, who)
+        if why and _cpu_load_only(mm):
+            spread = load_spread(mm.get("round_other_cpu_share"), r.get("round_other_cpu_share"), speeds)
+            if spread.startswith("kept: "):
+                kept.append(spread.removeprefix("kept: ") if other is None else f"{who}: {spread[6:]}")
+                why = None
+            else:
+                why = f"{who} was disturbed and {spread}"
+        withheld = withheld or why
+    if kept and not withheld:
+        out["speedup_under_load"] = "; ".join(kept) + f"; faster or slower only beyond ±{LOAD_MARGIN:.0%}"
+        lo, hi = iv.lo or 0.0, iv.hi or 0.0
+        if (out["speedup_verdict"] == "faster" and lo <= 1 + LOAD_MARGIN) or (
+            out["speedup_verdict"] == "slower" and hi >= 1 - LOAD_MARGIN
+        ):
+            out["speedup_verdict"] = "not separated"
     for r in (ref, other["metrics"]["reference"] if other is not None else None):
         if not withheld and r and r.get("errors"):
             withheld = f"a baseline's interleaved rounds had {r['errors']} failed requests"
@@ -250,6 +305,43 @@ def _interleaved(
     if withheld:
         out["speedup_verdict"] = f"no verdict: {withheld}"
     return out
+
+
+def _cpu_load_only(m: Mapping[str, Any]) -> bool:
+    """Disturbed by other processes' CPU time alone (not saturated, no process on its GPUs)."""
+    d = str(m.get("disturbed") or "")
+    return d.startswith("other processes took") and "GPU" not in d and not m.get("saturated")
+
+
+def load_spread(
+    cell: Sequence[float | None] | None, base: Sequence[float | None] | None, speeds: Sequence[float | None]
+) -> str:
+    """Whether the pairs of an interleaved comparison bore a load alike: ``cell`` and ``base``
+    are the shares of the cores others took in each timed round of the cell and of its
+    baseline, ``speeds`` the pairs' ratios. "kept: ..." when every pair's two shares are within
+    LOAD_GAP and the ratios' CV is at most PAIR_CV_MAX, else why not."""
+    n = len(speeds)
+    if not cell or not base or len(cell) < n or len(base) < n or n < 2:
+        return "its rounds' load was not measured per round for both halves of every pair"
+    if any(cell[k] is None or base[k] is None for k in range(n)):
+        return "its rounds' load was not measured per round for both halves of every pair"
+    a = [float(cell[k]) for k in range(n)]  # type: ignore[arg-type]
+    b = [float(base[k]) for k in range(n)]  # type: ignore[arg-type]
+    gaps = [abs(x - y) for x, y in zip(a, b, strict=True)]
+    k = max(range(n), key=gaps.__getitem__)
+    if gaps[k] > LOAD_GAP:
+        return (
+            f"the load differed between the halves of a pair (round {k + 1}: others took {a[k]:.0%} "
+            f"of the cores in its round, {b[k]:.0%} in the baseline's; more than {LOAD_GAP:.0%} apart)"
+        )
+    ratios = [x for x in speeds if x]
+    spread = cv(ratios)
+    if spread is None or spread > PAIR_CV_MAX:
+        return f"its paired ratios vary by {spread or 0:.0%} (CV, more than {PAIR_CV_MAX:.0%})"
+    return (
+        f"kept: others took {min(a + b):.0%}-{max(a + b):.0%} of the cores, alike in both halves of "
+        f"every pair (at most {gaps[k]:.0%} apart; paired ratios' CV {spread:.1%})"
+    )
 
 
 def _inverse(c: dict[str, Any]) -> dict[str, Any]:

@@ -52,6 +52,7 @@ SPEEDUP_KEYS = (
     "speedup_metric",
     "speedup_pairs",
     "speedup_pairing",
+    "speedup_under_load",
     "accept_vs",
     "speedup_drift",
     "speedup_verdict_before_drift",

@@ -39,7 +39,7 @@ from ..engines.base import (
 from ..inputs import prompts
 from ..matrix.cells import Cell
 from ..report import metrics
-from .rounds import CellRun, Meter, Meters, Reference, RoundPlan, meters, request_digest, timed
+from .rounds import CellRun, Meter, Meters, Reference, RoundPlan, Rule, meters, request_digest, timed
 
 __all__ = ["CellRun", "Meter", "Meters", "Reference", "RoundPlan", "meters", "request_digest", "run"]
 
@@ -98,7 +98,12 @@ def _count_prompts(run: CellRun, want: Callable[[RequestRecord], int]) -> None:
 
 
 def _exact_rounds(
-    engine: Engine, cell: Cell, stream: bool, meter: Meter | None, reference: Reference | None
+    engine: Engine,
+    cell: Cell,
+    stream: bool,
+    meter: Meter | None,
+    reference: Reference | None,
+    rule: Rule | None = None,
 ) -> CellRun:
     tok = engine.tokenizer()
     n = cell.workload.requests_per_round(cell.concurrency)
@@ -117,7 +122,7 @@ def _exact_rounds(
         return _plan(cell, [_request(cell, p, f"round{r}/req{i}", stream) for i, p in enumerate(ps)], r)
 
     plans = [build(r) for r in range(cell.workload.warmup + cell.workload.round_cap)]
-    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference)
+    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference, rule)
     _count_prompts(run, lambda r: cell.context_tokens)
     if cell.request_rate:
         run.extra["request_rate"] = cell.request_rate
@@ -125,21 +130,33 @@ def _exact_rounds(
 
 
 def throughput(
-    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+    engine: Engine,
+    cell: Cell,
+    meter: Meter | None = None,
+    reference: Reference | None = None,
+    rule: Rule | None = None,
 ) -> CellRun:
-    return _exact_rounds(engine, cell, cell.workload.streamed, meter, reference)
+    return _exact_rounds(engine, cell, cell.workload.streamed, meter, reference, rule)
 
 
 def ttft(
-    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+    engine: Engine,
+    cell: Cell,
+    meter: Meter | None = None,
+    reference: Reference | None = None,
+    rule: Rule | None = None,
 ) -> CellRun:
-    return _exact_rounds(engine, cell, True, meter, reference)
+    return _exact_rounds(engine, cell, True, meter, reference, rule)
 
 
 def long_context(
-    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+    engine: Engine,
+    cell: Cell,
+    meter: Meter | None = None,
+    reference: Reference | None = None,
+    rule: Rule | None = None,
 ) -> CellRun:
-    run = _exact_rounds(engine, cell, True, meter, reference)
+    run = _exact_rounds(engine, cell, True, meter, reference, rule)
     if run.extra["prompt_tokens_exact"] is False:
         seen = sorted({r.engine_prompt_tokens for r in run.records if r.engine_prompt_tokens is not None})
         raise AssertionError(
@@ -149,7 +166,11 @@ def long_context(
 
 
 def categories(
-    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+    engine: Engine,
+    cell: Cell,
+    meter: Meter | None = None,
+    reference: Reference | None = None,
+    rule: Rule | None = None,
 ) -> CellRun:
     """The category's questions through the chat template; at least ``concurrency`` requests a
     round (the questions cycle), or ``requests`` when given."""
@@ -172,13 +193,17 @@ def categories(
         return _plan(cell, [_request(cell, p, t, stream) for t, p in zip(tags, ids, strict=True)], r)
 
     plans = [build(r) for r in range(w.warmup + w.round_cap)]
-    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference)
+    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference, rule)
     run.extra.update(category=cat, questions=w.questions or "builtin", prompts=len(qs))
     return run
 
 
 def agentic(
-    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+    engine: Engine,
+    cell: Cell,
+    meter: Meter | None = None,
+    reference: Reference | None = None,
+    rule: Rule | None = None,
 ) -> CellRun:
     """C sessions at once, each going through the scenario's turns in order. A round's digest
     covers each session's first request (system prompt and first user message); later turns
@@ -221,7 +246,7 @@ def agentic(
 
     w = cell.workload
     plans = [(r, build(r)) for r in range(w.warmup + w.round_cap)]
-    run = timed(engine, cell, plans, lambda e, p: e.run(all_sessions(e, *p)), meter, reference)
+    run = timed(engine, cell, plans, lambda e, p: e.run(all_sessions(e, *p)), meter, reference, rule)
     run.round_digests = [
         request_digest([_request(cell, h + user_ids[0], f"round{r}/s{s}/t0", True) for s, h in enumerate(hs)])
         for r, hs in plans[w.warmup :]
@@ -233,7 +258,11 @@ def agentic(
 
 
 def trace(
-    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+    engine: Engine,
+    cell: Cell,
+    meter: Meter | None = None,
+    reference: Reference | None = None,
+    rule: Rule | None = None,
 ) -> CellRun:
     """A round replays the (cut) trace at its timestamps over the cell's speed, at most
     ``concurrency`` requests in flight (later arrivals wait in the client, counted as queue
@@ -267,7 +296,7 @@ def trace(
         return RoundPlan(reqs, arrivals)
 
     plans = [build(r) for r in range(w.warmup + w.round_cap)]
-    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference)
+    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference, rule)
     want = {f"req{i}": len(p) for i, p in enumerate(ids)}
     _count_prompts(run, lambda r: want[r.tag.split("/")[-1]])
     run.extra.update(
@@ -371,7 +400,11 @@ WORKLOADS: dict[str, Callable[[Engine, Cell, Meter | None, Reference | None], Ce
 
 
 def run(
-    engine: Engine, cell: Cell, meter: Meter | None = None, reference: Reference | None = None
+    engine: Engine,
+    cell: Cell,
+    meter: Meter | None = None,
+    reference: Reference | None = None,
+    rule: Rule | None = None,
 ) -> CellRun:
     """The cell's workload on ``engine``; with ``reference`` (its baseline's engine in this
     process) the baseline's rounds interleaved with the cell's (rounds.timed)."""
@@ -381,4 +414,4 @@ def run(
         raise NotImplementedError(
             f"workload kind {cell.workload.kind!r} is not implemented; implemented: {', '.join(WORKLOADS)}"
         ) from None
-    return fn(engine, cell, meter, reference)
+    return fn(engine, cell, meter, reference, rule)

@@ -24,7 +24,8 @@ from typing import Any, Protocol
 from ..engines.base import Engine, Request, RequestRecord
 from ..engines.progress import PROGRESS
 from ..matrix.cells import Cell
-from ..report import metrics
+from ..report import metrics, sequential
+from ..report.sequential import Looks
 
 
 @dataclass
@@ -67,7 +68,10 @@ def request_digest(requests: list[Request], arrivals: list[float] | None = None)
 
 class Meter(Protocol):
     """Measures something over a cell's timed rounds (e.g. GPU energy): ``start`` before the
-    first timed round, ``stop`` after the last one returns what goes into the cell's extra."""
+    first timed round, ``stop`` after the last one returns what goes into the cell's extra. A
+    meter may also measure each timed round (``lap_start`` / ``lap_stop``, returning a figure:
+    the disturbance meter's share of the cores others took), which ``timed`` records per round
+    for the cell and for its interleaved baseline."""
 
     def start(self) -> None: ...
 
@@ -89,6 +93,20 @@ class Meters:
         for m in self.meters:
             out.update(m.stop())
         return out
+
+    def lap_start(self) -> None:
+        for m in self.meters:
+            _lap(m, "lap_start")
+
+    def lap_stop(self) -> float | None:
+        laps = [_lap(m, "lap_stop") for m in self.meters]
+        return next((x for x in laps if x is not None), None)
+
+
+def _lap(meter: Any, what: str) -> Any:
+    """A meter's per-round reading (``lap_start`` / ``lap_stop``), where it has one."""
+    fn = getattr(meter, what, None)
+    return fn() if fn is not None else None
 
 
 def meters(meter: Meter | None, engine: Any) -> Meter | None:
@@ -121,6 +139,7 @@ def timed(
     round_fn: Callable[[Engine, Any], list[RequestRecord]],
     meter: Meter | None,
     reference: Reference | None = None,
+    rule: Rule | None = None,
 ) -> CellRun:
     """Warm-up rounds (extended until two in a row agree within WARM_TOLERANCE, when any are
     configured), then the timed ones; ``plans`` (one per round, warm-up first) are built before
@@ -128,7 +147,10 @@ def timed(
     the timed rounds. RoundPlans' digests become the run's round_digests. With a ``reference``
     (the baseline's engine), every round runs on both, in the order A B, B A, A B, ... (the
     configured warm-up rounds too), and the reference's per-round figures go into
-    ``CellRun.reference``."""
+    ``CellRun.reference``. How many timed rounds: ``rule`` (default: a look after every round
+    from ``rounds`` to ``max_rounds``; one look, ``rounds``, without max_rounds); the cell stops
+    at the first look where its verdict is settled or it is out of the race
+    (report/sequential.py); ``rounds_run``, ``stop_reason`` and ``rounds_stop`` say which."""
     w = cell.workload
     closed = not cell.request_rate
     records: list[RequestRecord] = []
@@ -139,20 +161,29 @@ def timed(
     ref_rounds: list[list[RequestRecord]] = []
     ref_rates: list[float] = []  # per round: the reference's tok/s
     ref_own: list[float] = []  # per round: what its verdict rests on (tok/s, or open loop p50 s)
+    # per timed round: the share of the cores other processes took during it (the meter's lap),
+    # the cell's and its interleaved baseline's: whether a pair's two halves bore a load alike
+    loads: list[float | None] = []
+    ref_loads: list[float | None] = []
+    lap: list[float | None] = [None, None]  # the last round's, the cell's last round's
 
     def one(eng: Engine, r: int, plan: Any, who: str = "") -> tuple[list[RequestRecord], float]:
         PROGRESS.start_round(r, len(plan.requests) if isinstance(plan, RoundPlan) else 0, who)
         eng.flush_cache()
         gc.collect()  # no collection of earlier rounds' garbage inside this round's clock
+        _lap(meter, "lap_start")
         t0 = time.perf_counter()
         recs = round_fn(eng, plan)
-        return recs, time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        lap[0] = _lap(meter, "lap_stop")
+        return recs, dt
 
     def both(r: int, plan: Any, k: int) -> tuple[list[RequestRecord], float]:
         """The cell's round, and the reference's before or after it (k-th round: even after)."""
         if reference is not None and k % 2:
             ref(r, plan)
         out = one(engine, r, plan)
+        lap[1] = lap[0]
         if reference is not None and not k % 2:
             ref(r, plan)
         return out
@@ -163,6 +194,7 @@ def timed(
         ref_rounds.append(rr)
         ref_rates.append(_round_rate(rr, dt, cell.concurrency, closed)[0])
         ref_own.append(ref_rates[-1] if closed else _p50(rr) or 0.0)
+        ref_loads.append(lap[0])
 
     for r, plan in enumerate(plans[: w.warmup]):
         recs, dt = both(r, plan, r)
@@ -175,34 +207,56 @@ def timed(
     ref_rounds.clear()
     ref_rates.clear()
     ref_own.clear()
+    ref_loads.clear()
     if meter is not None:
         meter.start()
     own: list[float] = []  # per timed round: tok/s (closed loop) or p50 E2E latency (open loop)
-    stop = None
-    for k, (r, plan) in enumerate(enumerate(plans[w.warmup :], start=w.warmup)):
-        if k >= w.rounds:  # max_rounds: more rounds only while the interval is not decided
-            stop = decided(own, ref_own if reference is not None else None, closed)
-            if stop is not None:
-                break
+    looks = rule.looks if rule is not None else Looks(w.rounds, w.round_cap)
+    stop: sequential.Stop | None = None
+    lead: tuple[Any, dict[str, Any]] | None = None
+    base = ref_own if reference is not None else None
+    for k, (r, plan) in enumerate(enumerate(plans[w.warmup : w.warmup + looks.last], start=w.warmup)):
         recs, dt = both(r, plan, k)
+        loads.append(lap[1])
         records += recs
         times.append(dt)
         tokens.append(sum(x.output_tokens for x in recs if not x.error))
         rate, win = _round_rate(recs, dt, cell.concurrency, closed)
         windows.append(win)
         own.append(rate if closed else _p50(recs) or 0.0)
+        if len(own) < looks.first:
+            continue
+        # a race: the cell against its shape's leader so far (plugin/race.py), at every look
+        lead = rule.race(own, base, closed, looks) if rule is not None and rule.race is not None else None
+        stop = sequential.check(
+            len(own), looks, decided(own, base, closed, looks), lead[0] if lead is not None else None
+        )
+        if stop is not None:
+            break
     ran = plans[w.warmup : w.warmup + len(times)]
     run = CellRun(records, times, round_output_tokens=tokens, round_windows=windows)
     run.one_wave = closed and all(
         isinstance(p, RoundPlan) and len(p.requests) <= cell.concurrency for p in ran
     )
     run.round_digests = [p.digest() for p in ran if isinstance(p, RoundPlan)]
-    if w.max_rounds is not None:
-        run.extra["rounds_run"] = len(times)
-        run.extra["rounds_stop"] = stop or (
-            f"max_rounds ({w.max_rounds}) reached, not decided: "
-            + (_undecided(own, ref_own if reference is not None else None, closed))
+    run.extra["rounds_run"] = len(times)
+    if looks.last > looks.first:  # the round count was chosen by looking: intervals pay for it
+        run.extra["sequential"] = looks.as_dict()
+    if stop is not None:
+        run.extra["stop_reason"] = stop.reason
+        run.extra["rounds_stop"] = stop.text
+        if stop.reason == "dropped" and lead is not None:
+            run.extra["race"] = lead[1]
+    elif looks.last > looks.first:
+        run.extra["stop_reason"] = "cap"
+        cap = (
+            f"max_rounds ({w.max_rounds}) reached"
+            if w.max_rounds is not None and looks.last == w.max_rounds
+            else f"cap of {looks.last} rounds reached"
         )
+        run.extra["rounds_stop"] = f"{cap}, not decided: " + _undecided(own, base, closed, looks)
+    else:
+        run.extra["stop_reason"] = "fixed"
     from_first = w.kind == "trace"
     rates = [_offered(p.arrivals, from_first) for p in ran if isinstance(p, RoundPlan) and p.arrivals]
     offered = [x for x in rates if x]
@@ -216,8 +270,12 @@ def timed(
         )
     if meter is not None and w.rounds:
         run.extra.update(meter.stop())
+    if any(x is not None for x in loads):
+        run.extra["round_other_cpu_share"] = [None if x is None else round(x, 4) for x in loads]
     if reference is not None:
         run.reference = reference.summary(ref_rounds, ref_rates, closed)
+        if any(x is not None for x in ref_loads):
+            run.reference["round_other_cpu_share"] = [None if x is None else round(x, 4) for x in ref_loads]
     return run
 
 
@@ -236,7 +294,7 @@ def _p50(recs: list[RequestRecord]) -> float | None:
     return statistics.median(ok) if ok else None
 
 
-def _interval(own: list[float], ref: list[float] | None, closed: bool) -> Any:
+def _interval(own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None) -> Any:
     """What the cell's verdict rests on, so far: with a reference, the paired ratio (the cell's
     tok/s ÷ the baseline's, or the baseline's p50 ÷ the cell's); else the cell's own rounds'
     mean (its half of a comparison with a baseline measured apart)."""
@@ -244,39 +302,53 @@ def _interval(own: list[float], ref: list[float] | None, closed: bool) -> Any:
 
     if ref is not None:
         num, den = (own, ref[: len(own)]) if closed else (ref[: len(own)], own)
-        return paired.ratio_interval(num, den)
-    return paired.mean_interval(own)
+        return paired.ratio_interval(num, den, looks)
+    return paired.mean_interval(own, looks)
 
 
-def decided(own: list[float], ref: list[float] | None, closed: bool) -> str | None:
-    """Why a cell with ``max_rounds`` stops now (None: it runs another round). With a reference:
-    the speedup's verdict is decided (faster, slower or within the ±2 % margin; not "not
-    separated"). Without: its rounds' 95 % interval is within ±2 % of their mean, so that its
-    part in a comparison is inside the verdict's margin."""
+def decided(
+    own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None
+) -> str | None:
+    """What a cell's verdict is settled as after these rounds (None: not settled), its interval
+    wide enough for every look of ``looks`` (report/sequential.py). With a reference: the
+    speedup's verdict (faster, slower or within the ±2 % margin; not "not separated"). Without:
+    its rounds' interval is within ±2 % of their mean, so that its part in a comparison is inside
+    the verdict's margin."""
     from ..report import paired
 
-    iv = _interval(own, ref, closed)
+    iv = _interval(own, ref, closed, looks)
     if iv is None or iv.lo is None:
         return None
-    n = len(own)
     if ref is not None:
-        v = iv.verdict()
-        return None if v == "not separated" else f"decided after {n} rounds: {v} [{iv.lo:.3f}, {iv.hi:.3f}]"
+        v = sequential.settled(iv)
+        return None if v is None else f"{v} [{iv.lo:.3f}, {iv.hi:.3f}]"
     half = (iv.hi - iv.lo) / 2 / iv.point if iv.point else float("inf")
     if half <= paired.EQUIVALENCE:
-        return (
-            f"decided after {n} rounds: its rounds' interval ±{half:.1%} is within ±{paired.EQUIVALENCE:.0%}"
-        )
+        return f"its rounds' interval ±{half:.1%} is within ±{paired.EQUIVALENCE:.0%}"
     return None
 
 
-def _undecided(own: list[float], ref: list[float] | None, closed: bool) -> str:
-    iv = _interval(own, ref, closed)
+def _undecided(own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None) -> str:
+    iv = _interval(own, ref, closed, looks)
     if iv is None or iv.lo is None:
         return "no interval"
     if ref is not None:
         return f"x{iv.point:.3f} [{iv.lo:.3f}, {iv.hi:.3f}] not separated"
     return f"its rounds' interval ±{(iv.hi - iv.lo) / 2 / iv.point:.1%}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How many timed rounds a cell runs: a look after every round from ``looks.first`` to
+    ``looks.last``, stopping when its verdict is settled; ``race`` (plugin/race.py), given the
+    cell's per-round figures so far (and its reference's, None without one), whether the loop is
+    closed and the looks, returns its interval against the shape's leader and what the JSON says
+    of that leader, or None (no leader to race)."""
+
+    looks: Looks
+    race: (
+        Callable[[list[float], list[float] | None, bool, Looks], tuple[Any, dict[str, Any]] | None] | None
+    ) = None
 
 
 @dataclass
@@ -290,7 +362,8 @@ class Reference:
     def summary(self, rounds: list[list[RequestRecord]], rates: list[float], closed: bool) -> dict[str, Any]:
         """Per timed round (the cell's order): the baseline's tok/s (closed loop: its steady
         window, as the cell's own) and p50 E2E latency (client queue time included); its
-        failed requests and whether any request waited for a slot (a saturated open loop)."""
+        failed requests and whether it saturated (an open loop, by the cell's own rule:
+        metrics.queued_requests)."""
         p50s = [_p50(recs) for recs in rounds]
         return {
             "method": self.method,
@@ -299,7 +372,7 @@ class Reference:
             "round_tokens_per_s": [round(x, 4) for x in rates],
             "round_latency_s_p50": [None if x is None else round(x, 6) for x in p50s],
             "errors": sum(1 for recs in rounds for r in recs if r.error),
-            "saturated": not closed and any(r.queue_s > 0 for recs in rounds for r in recs),
+            "saturated": not closed and metrics.queued_requests([r for recs in rounds for r in recs]) > 0,
         }
 
 

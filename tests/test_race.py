@@ -1,0 +1,253 @@
+"""--specbench-race through the plugin, on fake engines whose speeds are set per method: early
+stopping, a loser dropped from its shape and its costlier shape (never measured, never a
+baseline, never ranked, never on a Pareto frontier), and a swept knob tuned on its deciding cells
+first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+from fake_engine import FakeRacingEngine
+from pytest_specbench.engines import register_backend
+register_backend("fake-racing", FakeRacingEngine, gpu=False, interleave=True)
+"""
+MATRIX = """
+models: {m: /nonexistent/model}
+methods:
+  ar: {backend: fake-racing, model: m}
+  quick: {backend: fake-racing, model: m}
+  laggard: {backend: fake-racing, model: m}
+workloads:
+  throughput:
+    concurrency: [1, 2]
+    output_tokens: [8]
+    prompt_tokens: 16
+    waves: 2
+    rounds: 4
+    warmup: 0
+"""
+TUNED = """
+models: {m: /nonexistent/model}
+methods:
+  ar: {backend: fake-racing, model: m}
+  knob:
+    backend: fake-racing
+    model: m
+    speculative: {algorithm: ngram, num_draft_tokens: [1, 2, 4]}
+    tune: {at: {concurrency: 1}, keep: 1}
+workloads:
+  throughput:
+    concurrency: [1, 2]
+    output_tokens: [8]
+    prompt_tokens: 16
+    waves: 2
+    rounds: 4
+    warmup: 0
+"""
+
+
+def _run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, matrix: str, speeds: str, *args: str
+) -> tuple[dict, str, Path]:
+    if not (pytester.path / "conftest.py").exists():
+        pytester.makeconftest(CONFTEST)
+    (pytester.path / "benches").mkdir(exist_ok=True)
+    (pytester.path / "benches" / "specbench.yaml").write_text(matrix)
+    (pytester.path / "benches" / "test_specbench.py").write_text(
+        (HERE.parent / "benches" / "test_specbench.py").read_text()
+    )
+    from pytest_specbench.plugin import runner
+    from pytest_specbench.workloads import rounds
+
+    # a round's rate from the fake's reported latencies (its speed), not the loaded machine's clock
+    monkeypatch.setattr(
+        rounds,
+        "_round_rate",
+        lambda recs, dt, c, closed: (
+            sum(r.output_tokens for r in recs) / max(r.latency_s for r in recs),
+            None,
+        ),
+    )
+    monkeypatch.setattr(runner, "_meters", lambda st, cell: None)  # no disturbance check: no verdict withheld
+    starts = pytester.path / "starts.txt"
+    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(starts))
+    monkeypatch.setenv("FAKE_TOKEN_S", "0.002")
+    monkeypatch.setenv("FAKE_RACE_SPEED", speeds)
+    res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--benchmark-json=out.json", *args)
+    out_json = pytester.path / "out.json"
+    doc = json.loads(out_json.read_text()) if out_json.exists() else {}
+    return doc, res.stdout.str(), starts
+
+
+def test_a_loser_is_dropped_from_its_shape_and_its_costlier_one_and_never_counts_as_measured(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_specbench.report import decide, pareto
+
+    doc, out, _ = _run(pytester, monkeypatch, MATRIX, "quick=2,laggard=0.5", "--specbench-race")
+    measured = sorted(b["param"] for b in doc["benchmarks"])
+    assert measured == ["ar-tp1-c1-out8", "ar-tp1-c2-out8", "quick-tp1-c1-out8", "quick-tp1-c2-out8"]
+    race = doc["specbench"]["race"]
+    dropped = {d["cell_id"]: d for d in race["dropped_cells"]}
+    assert sorted(dropped) == ["laggard-tp1-c1-out8", "laggard-tp1-c2-out8"]
+    lost = dropped["laggard-tp1-c1-out8"]["extra_info"]
+    # x0.25 of the leader (quick at 2, laggard at 0.5), out at the first look
+    assert lost["rounds_run"] == 3 and lost["stop_reason"] == "dropped", lost
+    info = lost["race"]
+    assert info["status"] == "dropped" and info["lost_to"] == "quick-tp1-c1-out8"
+    assert info["shape"] == "tp1-c1-out8" and info["hi"] < 0.98 and 0.15 < info["ratio"] < 0.4, info
+    # its costlier shape (c2) never ran: skipped with the loss at c1
+    skipped = dropped["laggard-tp1-c2-out8"]["extra_info"]
+    assert skipped["rounds_run"] == 0 and skipped["race"]["skipped"] is True
+    assert dropped["laggard-tp1-c2-out8"]["metrics"] is None
+    assert "laggard-tp1-c1-out8: out of the race: lost to quick-tp1-c1-out8 by x0." in out
+    assert "laggard-tp1-c2-out8: out of the race: lost to quick-tp1-c1-out8 by x0." in out
+    # the clear winner settled at the first look
+    quick = next(b for b in doc["benchmarks"] if b["param"] == "quick-tp1-c1-out8")["extra_info"]
+    assert quick["rounds_run"] == 3 and quick["stop_reason"] == "settled", quick
+    assert quick["sequential"]["looks"] == [3, 4]
+    # never ranked, never a baseline, never on a Pareto frontier
+    for label, rows in decide.ranked_shapes(doc):
+        assert not any("laggard" in str(r) for r in rows), (label, rows)
+    assert all(b["extra_info"].get("speedup_baseline") != "laggard" for b in doc["benchmarks"])
+    assert "laggard" not in repr(pareto.points(doc))
+
+
+def test_without_race_every_cell_runs_its_rounds(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc, _, _ = _run(pytester, monkeypatch, MATRIX, "quick=2,laggard=0.5")
+    assert len(doc["benchmarks"]) == 6 and "race" not in doc["specbench"]
+    for b in doc["benchmarks"]:
+        assert b["extra_info"]["rounds_run"] == 4 and b["extra_info"]["stop_reason"] == "fixed", b["param"]
+        assert "sequential" not in b["extra_info"]
+
+
+def test_a_tuned_sweep_is_decided_on_its_deciding_cells_first_and_only_the_best_runs_elsewhere(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc, out, starts = _run(
+        pytester, monkeypatch, TUNED, "knob-d1=1.5,knob-d2=2,knob-d4=4", "--specbench-race", "-v"
+    )
+    seen = [ln.split("[", 1)[1].split("]")[0] for ln in out.splitlines() if "::test_throughput[" in ln]
+    order = list(dict.fromkeys(seen))
+    # the deciding cells (c1) and the baseline's at their shape first
+    assert order[:4] == [
+        "ar-tp1-c1-out8",
+        "knob-d1-tp1-c1-out8",
+        "knob-d2-tp1-c1-out8",
+        "knob-d4-tp1-c1-out8",
+    ]
+    measured = sorted(b["param"] for b in doc["benchmarks"])
+    assert "knob-d4-tp1-c2-out8" in measured
+    assert "knob-d1-tp1-c2-out8" not in measured and "knob-d2-tp1-c2-out8" not in measured
+    race = doc["specbench"]["race"]
+    assert race["tuning"]["knob"]["kept"] == ["knob-d4"]
+    assert race["tuning"]["knob"]["at"] == "concurrency=1"
+    reasons = {t["cell_id"]: t["reason"] for t in race["tuned_out"]}
+    assert reasons == {
+        "knob-d1-tp1-c2-out8": "tuned out at concurrency=1: best was knob-d4",
+        "knob-d2-tp1-c2-out8": "tuned out at concurrency=1: best was knob-d4",
+    }
+    # the two-phase order: knob-d4's group starts again for c2 (and ar's, whose c1 cell ran first),
+    # the tuned-out ones do not
+    started = [e["group"] for e in doc["specbench"]["engine_groups"] if e.get("ok")]
+    assert sorted(started) == ["ar-tp1", "ar-tp1", "knob-d1-tp1", "knob-d2-tp1", "knob-d4-tp1", "knob-d4-tp1"]
+
+
+def test_the_plan_counts_the_extra_engine_starts_of_the_two_phase_order(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, out, _ = _run(pytester, monkeypatch, TUNED, "", "--specbench-race", "--specbench-plan")
+    assert (
+        "tune knob: 3 settings decided on 3 cells (concurrency=1) that run first; the best 1 run the other "
+        "3 cells' shapes (2 or more cells skipped); two-phase order: 2 extra engine starts (ar-tp1, and "
+        "the kept settings' of 3 groups with cells in both phases)"
+    ) in out
+
+
+def test_tune_refuses_what_it_cannot_decide() -> None:
+    from pytest_specbench.matrix.checks import MatrixError
+    from pytest_specbench.matrix.schema import parse
+
+    base = {"models": {"m": "embedded:tiny"}, "workloads": {"throughput": {}}}
+    one = {"backend": "hf", "model": "m", "tune": {"at": {"tp": 1}, "keep": 1}}
+    with pytest.raises(MatrixError, match=r"m.yaml: methods.x.tune: tunes a sweep"):
+        parse({**base, "methods": {"ar": {"backend": "hf", "model": "m"}, "x": one}}, "m.yaml")
+    sweep = {
+        "backend": "hf",
+        "model": "m",
+        "speculative": {"algorithm": "ngram", "num_draft_tokens": [2, 4]},
+        "tune": {"at": {"gpu": 1}, "keep": 1},
+    }
+    with pytest.raises(MatrixError, match=r"methods.x.tune.at.gpu: not an axis; axes: method, tp"):
+        parse({**base, "methods": {"x": sweep}}, "m.yaml")
+    forced = {
+        "backend": "hf",
+        "model": "m",
+        "speculative": {"algorithm": "draft", "draft_model": "m", "simulate_accept_length": [1, 2]},
+        "tune": {"at": {"tp": 1}, "keep": 1},
+    }
+    with pytest.raises(MatrixError, match=r"methods.x.tune: a forced accept length is a cost curve"):
+        parse({**base, "methods": {"x": forced}}, "m.yaml")
+    m = parse(
+        {**base, "methods": {"x": {**sweep, "tune": {"at": {"concurrency": [1, 4]}, "keep": 2}}}}, "m.yaml"
+    )
+    assert m.methods[0].tune.keep == 2 and m.methods[0].tune.label == "concurrency=1/4"
+
+
+def test_race_is_refused_under_xdist(pytester: pytest.Pytester) -> None:
+    if not (pytester.path / "conftest.py").exists():
+        pytester.makeconftest(CONFTEST)
+    (pytester.path / "benches").mkdir(exist_ok=True)
+    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
+    (pytester.path / "benches" / "test_specbench.py").write_text(
+        (HERE.parent / "benches" / "test_specbench.py").read_text()
+    )
+    res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--specbench-race", "-n", "2")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--specbench-race decides from the cells measured in one process" in res.stderr.str()
+
+
+FORCED = """
+models: {m: /nonexistent/model}
+methods:
+  ar: {backend: fake-racing, model: m}
+  quick: {backend: fake-racing, model: m}
+  fx:
+    backend: fake-racing
+    model: m
+    speculative: {algorithm: ngram, simulate_accept_length: [1, 4]}
+workloads:
+  throughput:
+    concurrency: [1, 2]
+    output_tokens: [8]
+    prompt_tokens: 16
+    waves: 2
+    rounds: 4
+    warmup: 0
+"""
+
+
+def test_forced_lengths_race_in_their_own_pool_and_never_lead_a_drafter(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forced sweep is a ground truth whose order is known: its slow length loses to its own
+    pool (AR or the fast length) and skips its costlier shape; its fast length, 8 times a drafter's
+    speed, never drops the drafter (a cost curve does not lead a drafter)."""
+    pytester.makeconftest(CONFTEST.replace("interleave=True)", "interleave=True, forced_accept=\"engine\")"))
+    doc, out, _ = _run(pytester, monkeypatch, FORCED, "quick=1.2,fx-a1=0.25,fx-a4=10", "--specbench-race")
+    dropped = {d["cell_id"]: d for d in doc["specbench"]["race"]["dropped_cells"]}
+    assert sorted(dropped) == ["fx-a1-tp1-c1-out8", "fx-a1-tp1-c2-out8"], sorted(dropped)
+    lost_to = dropped["fx-a1-tp1-c1-out8"]["extra_info"]["race"]["lost_to"]
+    assert lost_to in ("ar-tp1-c1-out8", "fx-a4-tp1-c1-out8"), lost_to
+    measured = sorted(b["param"] for b in doc["benchmarks"])
+    assert "quick-tp1-c1-out8" in measured and "quick-tp1-c2-out8" in measured
+    assert "fx-a4-tp1-c2-out8" in measured
