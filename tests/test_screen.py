@@ -118,7 +118,14 @@ def _hand_made() -> dict[str, Any]:
                 "draft-c1",
                 "draft",
                 90.0,
-                race={"status": "dropped", "lost_to": "ngram-c1", "ratio": 0.7, "lo": 0.6, "hi": 0.8},
+                race={
+                    "status": "dropped",
+                    "lost_to": "ngram-c1",
+                    "ratio": 0.7,
+                    "lo": 0.6,
+                    "hi": 0.8,
+                    "shape": "tp1-c1",
+                },
             ),
         ],
         "specbench": {
@@ -143,7 +150,12 @@ def test_a_hand_made_run_counts_each_withheld_reason_once() -> None:
     ) in lines
     assert "  saturated 1 (open loop did not keep up: no verdict): ar-c8" in lines
     assert "  forced (never ranked) 2 (a set accept length measures a verify step's cost)" in lines
-    assert "  out of the race 1 (lost to a shape's leader; never ranked or a baseline): draft-c1" in lines
+    at = lines.index("  out of the race 1 (lost to a shape's leader; never ranked or a baseline):")
+    assert (
+        lines[at + 1]
+        == "    draft-c1: out of the race: lost to ngram-c1 by x0.700 [0.600, 0.800] at shape tp1-c1"
+        " (not run)"
+    )
     assert (
         lines[lines.index("  failed 1 (measured nothing):") + 1]
         == "    eagle-c1 (call): RuntimeError: engine crashed"

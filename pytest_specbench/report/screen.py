@@ -302,6 +302,31 @@ def _tuned_out(doc: dict[str, Any]) -> list[str]:
     return [str(t.get("cell_id")) for t in race.get("tuned_out") or () if isinstance(t, dict)]
 
 
+def dropped_lines(doc: dict[str, Any]) -> list[str]:
+    """One line per cell out of the race (at most MAX_VIEW_LINES): whom it lost to, by how much."""
+    race = (doc.get("specbench") or {}).get("race") or {}
+    cells = [(b["param"], b["extra_info"]) for b in _cells(doc) if b["param"] in _dropped(doc)]
+    cells += [(str(d.get("cell_id")), d.get("extra_info") or {}) for d in race.get("dropped_cells") or ()]
+    out, seen = [], set()
+    for cell, e in cells:
+        info = e.get("race") or {}
+        if cell in seen:
+            continue
+        seen.add(cell)
+        try:
+            why = (
+                f"lost to {info['lost_to']} by x{info['ratio']:.3f} [{info['lo']:.3f}, {info['hi']:.3f}] "
+                f"at shape {info.get('shape')}"
+            )
+        except (KeyError, TypeError, ValueError):
+            why = "lost"
+        ran = e.get("rounds_run")
+        out.append(clip(f"    {cell}: out of the race: {why}" + ("" if ran else " (not run)")))
+    if len(out) > MAX_VIEW_LINES:
+        out = out[:MAX_VIEW_LINES] + [f"    ... and {len(out) - MAX_VIEW_LINES} more (the report lists each)"]
+    return out
+
+
 def _drift(doc: dict[str, Any]) -> list[str]:
     ids = [c for rec in (doc.get("specbench") or {}).get("drift") or () for c in rec.get("withheld") or ()]
     ids += [
@@ -397,6 +422,8 @@ def withheld_lines(doc: dict[str, Any]) -> list[str]:
         head = f"  {name} {len(ids)} ({means})" + (f": {extra}" if extra else "")
         if name == "failed":
             out += [clip(head + ":"), *failed_lines(doc)]
+        elif name == "out of the race":
+            out += [clip(head + ":"), *dropped_lines(doc)]
         elif name in ("disturbed", "forced (never ranked)", "drift-withheld") or len(ids) > 6:
             out.append(clip(head))  # many cells: named in the full report, not here
         else:
