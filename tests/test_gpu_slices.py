@@ -218,7 +218,9 @@ def test_gpu_energy_over_the_timed_rounds(project: pytest.Pytester) -> None:
     """NVML energy counters read before and after a cell's timed rounds, on the GPUs its engine
     uses. The fake counter advances 25 J per request served: the timed round's 2 requests give 50 J
     per GPU (100 J at TP2); a meter started before the warm-up round would read twice that."""
-    res = project.runpytest_subprocess("benches", "-k", "ar and not tp4", "--benchmark-json", "out.json")
+    res = project.runpytest_subprocess(
+        "benches", "-k", "ar and not tp4", "--benchmark-json", "out.json", "--specbench-summary", "full"
+    )
     res.assert_outcomes(passed=2)
     by = {
         b["param"]: b["extra_info"] for b in json.loads((project.path / "out.json").read_text())["benchmarks"]

@@ -100,7 +100,9 @@ def test_xdist_one_start_per_group_and_one_json(project: pytest.Pytester, tmp_pa
 
 def test_json_contents_and_compare(project: pytest.Pytester, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
-    res = project.runpytest("benches", "-k", "tp1", "--benchmark-json", str(out))
+    res = project.runpytest(
+        "benches", "-k", "tp1", "--benchmark-json", str(out), "--specbench-summary", "full"
+    )
     res.assert_outcomes(passed=6)
     # the decision view: per shape every method, fastest first (order is timing: not asserted)
     summary = res.stdout.str().split("fastest method per cell shape (", 1)[1].splitlines()
@@ -396,7 +398,9 @@ def test_slo_attainment_and_goodput_reach_the_json_and_the_summary(
     path = project.path / "benches" / "specbench.yaml"
     path.write_text(path.read_text().replace("    warmup: 1\n", "    warmup: 1\n    slo: {e2e_s: 0.01}\n"))
     out = tmp_path / "out.json"
-    res = project.runpytest("benches", "-k", "tp1 and c1", "--benchmark-json", str(out))
+    res = project.runpytest(
+        "benches", "-k", "tp1 and c1", "--benchmark-json", str(out), "--specbench-summary=full"
+    )
     res.assert_outcomes(passed=3)
     by = {b["params"]["method"]: b["extra_info"] for b in json.loads(out.read_text())["benchmarks"]}
     # FakeEngine's reported latency is 1 ms per chunk: ar streams 16 one-token chunks (16 ms, over
@@ -453,3 +457,21 @@ def test_elapsed_text_says_over_plan() -> None:
     assert elapsed_text(45.2, 30.0) == "45 s of 30 s planned: over plan by 15 s"
     assert elapsed_text(12.0, 30.0) == "12 s of 30 s planned"
     assert elapsed_text(12.0, None) == "12 s (no plan ETA)"
+
+
+def test_the_end_of_run_summary_is_one_screen_unless_full_is_asked(project: pytest.Pytester) -> None:
+    """By default the summary is the screen (report/screen.py): the decision, what was withheld,
+    the run's facts and where the full tables are; --specbench-summary full (test above) the rest."""
+    res = project.runpytest("benches", "-k", "tp1 and c1", "--benchmark-json", "out.json")
+    res.assert_outcomes(passed=3)
+    screen = res.stdout.str().split("specbench summary", 1)[1].splitlines()[1:]
+    screen = screen[: next(i for i, ln in enumerate(screen) if ln.startswith("====="))]
+    assert len(screen) <= 45 and max(len(ln) for ln in screen) <= 160, screen
+    assert screen[0] == "decision per cell shape (3 cells, 1 shapes with two or more methods):"
+    assert any(ln.startswith("withheld or never ranked: disturbed ") for ln in screen)
+    assert any(ln.startswith("engine starts: 3 (ar-tp1, ") for ln in screen)
+    assert "wrote out.json (3 cells)" in screen
+    assert screen[-3] == (
+        "full tables, per-cell reasons and process lists: python -m pytest_specbench.report out.json"
+    )
+    assert "fastest method per cell shape" not in res.stdout.str()  # the long view is the report's

@@ -110,7 +110,14 @@ def test_k_selects_settings(pytester: pytest.Pytester) -> None:
     assert [ln for ln in res.outlines if "::test_throughput[" in ln] == [
         "benches/test_b.py::test_throughput[ngram-d8-tp1-c32-out256]"
     ]
-    res = pytester.runpytest("benches", "-k", "ngram and c1 and throughput", "--benchmark-json", "out.json")
+    res = pytester.runpytest(
+        "benches",
+        "-k",
+        "ngram and c1 and throughput",
+        "--benchmark-json",
+        "out.json",
+        "--specbench-summary=full",
+    )
     res.assert_outcomes(passed=3)
     res.stdout.fnmatch_lines(
         ["tuning (per shape*", "  throughput tp1 c1 in128 out256: ngram: best num_draft_tokens=*"]

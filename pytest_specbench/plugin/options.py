@@ -148,6 +148,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="at the end of the run, write the run's plots (PNG + CSV each) and an index.md there",
     )
     g.addoption(
+        "--specbench-summary",
+        metavar="KIND",
+        choices=("screen", "full"),
+        default="screen",
+        help="the end-of-run summary: 'screen' (about 40 lines: the decision per shape, what was "
+        "withheld and why, where the full tables are) or 'full' (every table, per-cell reason and "
+        "warning). Default: %(default)r",
+    )
+    g.addoption(
         "--specbench-gpu-bandwidth",
         metavar="TB/S",
         type=_bandwidth,

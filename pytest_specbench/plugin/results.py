@@ -380,6 +380,10 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             else f"JSON written to {target} after {len(st.write_errors)} failed write(s), the last: "
             f"{st.write_errors[-1]}"
         )
+    if config.getoption("specbench_summary", "screen") == "screen":  # one screen; "full": the rest
+        from .terminal import screen_lines
+
+        return out + screen_lines(st, config, wall_vs_plan(st))
     out += report.table(st.doc)
     out += drift.lines(st.doc)
     spec = st.doc["specbench"]

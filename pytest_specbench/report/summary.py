@@ -400,7 +400,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "paired rounds as for the baseline; with several JSONs (runs of one machine), only those "
         "comparisons, across the runs",
     )
+    ap.add_argument(
+        "--screen",
+        action="store_true",
+        help="with one JSON: print the end-of-run screen (the decision per shape, what was withheld and "
+        "why, about 40 lines) instead of the Markdown report",
+    )
     args = ap.parse_args(argv)
+    if args.screen and (len(args.json) != 1 or args.html or args.plots or args.versus):
+        ap.error(
+            "--screen prints one results JSON's screen; give one JSON, without --html, --plots or --versus"
+        )
     if args.versus and len(args.json) > 1:
         if args.html or args.plots or args.max_tok_s_drop is not None or args.max_accept_drop is not None:
             ap.error(
@@ -430,6 +440,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .versus_read import set_versus
 
             set_versus(docs[0], args.versus, ap.error)
+        if args.screen:
+            from .screen import lines as screen_lines
+
+            print("\n".join(screen_lines(docs[0], args.json[0])))
+            return 0
         print("\n".join(markdown(docs[0])))
         if args.plots:
             for png in write_plots(docs[0], Path(args.plots)):

@@ -1,0 +1,76 @@
+"""The end-of-run screen on the terminal: report/screen.py's lines for the run's document, with the
+run's own facts (engine starts, resumed cells, crashes, an interruption, settings that differ
+between groups, wall time against the plan, where the JSON went) before its pointers, each on one
+line of at most screen.WIDTH characters. The long summary (``--specbench-summary full``) stays in
+results.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ..report import provenance, screen
+from .state import SpecbenchState
+
+
+def screen_lines(st: SpecbenchState, config: pytest.Config, wall: str) -> list[str]:
+    """The screen, with ``wall`` (results.wall_vs_plan's line) among the run's facts."""
+    assert st.doc is not None
+    target = config.getoption("benchmark_json", None)
+    name = None if not target else str(target.name if hasattr(target, "write") else target)
+    spec = st.doc["specbench"]
+    refs = spec.get("reference_engines") or []
+    started = [e for e in spec["engine_groups"] if "resumed_from" not in e]
+    facts = [
+        f"engine starts: {spec['engine_starts']} "
+        f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in started)})"
+        + (
+            f"; baseline instances for interleaved rounds: {len(refs)} "
+            f"({', '.join(e['group'] + ' in ' + e['worker'] for e in refs)})"
+            if refs
+            else ""
+        )
+    ]
+    if spec.get("resumed_cells"):
+        facts.append(
+            f"resumed: {len(spec['resumed_cells'])} cells copied from "
+            f"{config.getoption('specbench_resume')} (not run again)"
+        )
+    if st.resume_refused:
+        facts += screen.wrap(
+            f"resume refused {len(st.resume_refused)} cells (they ran again; --specbench-resume-any-machine "
+            "copies them): ",
+            st.resume_refused,
+        )
+    keys, _ = provenance.differences(st.doc)
+    if keys:
+        facts.append(
+            f"engine settings that differ between groups ({', '.join(keys)}): per group in the report"
+        )
+    crashed = spec.get("crashed_workers") or []
+    if crashed:
+        facts += screen.wrap(
+            f"CRASHED: {len(crashed)} xdist worker(s) died mid-cell (xdist replaced them and ran the rest): ",
+            [f"{c['cell']} ({'measured again' if c['measured_again'] else 'not measured'})" for c in crashed],
+        )
+    if spec.get("interrupted"):
+        stop = spec["interrupted"]
+        facts.append(
+            f"INTERRUPTED ({stop['why']}) in cell {stop.get('cell') or '-'}: "
+            f"{len(st.doc['benchmarks'])} cells measured are kept"
+        )
+        if name:  # a command to copy: never cut, however long its path
+            facts.append(
+                f"  the same command (same -k) with --specbench-resume {Path(name).resolve()} runs the rest"
+            )
+    facts.append(wall)
+    if name and (hasattr(target, "write") or st.written_to == name):
+        facts.append(f"wrote {name} ({len(st.doc['benchmarks'])} cells)")
+    elif st.written_to:
+        facts.append(f"wrote {st.written_to} ({len(st.doc['benchmarks'])} cells), not {name}")
+    return screen.lines(
+        st.doc,
+        st.written_to or name,
+        [ln if " --specbench-resume " in ln else screen.clip(ln) for ln in facts],
+    )
