@@ -163,9 +163,9 @@ case "$PART" in
     tail -n 20 "$OUT/seed27-eta-plan.txt"
     bench seed27-eta benches/examples/seed27-tp1.yaml -k "$K" ;;
   racefull)  # benches/gpu/h200-race.yaml in full: the forced lengths' order and AR's drift sentinel
-    bench h200-race-full benches/gpu/h200-race.yaml ;;
+    bench h200-race-full benches/gpu/h200-race.yaml --junit-xml "$OUT/h200-race-full.xml" -o junit_duration_report=call ;;
   raced)     # the same matrix with --specbench-race
-    bench h200-race benches/gpu/h200-race.yaml --specbench-race ;;
+    bench h200-race benches/gpu/h200-race.yaml --specbench-race --junit-xml "$OUT/h200-race.xml" -o junit_duration_report=call ;;
   etaspec)
     python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
       --specbench-matrix benches/gpu/h200-eta-spec.yaml --specbench-plan \
