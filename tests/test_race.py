@@ -242,7 +242,7 @@ def test_forced_lengths_race_in_their_own_pool_and_never_lead_a_drafter(
     """A forced sweep is a ground truth whose order is known: its slow length loses to its own
     pool (AR or the fast length) and skips its costlier shape; its fast length, 8 times a drafter's
     speed, never drops the drafter (a cost curve does not lead a drafter)."""
-    pytester.makeconftest(CONFTEST.replace("interleave=True)", "interleave=True, forced_accept=\"engine\")"))
+    pytester.makeconftest(CONFTEST.replace("interleave=True)", 'interleave=True, forced_accept="engine")'))
     doc, out, _ = _run(pytester, monkeypatch, FORCED, "quick=1.2,fx-a1=0.25,fx-a4=10", "--specbench-race")
     dropped = {d["cell_id"]: d for d in doc["specbench"]["race"]["dropped_cells"]}
     assert sorted(dropped) == ["fx-a1-tp1-c1-out8", "fx-a1-tp1-c2-out8"], sorted(dropped)
@@ -251,3 +251,43 @@ def test_forced_lengths_race_in_their_own_pool_and_never_lead_a_drafter(
     measured = sorted(b["param"] for b in doc["benchmarks"])
     assert "quick-tp1-c1-out8" in measured and "quick-tp1-c2-out8" in measured
     assert "fx-a4-tp1-c2-out8" in measured
+
+
+def test_a_forced_length_is_led_by_its_baseline_own_cell_where_nothing_interleaves() -> None:
+    """On sglang the baseline is its own cell (not interleaved): a forced length's leader at its
+    shape is that cell when nothing of its own sweep ran yet, and a drafter's never a forced cell."""
+    from pytest_specbench.matrix.schema import parse
+    from pytest_specbench.plugin.race import Entry, Race
+    from pytest_specbench.report import paired
+
+    doc = {
+        "models": {"m": "embedded:tiny"},
+        "methods": {
+            "ar": {"backend": "hf", "model": "m"},
+            "quick": {"backend": "hf", "model": "m", "speculative": {"algorithm": "ngram"}},
+            "fx": {
+                "backend": "hf",
+                "model": "m",
+                "speculative": {"algorithm": "ngram", "simulate_accept_length": [1, 4]},
+            },
+        },
+        "workloads": {"throughput": {"concurrency": [1], "rounds": 4}},
+    }
+    m = parse(doc, "m.yaml")
+    race = Race(m)
+    cells = {c.method.name: c for c in m.cells()}
+    shape = next(iter(race.shapes), None) or __import__(
+        "pytest_specbench.report.paired", fromlist=["axes"]
+    ).axes(cells["ar"].params())
+    race.shapes[shape] = [
+        Entry(cells["ar"].id, "ar", [100.0] * 4, False, None, True),
+        Entry(cells["fx-a4"].id, "fx-a4", [400.0] * 4, False, None, True),
+    ]
+    lead = race.leader(cells["fx-a1"], relative=False)
+    assert lead is not None and lead.method == "fx-a4"
+    race.shapes[shape] = race.shapes[shape][:1]
+    lead = race.leader(cells["fx-a1"], relative=False)
+    assert lead is not None and lead.method == "ar"
+    race.shapes[shape].append(Entry(cells["fx-a4"].id, "fx-a4", [400.0] * 4, False, None, True))
+    lead = race.leader(cells["quick"], relative=False)
+    assert lead is not None and lead.method == "ar"

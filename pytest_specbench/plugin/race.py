@@ -125,6 +125,8 @@ class Race:
     def same_pool(self, cell: Cell, shape: tuple[Any, ...], rival: str) -> bool:
         """Whether the method ``rival`` at ``shape`` races against ``cell``: drafters against
         drafters, a forced length against the forced lengths of its own sweep."""
+        if rival == self.baselines.get(cell.method.name):  # its baseline's own cell (not interleaved)
+            return True
         other = self._cells.get((shape, rival))
         if other is None or forced(other) != forced(cell):
             return False
