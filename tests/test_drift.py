@@ -189,6 +189,9 @@ def test_a_familys_groups_run_together_and_its_sentinel_after_them(pytester: pyt
     out = res.stdout.str()
     assert "drift sentinels (2; a family's groups run back to back" in out
     assert "ar-tp1-c2-out8-sentinel: engine start" in out and "(family ar-tp1, slow-tp1)" in out
+    # the sentinels are in the serial total too, and its line says so
+    total = next(ln for ln in res.stdout.lines if ln.startswith("cells: "))
+    assert "engine starts 240 s, drift sentinels 120 s, one process)" in total, total
     rows = [ln.split() for ln in res.stdout.lines if "GPUs -" in ln]
     # each family on one worker, back to back: its rows end where the next one starts
     by_group = {r[0] if r[1] != "(sentinel)" else r[0] + "*": (r[-3], r[-1]) for r in rows}

@@ -155,6 +155,13 @@ ENGINE_START_S = {"sglang": 60.0, "sglang-server": 80.0, "hf": 2.0, "http": 0.0}
 # every cell: building prompts, flushing the cache between rounds, metrics (cpu-default: 125 s
 # of wall for 95 s of rounds and 4 s of starts over 43 cells, session start included)
 CELL_OVERHEAD_S = 0.5
+# every round of a cell on an in-process SGLang engine, outside its clock (workloads/rounds.py:
+# the prefix-cache flush and a full garbage collection of the pytest process, which holds
+# sglang's, torch's and transformers' objects): h200-eta-spec (1.7B AR and STANDALONE, c1/c8/c32,
+# 2 warm-up + 40 timed rounds a cell) spent 17.3-20.9 s a cell outside its rounds (its JUnit call
+# time less stats.data, the warm-up rounds at warmup_tokens_per_s and engine_warm.s), 0.41-0.50 s
+# a round, mean 0.44, the same at c1 and c32. Other backends: in CELL_OVERHEAD_S (cpu-default).
+ROUND_OVERHEAD_S = {"sglang": 0.44}
 
 # the hf backend on a CPU (docs/results/cpu-default, 2 cores, the embedded 4-layer tiny model):
 # decode step 3.3 ms at c1 (throughput ar c1: 0.11 s a request of 32 tokens) = fixed + per layer;
@@ -410,10 +417,17 @@ def warm_rounds(warmup: int) -> int:
     return warmup + 1 if warmup else 0
 
 
+def round_overhead_s(backend: str) -> float:
+    """What a backend's round costs outside its clock (ROUND_OVERHEAD_S; 0: in CELL_OVERHEAD_S)."""
+    return ROUND_OVERHEAD_S.get(backend, 0.0)
+
+
 def cell_eta_s(cell: Cell, round_s: float) -> float:
-    """Every cell runs its warm-up rounds (``warm_rounds``), then ``rounds`` timed ones."""
+    """Every cell runs its warm-up rounds (``warm_rounds``), then ``rounds`` timed ones, each with
+    its backend's work between rounds (``round_overhead_s``)."""
     w = cell.workload
-    return (warm_rounds(w.warmup) + w.rounds) * round_s + CELL_OVERHEAD_S
+    rounds = warm_rounds(w.warmup) + w.rounds
+    return rounds * (round_s + round_overhead_s(cell.method.backend)) + CELL_OVERHEAD_S
 
 
 # ------------------------------------------------------------------------------ CPU (hf)

@@ -371,6 +371,9 @@ class Plan:
     gpu: GPUBudget | None
     groups: dict[str, GroupPlan]
     cells: dict[str, CellPlan]
+    # the drift sentinels' planned seconds (their baselines' restarts and rounds), set by the
+    # schedule that plans them (plugin/sentinel.py); in eta_s
+    sentinels_s: float = 0.0
 
     def skip_reason(self, cell: Cell) -> str | None:
         cp = self.cells.get(cell.id)
@@ -410,9 +413,9 @@ class Plan:
         return out
 
     def eta_s(self, selected: list[str] | None = None) -> float:
-        """Serial, one process: every runnable cell and every engine start."""
+        """Serial, one process: every runnable cell, every engine start and the drift sentinels."""
         cells = sum(c.eta_s or 0.0 for c in self._cells(selected) if c.feasible)
-        return cells + self.starts_s(self.started_groups(selected))
+        return cells + self.starts_s(self.started_groups(selected)) + self.sentinels_s
 
     def as_dict(self, selected: list[str] | None = None) -> dict[str, Any]:
         cells = self._cells(selected)
@@ -427,6 +430,7 @@ class Plan:
             "eta_s": self.eta_s(selected),
             "cells_eta_s": sum(c.eta_s or 0.0 for c in cells if c.feasible),
             "starts_eta_s": self.starts_s(used),
+            "sentinels_eta_s": self.sentinels_s,
             "groups": groups,
             "cells": [dataclasses.asdict(c) for c in cells],
         }

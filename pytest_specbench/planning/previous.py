@@ -50,7 +50,9 @@ def apply_previous(
             else (b.get("options") or {}).get("warmup", 0) or 0
         )
         if data:
-            cp.eta_s = sum(data) * (len(data) + warm) / len(data)
+            gp = groups.get(cp.group) if groups else None
+            over = eta.round_overhead_s(gp.backend) if gp is not None else 0.0
+            cp.eta_s = (sum(data) / len(data) + over) * (len(data) + warm)
             cp.round_s, cp.eta_from = sum(data) / len(data), "measured"
     for ev in ((doc.get("specbench") or {}).get("engine_groups") or []) if groups else []:
         gp = groups.get(ev.get("group")) if groups else None

@@ -81,7 +81,9 @@ def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
     unknown = sum(1 for c in d["cells"] if c["feasible"] and c["eta_s"] is None)
     eta = (
         f"ETA {d['eta_s'] / 60:.1f} min (cells {d['cells_eta_s']:.0f} s, "
-        f"engine starts {d['starts_eta_s']:.0f} s, one process)"
+        f"engine starts {d['starts_eta_s']:.0f} s, "
+        + (f"drift sentinels {d['sentinels_eta_s']:.0f} s, " if d.get("sentinels_eta_s") else "")
+        + "one process)"
     )
     if unknown:  # the headline says which part it covers
         eta = (

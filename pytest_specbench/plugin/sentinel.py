@@ -301,4 +301,5 @@ def merge(
             )
         )
     js.jobs = out
+    plan.sentinels_s = sum(a + b for a, b in sent.values())  # in the plan's ETA line
     return FamilyJobs(out, fams, parts, sent)
