@@ -98,8 +98,8 @@ def test_first_plan_of_the_seed_class_hybrid_holds_on_the_h200(tmp_path: Path) -
         assert cp.eta_from == "model" and cp.round_s is not None and cp.ttft_s is not None
         assert 0.8 < cp.round_s / round_s < 1.25, (cid, cp.round_s, round_s)
         assert 0.8 < cp.ttft_s / ttft < 1.25, (cid, cp.ttft_s, ttft)
-        # 2 warm-up + 2 rounds, each with 0.44 s outside its clock (an in-process SGLang engine)
-        assert cp.eta_s == pytest.approx(4 * (cp.round_s + 0.44) + eta.CELL_OVERHEAD_S)
+        # 2 warm-up + 2 rounds, each with 0.08 s outside its clock (an in-process SGLang engine)
+        assert cp.eta_s == pytest.approx(4 * (cp.round_s + 0.08) + eta.CELL_OVERHEAD_S)
     first, second = p.started_groups(picked)
     assert (first, second) == ("ar-tp1", "mtp-tp1")
     ar, mtp = p.groups["ar-tp1"], p.groups["mtp-tp1"]
@@ -309,7 +309,7 @@ def test_plan_from_previous_keeps_measured_cells_and_starts(tmp_path: Path) -> N
     }
     p = plan.make_plan(cells, H200, prev)
     cp = p.cells[cid]
-    assert (cp.eta_s, cp.eta_from) == (pytest.approx((41.255 + 0.44) * 3), "measured")  # + between rounds
+    assert (cp.eta_s, cp.eta_from) == (pytest.approx((41.255 + 0.08) * 3), "measured")  # + between rounds
     assert p.cells["long_context-ar-tp1-c1-ctx3k-out256"].eta_from == "model"
     ar, mtp, ngram = p.groups["ar-tp1"], p.groups["mtp-tp1"], p.groups["ngram-tp1"]
     assert mtp.start_s == pytest.approx(82.93, abs=0.01) and mtp.start_from == "measured"
@@ -526,17 +526,17 @@ ROUNDS_DOC = {
 
 
 def test_every_round_of_an_sglang_cell_pays_the_work_between_rounds(tmp_path: Path) -> None:
-    """h200-eta-spec's ar c1: 0.5575 s a round measured; 42 rounds x (0.5575 + 0.44 s outside the
-    clock) + 0.5 s a cell = 42.395 s (the run: 40.95 s); an hf cell's is in its cell overhead."""
+    """h200-eta-spec's ar c1: 0.5575 s a round measured; 42 rounds x (0.5575 + 0.08 s outside the
+    clock, h200-race) + 0.5 s a cell = 27.275 s; an hf cell's is in its cell overhead."""
     cells = {c.method.name: c for c in parse(ROUNDS_DOC, str(tmp_path / "m.yaml")).cells()}
-    assert eta.round_overhead_s("sglang") == 0.44
-    assert eta.cell_eta_s(cells["ar"], 0.5575) == pytest.approx(42.395)
+    assert eta.round_overhead_s("sglang") == 0.08
+    assert eta.cell_eta_s(cells["ar"], 0.5575) == pytest.approx(27.275)
     assert eta.cell_eta_s(cells["cpu"], 0.5575) == pytest.approx(42 * 0.5575 + 0.5)  # 23.915
 
 
 def test_a_measured_cell_pays_the_work_between_rounds(tmp_path: Path) -> None:
     """--specbench-plan-from: 2 warm-up rounds (warmup_tokens_per_s) and 40 timed ones of 0.5575 s
-    on sglang: 42 x (0.5575 + 0.44) = 41.895 s."""
+    on sglang: 42 x (0.5575 + 0.08) = 26.775 s."""
     cells = parse(ROUNDS_DOC, str(tmp_path / "m.yaml")).cells()
     ar = next(c for c in cells if c.method.name == "ar")
     prev = {
@@ -549,7 +549,7 @@ def test_a_measured_cell_pays_the_work_between_rounds(tmp_path: Path) -> None:
         ]
     }
     cp = plan.make_plan(cells, H200, prev).cells[ar.id]
-    assert (cp.eta_s, cp.eta_from) == (pytest.approx(41.895), "measured")
+    assert (cp.eta_s, cp.eta_from) == (pytest.approx(26.775), "measured")
 
 
 def test_the_drift_sentinels_are_in_the_total_and_its_line(tmp_path: Path) -> None:

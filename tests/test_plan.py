@@ -240,8 +240,8 @@ def test_eta_from_previous_results(tmp_path: Path) -> None:
     cell = m.cells()[0]
     prev = {"benchmarks": [{"param": cell.id, "stats": {"data": [2.0, 4.0]}, "options": {"warmup": 1}}]}
     p = plan.make_plan(m.cells(), plan.GPUBudget(80 * GiB, 4.8e12), prev)
-    # 6 s measured over 2 rounds, + 1 warmup round, each with 0.44 s between rounds (sglang)
-    assert p.cells[cell.id].eta_s == pytest.approx(9.0 + 3 * 0.44)
+    # 6 s measured over 2 rounds, + 1 warmup round, each with 0.08 s between rounds (sglang)
+    assert p.cells[cell.id].eta_s == pytest.approx(9.0 + 3 * 0.08)
     first = plan.make_plan(m.cells(), plan.GPUBudget(80 * GiB, 4.8e12)).cells[cell.id].eta_s
     # the same id measured under other settings (another fingerprint) is not this cell's time
     prev["benchmarks"][0]["extra_info"] = {"cell_fingerprint": "0123456789abcdef"}
@@ -249,7 +249,7 @@ def test_eta_from_previous_results(tmp_path: Path) -> None:
     assert p.cells[cell.id].eta_s == first and p.cells[cell.id].eta_from != "measured"
     prev["benchmarks"][0]["extra_info"] = {"cell_fingerprint": cell.fingerprint()}
     p = plan.make_plan(m.cells(), plan.GPUBudget(80 * GiB, 4.8e12), prev)
-    assert p.cells[cell.id].eta_s == pytest.approx(9.0 + 3 * 0.44)
+    assert p.cells[cell.id].eta_s == pytest.approx(9.0 + 3 * 0.08)
 
 
 def test_weights_from_the_safetensors_index(tmp_path: Path) -> None:

@@ -156,12 +156,13 @@ ENGINE_START_S = {"sglang": 60.0, "sglang-server": 80.0, "hf": 2.0, "http": 0.0}
 # of wall for 95 s of rounds and 4 s of starts over 43 cells, session start included)
 CELL_OVERHEAD_S = 0.5
 # every round of a cell on an in-process SGLang engine, outside its clock (workloads/rounds.py:
-# the prefix-cache flush and a full garbage collection of the pytest process, which holds
-# sglang's, torch's and transformers' objects): h200-eta-spec (1.7B AR and STANDALONE, c1/c8/c32,
-# 2 warm-up + 40 timed rounds a cell) spent 17.3-20.9 s a cell outside its rounds (its JUnit call
-# time less stats.data, the warm-up rounds at warmup_tokens_per_s and engine_warm.s), 0.41-0.50 s
-# a round, mean 0.44, the same at c1 and c32. Other backends: in CELL_OVERHEAD_S (cpu-default).
-ROUND_OVERHEAD_S = {"sglang": 0.44}
+# the prefix-cache flush and a garbage collection of what the last round made, the rest frozen):
+# h200-race (1.7B AR and EAGLE3 forced 1-4, c1/c8/c32, 2 warm-up + 6 timed rounds a cell) spent
+# 0.50-0.89 s a cell outside its rounds (its JUnit call time less stats.data, the warm-up rounds at
+# warmup_tokens_per_s and engine_warm.s), 0.062-0.111 s a round, mean 0.079. (Before the
+# collection froze its survivors, h200-eta-spec spent 0.41-0.50 s a round there.) Other backends:
+# in CELL_OVERHEAD_S (cpu-default).
+ROUND_OVERHEAD_S = {"sglang": 0.08}
 
 # the hf backend on a CPU (docs/results/cpu-default, 2 cores, the embedded 4-layer tiny model):
 # decode step 3.3 ms at c1 (throughput ar c1: 0.11 s a request of 32 tokens) = fixed + per layer;
