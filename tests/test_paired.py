@@ -197,7 +197,9 @@ def test_two_identical_engines_compare_one_under_every_workload(
     # engine instance) and scheduling delays on a busy machine stay well under the 3% allowed
     monkeypatch.setenv("FAKE_TOKEN_S", "0.008")
     out = tmp_path / "out.json"
-    res = pytester.runpytest("benches", "-p", "no:cacheprovider", f"--benchmark-json={out}")
+    res = pytester.runpytest(
+        "benches", "-p", "no:cacheprovider", f"--benchmark-json={out}", "--specbench-summary", "full"
+    )
     res.assert_outcomes(passed=len(schema.parse(doc, "m.yaml").cells()))
     results = json.loads(out.read_text())
     twins = [b for b in results["benchmarks"] if b["params"]["method"] == "twin"]
