@@ -144,13 +144,14 @@ def test_default_matrix_is_a_tour_and_full_keeps_the_sweep() -> None:
         ["throughput", "throughput", "ttft", "long_context", "agentic", "categories", "trace"]
     )
     assert any(w.request_rate for w in m.workloads) and any(w.slo for w in m.workloads)
+    assert any(w.temperature for w in m.workloads)
     cells = m.cells()
     assert len(cells) == 19
-    # the comparison that separates (draft) and the one that does not (draft-oracle), at c4
+    # the comparison that separates (draft) and the one that does not (draft-oracle), at c4, T = 1
     assert {c.id for c in cells if c.id.startswith("throughput-")} == {
-        "throughput-ar-tp1-c4-out32",
-        "throughput-draft-tp1-c4-out32",
-        "throughput-draft-oracle-tp1-c4-out32",
+        "throughput-ar-tp1-c4-out32-t1",
+        "throughput-draft-tp1-c4-out32-t1",
+        "throughput-draft-oracle-tp1-c4-out32-t1",
     }
     full = load(root / "full.yaml", ("hf", "sglang"))
     assert {x.name for x in full.methods} == {"ar", "ngram-d2", "ngram-d4", "draft", "draft-oracle"}
