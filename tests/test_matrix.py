@@ -132,24 +132,34 @@ def test_load_reports_yaml_syntax(tmp_path) -> None:
         load(p)
 
 
-def test_default_matrix_is_valid() -> None:
+def test_default_matrix_is_a_tour_and_full_keeps_the_sweep() -> None:
     from pathlib import Path
 
-    m = load(Path(__file__).parents[1] / "benches" / "specbench.yaml", ("hf", "sglang"))
-    assert {x.name for x in m.methods} == {"ar", "ngram-d2", "ngram-d4", "draft", "draft-oracle"}
-    # every workload kind, closed and open loop, sampled, an SLO
-    assert {w.kind for w in m.workloads} == {
-        "throughput",
-        "ttft",
-        "long_context",
-        "agentic",
-        "categories",
-        "trace",
+    root = Path(__file__).parents[1] / "benches"
+    m = load(root / "specbench.yaml", ("hf", "sglang"))
+    assert {x.name for x in m.methods} == {"ar", "ngram-d4", "draft", "draft-oracle"}
+    # every workload kind once, closed and open loop, an SLO; one shape per kind
+    kinds = [w.kind for w in m.workloads]
+    assert sorted(kinds) == sorted(
+        ["throughput", "throughput", "ttft", "long_context", "agentic", "categories", "trace"]
+    )
+    assert any(w.request_rate for w in m.workloads) and any(w.slo for w in m.workloads)
+    assert any(w.temperature for w in m.workloads)
+    cells = m.cells()
+    assert len(cells) == 19
+    # the comparison that separates (draft) and the one that does not (draft-oracle), at c4, T = 1
+    assert {c.id for c in cells if c.id.startswith("throughput-")} == {
+        "throughput-ar-tp1-c4-out32-t1",
+        "throughput-draft-tp1-c4-out32-t1",
+        "throughput-draft-oracle-tp1-c4-out32-t1",
     }
-    assert any(w.request_rate for w in m.workloads) and any(w.temperature for w in m.workloads)
-    assert any(w.slo for w in m.workloads)
-    full = load(Path(__file__).parents[1] / "benches" / "full.yaml", ("hf", "sglang"))
-    assert 100000 in {c.context_tokens for c in full.cells("long_context")}
+    full = load(root / "full.yaml", ("hf", "sglang"))
+    assert {x.name for x in full.methods} == {"ar", "ngram-d2", "ngram-d4", "draft", "draft-oracle"}
+    assert set(kinds) == {w.kind for w in full.workloads}
+    assert any(w.temperature for w in full.workloads)
+    assert {3000, 10000, 30000, 100000} <= {c.context_tokens for c in full.cells("long_context")}
+    assert {1, 4} <= {c.concurrency for c in full.cells("throughput")}
+    assert len({dict(c.extra).get("category") for c in full.cells("categories")}) == 7
 
 
 def test_slo_key_is_checked_and_enters_the_fingerprint() -> None:
