@@ -345,3 +345,27 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
                 node.shutdown()
 
     return EngineGroupScheduling(config, log)
+
+
+def warn_cpu_engines_share_cores(config: pytest.Config, st: SpecbenchState) -> None:
+    """CPU backends under -n K: K engines at once split the cores (each gets cores // K torch
+    threads, engines/hf.py); past one thread each they oversubscribe them. Said once, up front."""
+    k = workers(config)
+    cpu = st.matrix is not None and any(
+        not get_backend(m.backend).gpu and not get_backend(m.backend).external for m in st.matrix.methods
+    )
+    if hasattr(config, "workerinput") or k <= 1 or not cpu:
+        return
+    import os
+
+    cores = os.cpu_count() or 1
+    share = f"{max(1, cores // k)} thread(s) each"
+    over = " (more engines than cores: they oversubscribe them)" if k > cores else ""
+    config.issue_config_time_warning(
+        pytest.PytestConfigWarning(
+            f"-n {k} runs {k} CPU engines at once on {cores} cores, {share}{over}: CPU cells run "
+            "slower and noisier than serially, and cells that overlap disturb each other (marked "
+            "'disturbed'); run CPU matrices without -n to compare methods"
+        ),
+        stacklevel=2,
+    )
