@@ -5,6 +5,7 @@ engine starts and settings, the warnings, each cell's details; the default is on
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,16 +16,11 @@ from ..report.tuning import tuning
 from .state import SpecbenchState
 
 
-def full_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
-    assert st.doc is not None
-    out: list[str] = []
-    target = config.getoption("benchmark_json", None)
-    out += report.table(st.doc)
-    out += drift.lines(st.doc)
-    spec = st.doc["specbench"]
+def engine_starts_line(spec: dict[str, Any]) -> str:
+    """The groups started (a failed one marked) and the interleaved baselines' instances."""
     refs = spec.get("reference_engines") or []
     started = [e for e in spec["engine_groups"] if "resumed_from" not in e]
-    out.append(
+    return (
         f"engine starts: {spec['engine_starts']} "
         f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in started)})"
         + (
@@ -34,6 +30,16 @@ def full_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             else ""
         )
     )
+
+
+def full_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
+    assert st.doc is not None
+    out: list[str] = []
+    target = config.getoption("benchmark_json", None)
+    out += report.table(st.doc)
+    out += drift.lines(st.doc)
+    spec = st.doc["specbench"]
+    out.append(engine_starts_line(spec))
     if spec.get("resumed_cells"):
         out.append(
             f"resumed: {len(spec['resumed_cells'])} cells copied from "

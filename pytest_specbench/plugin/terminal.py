@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ..report import provenance, screen
+from .long_summary import engine_starts_line
 from .state import SpecbenchState
 
 
@@ -20,18 +21,7 @@ def screen_lines(st: SpecbenchState, config: pytest.Config, wall: str) -> list[s
     target = config.getoption("benchmark_json", None)
     name = None if not target else str(target.name if hasattr(target, "write") else target)
     spec = st.doc["specbench"]
-    refs = spec.get("reference_engines") or []
-    started = [e for e in spec["engine_groups"] if "resumed_from" not in e]
-    facts = [
-        f"engine starts: {spec['engine_starts']} "
-        f"({', '.join(e['group'] + ('' if e['ok'] else ' FAILED') for e in started)})"
-        + (
-            f"; baseline instances for interleaved rounds: {len(refs)} "
-            f"({', '.join(e['group'] + ' in ' + e['worker'] for e in refs)})"
-            if refs
-            else ""
-        )
-    ]
+    facts = [engine_starts_line(spec)]
     if spec.get("resumed_cells"):
         facts.append(
             f"resumed: {len(spec['resumed_cells'])} cells copied from "
