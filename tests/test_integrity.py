@@ -209,7 +209,7 @@ def test_the_shipped_break_even_matrix_says_how_to_make_its_dummy_models() -> No
     from pytest_specbench.plugin.recipes import with_make_model_hint
 
     path = Path(__file__).resolve().parent.parent / "benches" / "examples" / "break-even.yaml"
-    why = "methods.ar-dense.model (models.qwen3): '/x/.model/qwen3-1.7b' does not exist; give a model directory"
+    why = "methods.ar-dense.model (models.qwen3): '/x/.model/qwen3-1.7b' does not exist; give a directory"
     assert with_make_model_hint(path, why) == (
         why + "; the matrix's comments say how to make it (from the repository root): python3 "
         "scripts/make_dummy_model.py .model/qwen3-1.7b --preset qwen3-1.7b --eagle3-draft .model/eagle3 "

@@ -484,7 +484,8 @@ def test_an_empty_selection_pointing_to_a_gpu_matrix_says_the_plan_needs_no_gpu(
     from pytest_specbench.plugin.selection import empty_selection_lines
 
     root = Path(__file__).resolve().parent.parent
-    lines = empty_selection_lines(schema.load(root / "benches" / "specbench.yaml"), "tp4 and ctx100k", "", root)
+    default = schema.load(root / "benches" / "specbench.yaml")
+    lines = empty_selection_lines(default, "tp4 and ctx100k", "", root)
     first = next(ln.split(":")[0].strip() for ln in lines if ln.startswith("    benches/"))
     assert f"  running {first} needs the sglang backend and its GPUs;" in lines
     assert "  --specbench-plan prints its cells, memory fit and ETA without either:" in lines

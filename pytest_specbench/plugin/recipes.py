@@ -51,9 +51,8 @@ def make_model_hint(matrix_path: str | Path, missing: str) -> str:
         return ""
     name = Path(missing).name
     cmd = next((c for c in cmds if any(Path(a).name == name for a in c)), cmds[0])
-    return (
-        "; the matrix's comments say how to make it (from the repository root): "
-        + " ".join(["python3", SCRIPT, *cmd])
+    return "; the matrix's comments say how to make it (from the repository root): " + " ".join(
+        ["python3", SCRIPT, *cmd]
     )
 
 
