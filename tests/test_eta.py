@@ -560,3 +560,46 @@ def test_the_drift_sentinels_are_in_the_total_and_its_line(tmp_path: Path) -> No
     assert p.eta_s() == pytest.approx(before + 31.0)
     assert p.as_dict()["sentinels_eta_s"] == 31.0
     assert format_plan(p)[-1].endswith(", drift sentinels 31 s, one process)")
+
+
+def test_an_incomplete_eta_says_why_per_kind_of_cell_and_never_advises_what_was_given(
+    tmp_path: Path,
+) -> None:
+    # an external endpoint, a model the planner cannot size (not a directory, not in the hub
+    # cache) and a sized model without a GPU bandwidth: each its own reason and remedy
+    (tmp_path / "m.yaml").write_text(
+        """
+models:
+  gone: {path: specbench-test/absent-model}
+  tiny: 'embedded:tiny'
+methods:
+  remote: {backend: http, url: 'http://127.0.0.1:9', model: tiny}
+  local: {backend: sglang-server, model: gone}
+  ar: {backend: sglang, model: tiny}
+baseline: ar
+workloads:
+  throughput: {concurrency: [1, 4], output_tokens: [16], prompt_tokens: 16}
+"""
+    )
+    cells = load(tmp_path / "m.yaml").cells()
+    last = format_plan(plan.make_plan(cells, H200))[-1]
+    assert "4 cells have no estimate: 2 of external endpoints (the planner does not time a server" in last
+    assert "2 of a model the planner cannot size (specbench-test/absent-model: " in last
+    assert "--specbench-plan-from a previous results JSON times them from its measured rounds" in last
+    assert "--specbench-gpu" not in last  # H200 gave a bandwidth: nothing to advise about the GPU
+    # no bandwidth: the sized model's cells say so; a named GPU without one gets only the bandwidth option
+    nobw = plan.GPUBudget(H200.memory_bytes, None, "")
+    assert (
+        "2 without a GPU bandwidth (give --specbench-gpu NAME" in format_plan(plan.make_plan(cells, nobw))[-1]
+    )
+    named = plan.GPUBudget(H200.memory_bytes, None, "RTX 9000")
+    last = format_plan(plan.make_plan(cells, named))[-1]
+    assert (
+        "2 without a GPU bandwidth (no datasheet bandwidth for RTX 9000: give --specbench-gpu-bandwidth"
+        in last
+    )
+    assert "--specbench-gpu NAME" not in last
+    # given a results JSON that measured none of them: it says so instead of advising it
+    last = format_plan(plan.make_plan(cells, H200, {"benchmarks": []}, previous_source="old.json"))[-1]
+    assert "old.json (--specbench-plan-from) has no measured rounds for them" in last
+    assert "--specbench-plan-from a previous" not in last

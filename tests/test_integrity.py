@@ -180,6 +180,43 @@ def test_bad_input_is_a_usage_error_before_any_engine_starts(
     assert _lines(starts) == []
 
 
+def test_a_missing_model_quotes_the_command_in_the_matrix_comments_that_makes_it(
+    pytester: pytest.Pytester, starts: Path
+) -> None:
+    header = (
+        "# Dummy weights, from the repository root: python3 scripts/make_dummy_model.py .model/other\n"
+        "#   --preset other, and for this one:\n"
+        "#   python3 scripts/make_dummy_model.py /nonexistent/model --preset qwen3-1.7b \\\n"
+        "#       --eagle3-draft .model/eagle3. Then plan it.\n"
+    )
+    _project(pytester, header + GOOD.replace("backend: fake", "backend: hf"))
+    res = pytester.runpytest("benches", "--specbench-plan")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "'/nonexistent/model' does not exist; give a model directory with config.json, embedded:tiny / "
+        "embedded:tiny-draft, or a hub id (org/name); the matrix's comments say how to make it (from the "
+        "repository root): python3 scripts/make_dummy_model.py /nonexistent/model --preset qwen3-1.7b "
+        "--eagle3-draft .model/eagle3\n" in res.stderr.str() + "\n"
+    ), res.stderr.str()
+    assert _lines(starts) == []
+    # without such a comment the error is the plain one
+    _project(pytester, GOOD.replace("backend: fake", "backend: hf"))
+    err = pytester.runpytest("benches", "--specbench-plan").stderr.str()
+    assert "or a hub id (org/name)\n" in err + "\n" and "make_dummy_model" not in err, err
+
+
+def test_the_shipped_break_even_matrix_says_how_to_make_its_dummy_models() -> None:
+    from pytest_specbench.plugin.recipes import with_make_model_hint
+
+    path = Path(__file__).resolve().parent.parent / "benches" / "examples" / "break-even.yaml"
+    why = "methods.ar-dense.model (models.qwen3): '/x/.model/qwen3-1.7b' does not exist; give a directory"
+    assert with_make_model_hint(path, why) == (
+        why + "; the matrix's comments say how to make it (from the repository root): python3 "
+        "scripts/make_dummy_model.py .model/qwen3-1.7b --preset qwen3-1.7b --eagle3-draft .model/eagle3 "
+        "--dflash-draft .model/dflash"
+    )
+
+
 def test_agentic_and_categories_params_describe_what_ran(pytester: pytest.Pytester, starts: Path) -> None:
     m = parse(
         {

@@ -223,8 +223,8 @@ def test_plan_option_prints_and_starts_nothing(
     assert all(c["eta_s"] is None for c in d["cells"])
     assert "+60 s as a process's first" in out and "INCOMPLETE ETA, for 0 of 4 cells: " in out
     assert (
-        "4 cells have no estimate (no GPU bandwidth or no sized model for them): give --specbench-gpu NAME"
-        in out
+        "4 cells have no estimate: 4 without a GPU bandwidth (give --specbench-gpu NAME (e.g. H200, H100, "
+        "A100) or --specbench-gpu-bandwidth); --specbench-plan-from a previous results JSON" in out
     )
     # a real run: the TP1 70B group's cells are skipped and its engine never starts
     res = pytester.runpytest("benches", "--specbench-gpu-memory", "80GiB", "-rs")

@@ -475,3 +475,18 @@ def test_the_end_of_run_summary_is_one_screen_unless_full_is_asked(project: pyte
         "full tables, per-cell reasons and process lists: python -m pytest_specbench.report out.json"
     )
     assert "fastest method per cell shape" not in res.stdout.str()  # the long view is the report's
+
+
+def test_an_empty_selection_pointing_to_a_gpu_matrix_says_the_plan_needs_no_gpu() -> None:
+    # the default matrix has no tp4 cell; the shipped matrices that do run on sglang, which needs GPUs:
+    # the hint says so and gives the --specbench-plan command that works without one
+    from pytest_specbench.matrix import schema
+    from pytest_specbench.plugin.selection import empty_selection_lines
+
+    root = Path(__file__).resolve().parent.parent
+    default = schema.load(root / "benches" / "specbench.yaml")
+    lines = empty_selection_lines(default, "tp4 and ctx100k", "", root)
+    first = next(ln.split(":")[0].strip() for ln in lines if ln.startswith("    benches/"))
+    assert f"  running {first} needs the sglang backend and its GPUs;" in lines
+    assert "  --specbench-plan prints its cells, memory fit and ETA without either:" in lines
+    assert f"    pytest benches --specbench-matrix {first} -k 'tp4 and ctx100k' --specbench-plan" in lines

@@ -343,3 +343,12 @@ def test_the_gate_leaves_out_cells_a_race_dropped(tmp_path: Path, capsys: pytest
     new.write_text(json.dumps(_run({"ar-c1": [100.0] * 3, "ngram-c1": [50.0] * 3}, **{"ngram-c1": race})))
     assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
     assert "- ngram-c1: not gated: the new run dropped it (it lost a race)" in capsys.readouterr().out
+
+
+def test_report_help_names_the_merge_subcommand(capsys):
+    # --help is where a user looks for what the report tool can do; merge is a subcommand of it
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "python -m pytest_specbench.report merge SHARD.json ... -o RUN.json" in " ".join(out.split())

@@ -236,3 +236,30 @@ def test_docs_summary_shows_the_screen_as_it_prints_today() -> None:
         path = f"docs/results/cpu-interleaved/{run}"
         assert "\n".join(screen.lines(_load(RESULTS / "cpu-interleaved" / run), path)) in page, run
     assert "python -m pytest_specbench.report docs/results/cpu-interleaved/run1.json --screen" in page
+
+
+def test_without_a_json_the_pointers_say_nothing_was_saved_and_how_to_save_it() -> None:
+    assert screen.pointers(None) == [
+        "not saved: run with --benchmark-json RUN.json, then full tables, per-cell reasons and process "
+        "lists: python -m pytest_specbench.report RUN.json",
+        "html: python -m pytest_specbench.report RUN.json --html report.html",
+        "plots: python -m pytest_specbench.report RUN.json --plots DIR",
+    ]
+
+
+def test_an_interrupted_run_resumes_from_where_its_results_were_written(tmp_path: Path) -> None:
+    # --benchmark-json could not be written at the end: the results went to a rescue path, and the
+    # resume command names that file, not the one that does not hold them
+    from types import SimpleNamespace
+
+    from pytest_specbench.plugin.terminal import screen_lines
+
+    doc = _load(COMMITTED[0])
+    doc["specbench"]["interrupted"] = {"why": "interrupted by SIGINT", "cell": doc["benchmarks"][-1]["param"]}
+    rescue = tmp_path / "out.rescue.json"
+    opts = {"benchmark_json": str(tmp_path / "gone" / "out.json"), "specbench_resume": None}
+    config = SimpleNamespace(getoption=lambda k, default=None: opts.get(k, default))
+    st = SimpleNamespace(doc=doc, written_to=str(rescue), resume_refused=[])
+    text = "\n".join(screen_lines(st, config, "wall: 1 s"))  # type: ignore[arg-type]
+    assert f"  the same command (same -k) with --specbench-resume {rescue.resolve()} runs the rest" in text
+    assert f"wrote {rescue} (" in text

@@ -374,6 +374,8 @@ class Plan:
     # the drift sentinels' planned seconds (their baselines' restarts and rounds), set by the
     # schedule that plans them (plugin/sentinel.py); in eta_s
     sentinels_s: float = 0.0
+    # the results JSON (--specbench-plan-from) the plan took measured values from; "" for none
+    previous_source: str = ""
 
     def skip_reason(self, cell: Cell) -> str | None:
         cp = self.cells.get(cell.id)
@@ -476,4 +478,4 @@ def make_plan(
                 "engine be torn down; raise timeout_s or --specbench-timeout)"
             )
             cp.note = f"{cp.note}; {over}" if cp.note else over
-    return Plan(gpu, groups, out)
+    return Plan(gpu, groups, out, previous_source=previous_source if previous else "")

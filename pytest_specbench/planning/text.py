@@ -36,6 +36,52 @@ def _secs(s: float) -> str:
     return "<1 s" if s < 0.5 else f"{s:.0f} s"
 
 
+def _why_no_eta(d: dict[str, Any], previous_source: str) -> str:
+    """Why the runnable cells without an ETA have none, each reason with what would give one; an
+    option already given is never the advice."""
+    from ..matrix.schema import ENDPOINT_BACKENDS
+
+    groups = {gp["group"]: gp for gp in d["groups"]}
+    endpoint = unsized = other = 0
+    unsized_why = ""
+    for c in d["cells"]:
+        if not c["feasible"] or c["eta_s"] is not None:
+            continue
+        gp = groups.get(c["group"]) or {}
+        if gp.get("backend") in ENDPOINT_BACKENDS:
+            endpoint += 1
+        elif gp.get("unsized"):
+            unsized, unsized_why = unsized + 1, unsized_why or gp["unsized"]
+        else:
+            other += 1
+    g = d["gpu"] or {}
+    parts = []
+    if endpoint:
+        parts.append(
+            f"{endpoint} of external endpoints (the planner does not time a server the plugin does not start)"
+        )
+    if unsized:
+        parts.append(
+            f"{unsized} of a model the planner cannot size ({unsized_why}: give the model's local directory, "
+            "or have its config.json in the hub cache)"
+        )
+    if other and not g.get("bandwidth"):
+        how = (
+            f"no datasheet bandwidth for {g['name']}: give --specbench-gpu-bandwidth TB/s"
+            if g.get("name") and not g["name"].startswith("--")  # a card's name, not the option sizing it
+            else "give --specbench-gpu NAME (e.g. H200, H100, A100) or --specbench-gpu-bandwidth"
+        )
+        parts.append(f"{other} without a GPU bandwidth ({how})")
+    elif other:
+        parts.append(f"{other} the planner cannot time")
+    tail = (
+        f"{previous_source} (--specbench-plan-from) has no measured rounds for them"
+        if previous_source
+        else "--specbench-plan-from a previous results JSON times them from its measured rounds"
+    )
+    return "; ".join(parts) + "; " + tail
+
+
 def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
     d = plan.as_dict(selected)
     g = d["gpu"]
@@ -88,8 +134,7 @@ def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
     if unknown:  # the headline says which part it covers
         eta = (
             f"INCOMPLETE ETA, for {n_run - unknown} of {n_run} cells: {eta[4:]}; {unknown} cells have no "
-            "estimate (no GPU bandwidth or no sized model for them): give --specbench-gpu NAME (e.g. H200, "
-            "H100, A100) or --specbench-gpu-bandwidth, or --specbench-plan-from a previous results JSON"
+            f"estimate: {_why_no_eta(d, getattr(plan, 'previous_source', ''))}"
         )
     lines.append(
         f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; "

@@ -23,6 +23,7 @@ from ..matrix.schema import MatrixError, load
 from ..report import summary as report
 from . import group_hooks, hookspec, race, results, sentinel, xdist_sched
 from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
+from .recipes import with_make_model_hint
 from .runner import CellRunner, cell_timeout
 from .runner import item_cell as _item_cell
 from .state import (
@@ -91,7 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
         for m in st.matrix.methods:  # before any engine starts: what no TP size would fix
             why = get_backend(m.backend).refusal(m, sends=sends)
             if why:
-                raise pytest.UsageError(f"{path}: {why}")
+                raise pytest.UsageError(f"{path}: {with_make_model_hint(path, why)}")
     xdist_sched.warn_cpu_engines_share_cores(config, st)
     race.setup(config, st)
     os.environ.setdefault("SPECBENCH_LOG_DIR", str(Path(config.getoption("specbench_log_dir")).resolve()))

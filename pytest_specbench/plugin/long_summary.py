@@ -142,7 +142,7 @@ def full_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
             f"{len(st.doc['benchmarks'])} cells measured are kept"
             + (
                 f"; the same command (same -k) with --specbench-resume "
-                f"{Path(str(target.name if hasattr(target, 'write') else target)).resolve()} runs the rest"
+                f"{Path(st.written_to or str(getattr(target, 'name', target))).resolve()} runs the rest"
                 if target
                 else ""
             )

@@ -98,6 +98,25 @@ def empty_selection_lines(
             lines += [f"    {p}: {n} cells" for p, n in found[:max_listed]]
             if len(found) > max_listed:
                 lines.append(f"    ... and {len(found) - max_listed} more")
+            lines += plan_lines(keyword, root, found[0][0])
         else:
             lines.append(f"  no shipped matrix under {root / 'benches'} has cells -k {keyword!r} selects")
     return lines
+
+
+def plan_lines(keyword: str, root: Path, path: str) -> list[str]:
+    """Where the first matrix ``-k`` would select from needs a backend other than the CPU one
+    (sglang: its package and GPUs), how to see its cells and ETA without either."""
+    from ..matrix import schema
+
+    try:
+        backends = sorted({c.method.backend for c in schema.load(root / path).cells()} - {"hf"})
+    except Exception:  # noqa: BLE001 - loaded a moment ago; say nothing rather than crash
+        return []
+    if not backends:
+        return []
+    return [
+        f"  running {path} needs the {', '.join(backends)} backend and its GPUs;",
+        "  --specbench-plan prints its cells, memory fit and ETA without either:",
+        f"    pytest benches --specbench-matrix {path} -k {keyword!r} --specbench-plan",
+    ]

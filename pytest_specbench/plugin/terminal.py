@@ -50,9 +50,10 @@ def screen_lines(st: SpecbenchState, config: pytest.Config, wall: str) -> list[s
             f"INTERRUPTED ({stop['why']}) in cell {stop.get('cell') or '-'}: "
             f"{len(st.doc['benchmarks'])} cells measured are kept"
         )
-        if name:  # a command to copy: never cut, however long its path
+        kept = st.written_to or name  # a rescue path where --benchmark-json could not be written
+        if kept:  # a command to copy: never cut, however long its path
             facts.append(
-                f"  the same command (same -k) with --specbench-resume {Path(name).resolve()} runs the rest"
+                f"  the same command (same -k) with --specbench-resume {Path(kept).resolve()} runs the rest"
             )
     facts.append(wall)
     if name and (hasattr(target, "write") or st.written_to == name):

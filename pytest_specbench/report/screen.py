@@ -458,10 +458,12 @@ def care_line(doc: dict[str, Any]) -> list[str]:
 
 
 def pointers(json_path: str | None) -> list[str]:
+    """Where the rest is; without ``json_path`` (no --benchmark-json) nothing was saved: how to save it."""
     run = json_path or "RUN.json"
     cmd = f"python -m pytest_specbench.report {run}"
+    saved = "" if json_path else "not saved: run with --benchmark-json RUN.json, then "
     return [
-        f"full tables, per-cell reasons and process lists: {cmd}",
+        f"{saved}full tables, per-cell reasons and process lists: {cmd}",
         f"html: {cmd} --html report.html",
         f"plots: {cmd} --plots DIR",
     ]

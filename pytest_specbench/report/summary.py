@@ -367,7 +367,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), e.g. 0.05 for 5%; got {text!r}")
         return v
 
-    ap = argparse.ArgumentParser(prog="python -m pytest_specbench.report", description=main.__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m pytest_specbench.report",
+        description=main.__doc__,
+        epilog="subcommand: python -m pytest_specbench.report merge SHARD.json ... -o RUN.json merges the "
+        "shard JSONs of one sharded run (--specbench-shard I/N) into one results JSON "
+        "(python -m pytest_specbench.report merge --help).",
+    )
     ap.add_argument("json", nargs="+", help="one results JSON, or two to compare (old, new)")
     ap.add_argument(
         "--max-tok-s-drop",
