@@ -51,6 +51,34 @@ def test_the_open_loop_view_orders_by_p50_and_its_signs_follow_the_verdicts() ->
     assert " > " not in row
 
 
+def test_an_open_loop_with_its_baseline_interleaved_is_ordered_by_that_speedup() -> None:
+    """ngram's own p50 (0.094 s) is below ar's own cell's (0.100 s), but over the ar rounds
+    interleaved with it (p50 0.085 s) it is x0.90 slower: it is listed after ar, led by that
+    speedup, with both p50s it rests on beside it, never first as the faster."""
+    ref = {"method": "ar", "round_latency_s_p50": [0.085] * 3, "errors": 0, "saturated": False}
+    doc = {
+        "benchmarks": [
+            _open("ar", 0.100, 0.100, speedup_vs_ar=1.0, speedup_verdict="baseline"),
+            _open(
+                "ngram",
+                0.094,
+                0.094,
+                speedup_vs_ar=0.90,
+                speedup_vs_ar_ci95=[0.88, 0.92],
+                speedup_verdict="slower",
+                speedup_pairing="interleaved",
+                reference=ref,
+            ),
+        ]
+    }
+    ((label, rows),) = ranked_shapes(doc)
+    assert [r["method"] for r in rows] == ["ar", "ngram"]
+    assert ranking(rows) == (
+        "ar x1.00 (baseline, its own cell p50 0.100 s) > ngram x0.90 [0.88, 0.92] slower "
+        "(p50 0.094 s; its interleaved ar rounds p50 0.085 s)"
+    )
+
+
 def _closed(method: str, own: float, ref: float | None, **extra: object) -> dict:
     """A closed-loop cell of three 1-s rounds at ``own`` tok/s; ``ref``: the tok/s of ar's rounds
     interleaved with it (None: ar's own cell)."""

@@ -58,7 +58,7 @@ def method_summary(r: dict[str, Any]) -> str:
         parts.append("saturated")
     if r.get("rounds_cv") is not None and r["rounds_cv"] > CV_WARN:
         parts.append(f"rounds CV {r['rounds_cv']:.0%}")
-    if r.get("offered_request_rate"):
+    if r.get("offered_request_rate") and not interleaved:
         head = f"{r['method']} p50 {r['latency_s_p50']:.3f} s"
     elif interleaved:
         head = f"{r['method']} " + ("x1.00" if _baseline_row(r) else fmt_speedup(r))
@@ -71,14 +71,17 @@ def _interleaved_tok_s(r: dict[str, Any]) -> str:
     """The two tok/s an interleaved speedup rests on: the cell's own and the mean of the baseline's
     rounds interleaved with it; for the baseline row, its own cell's (run apart from the others:
     the interleaved rounds of a slower neighbour, e.g. two engines in one process, may run slower)."""
-    own = f"{r['output_tokens_per_s']:.1f} tok/s"
+    if r.get("offered_request_rate"):  # open loop: the p50 latencies the speedup divides
+        own, key, fmt = f"p50 {r['latency_s_p50']:.3f} s", "round_latency_s_p50", "p50 {:.3f} s"
+    else:
+        own, key, fmt = f"{r['output_tokens_per_s']:.1f} tok/s", "round_tokens_per_s", "{:.1f} tok/s"
     if _baseline_row(r):
         return f"its own cell {own}"
     ref = r.get("reference") or {}
-    rates = [x for x in ref.get("round_tokens_per_s") or () if x]
+    rates = [x for x in ref.get(key) or () if x]
     if not rates:
         return own
-    return f"{own}; its interleaved {ref.get('method')} rounds {sum(rates) / len(rates):.1f} tok/s"
+    return f"{own}; its interleaved {ref.get('method')} rounds {fmt.format(sum(rates) / len(rates))}"
 
 
 def ranking(rows: list[dict[str, Any]]) -> str:
@@ -125,13 +128,22 @@ def _natural(key: tuple[Any, ...]) -> tuple[Any, ...]:
     return (key[0], *((k, num(pairs[k])) for k in names))
 
 
+def _all_interleaved(rows: list[dict[str, Any]]) -> bool:
+    return all(_baseline_row(r) or r.get("speedup_pairing") == "interleaved" for r in rows)
+
+
 def rank_closed_loop(rows: list[dict[str, Any]]) -> None:
     """Fastest first: by the speedup over the baseline's interleaved rounds when every row but
     the baseline has one (tok/s of groups run minutes apart carry the machine's drift; each row
     is then marked ``_ranked_by: "interleaved"`` so method_summary leads with that speedup), else
     by output tok/s."""
-    if all(_baseline_row(r) or r.get("speedup_pairing") == "interleaved" for r in rows):
-        rows.sort(key=lambda r: -(1.0 if _baseline_row(r) else r.get("speedup_vs_ar") or 0.0))
+    if _all_interleaved(rows):
+        rows.sort(
+            key=lambda r: (
+                bool(r.get("saturated")),
+                -(1.0 if _baseline_row(r) else r.get("speedup_vs_ar") or 0.0),
+            )
+        )
         for r in rows:
             r["_ranked_by"] = "interleaved"
     else:
@@ -149,9 +161,10 @@ def ranked_shapes(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]
         if len(cells) < 2:
             continue
         rows = [{"method": m, **b["extra_info"], "_entry": b} for m, b in cells]
-        if any(r.get("offered_request_rate") for r in rows):  # open loop: unsaturated, lower latency first
+        if any(r.get("offered_request_rate") for r in rows) and not _all_interleaved(rows):
+            # open loop, its baseline run apart: unsaturated, lower latency first
             rows.sort(key=lambda r: (bool(r.get("saturated")), r.get("latency_s_p50") or float("inf")))
-        else:
+        else:  # closed loop, or an open loop whose baseline ran interleaved: by that speedup
             rank_closed_loop(rows)
         label = _shape_label(dict(key[1:]))
         if several_models:

@@ -379,7 +379,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--max-tok-s-drop",
         type=fraction,
         metavar="F",
-        help="with two JSONs: exit 1 when a cell's output tok/s is below old x (1 - F)",
+        help="with two JSONs: exit 1 when a cell's new/old tok/s interval (both runs' rounds) lies "
+        "wholly below 1 - F, or a cell failed or is missing in the new run; a cell disturbed or "
+        "saturated in either run is listed as not gated (docs/gate.md)",
     )
     ap.add_argument(
         "--max-accept-drop",
@@ -451,7 +453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print("\n".join(screen_lines(docs[0], args.json[0])))
             return 0
-        print("\n".join(markdown(docs[0])))
+        if not args.html:  # the page holds the report; the terminal gets where it went
+            print("\n".join(markdown(docs[0])))
         if args.plots:
             for png in write_plots(docs[0], Path(args.plots)):
                 print(f"wrote {png}", file=sys.stderr)
