@@ -263,3 +263,14 @@ def test_an_interrupted_run_resumes_from_where_its_results_were_written(tmp_path
     text = "\n".join(screen_lines(st, config, "wall: 1 s"))  # type: ignore[arg-type]
     assert f"  the same command (same -k) with --specbench-resume {rescue.resolve()} runs the rest" in text
     assert f"wrote {rescue} (" in text
+
+
+def test_shapes_compared_without_an_interval_are_not_called_undecided_or_withheld() -> None:
+    """The default job's categories run one round a cell with no baseline: draft against ngram-d4
+    has no interval, so those shapes are neither "nothing separated" nor "withheld"."""
+    doc = json.loads((RESULTS / "cpu-default-tour" / "fresh-quiet.json").read_text())
+    out = screen.lines(doc, "run.json")
+    (line,) = [ln for ln in out if ln.startswith("  no interval to decide on")]
+    # chat and summarization; code's draft/ngram-d4 pair was disturbed: withheld, said once
+    assert "categories tp1 c4 out32 category=chat/summarization" in line
+    assert not any(ln.startswith("  nothing separated") and "categories" in ln for ln in out)

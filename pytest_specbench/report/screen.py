@@ -95,7 +95,8 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Per shape of decide.ranked_shapes: its label, winner (decide's first), the winner's
     comparison with the baseline (the cell's own fields, as the report shows them), the runner-up
     and decide.compare of the winner over it, and ``status``: "decided" (some verdict in the shape
-    separates), "withheld" (the winner's verdict was withheld) or "not separated"."""
+    separates), "withheld" (the winner's verdict was withheld), "no interval" (no comparison in
+    the shape has one: one round a cell) or "not separated"."""
     out = []
     for label, rows in decide.ranked_shapes(doc):
         win, run = rows[0], rows[1]
@@ -105,9 +106,14 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
         separated = sign in (">", "<") or any(
             v in ("faster", "slower") or v.startswith("within") for v in verdicts
         )
+        no_interval = not pair.get("speedup_vs_ar_ci95") and not any(
+            r.get("speedup_vs_ar_ci95") or r.get("speedup_verdict") for r in rows if not _is_baseline(r)
+        )
         status = (
             "withheld"
             if withheld(win.get("speedup_verdict")) or withheld(pair.get("speedup_verdict"))
+            else "no interval"  # e.g. one round a cell, no baseline in the shape: nothing to decide
+            if no_interval
             else "decided"
             if separated
             else "not separated"
@@ -193,6 +199,7 @@ def decisions(doc: dict[str, Any], budget: int = SCREEN_LINES) -> list[str]:
     for status, head in (
         ("not separated", "nothing separated (every interval spans 1; more rounds narrow them)"),
         ("withheld", "verdict withheld (the reasons are counted below)"),
+        ("no interval", "no interval to decide on (one round a cell, or no paired comparison)"),
     ):
         labels = [d["label"] for d in ds if d["status"] == status]
         if labels:
