@@ -196,9 +196,11 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7, 86.7, 86.7]})))
     assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-4:] == [
+    assert out[-6:] == [
         "1 cell(s) without a tok/s verdict (unreliable, not regressions):",
         "- ngram-c4: tok/s not gated: the old run's cell was disturbed (other processes used 31% of the CPU)",
+        "",
+        "tok/s gated on 3 of 4 cell(s)",
         "",
         f"0 regression(s) against {old}",
     ]
@@ -207,6 +209,15 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3}, **{"ngram-c4": {"saturated": True}})))
     assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
     assert "- ngram-c4: tok/s not gated: the new run's cell saturated" in capsys.readouterr().out
+    # every cell disturbed in a run: the gate says it checked no tok/s at all, not a quiet pass
+    everywhere = {c: {"disturbed": "other processes used 60% of the CPU"} for c in cells}
+    old.write_text(json.dumps(_run(cells, **everywhere)))
+    new.write_text(json.dumps(_run(cells)))
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    assert "tok/s gated on 0 of 4 cell(s): NONE, every one was disturbed or saturated in a run" in (
+        capsys.readouterr().out
+    )
+    old.write_text(json.dumps(_run(cells)))
     # undisturbed, the same drop in every round: the interval is [0.867, 0.867], wholly below 0.9
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3})))
     assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 1

@@ -58,6 +58,7 @@ class Gate:
     regressions: list[str] = field(default_factory=list)  # fail the gate (exit 1)
     unreliable: list[str] = field(default_factory=list)  # a side disturbed / saturated: no verdict
     not_separated: list[str] = field(default_factory=list)  # below the limit, the interval reaches it
+    tok_s_cells: int = 0  # cells whose tok/s was put to the gate (gated or found unreliable)
 
 
 def _rates(b: dict[str, Any]) -> list[float]:
@@ -150,6 +151,7 @@ def gate(
             continue
         va, vb = ba["extra_info"].get("output_tokens_per_s"), bb["extra_info"].get("output_tokens_per_s")
         if max_tok_s_drop is not None and va and vb is not None:
+            out.tok_s_cells += 1
             _tok_s(cell, ba, bb, max_tok_s_drop, out)
         va, vb = ba["extra_info"].get("accept_length"), bb["extra_info"].get("accept_length")
         if max_accept_drop is not None and va and vb is not None and vb < va * (1 - max_accept_drop):
@@ -185,5 +187,16 @@ def lines(g: Gate, old_name: str) -> list[str]:
     if g.not_separated:
         out += [f"\n{len(g.not_separated)} cell(s) below the limit but not separated from it:"]
         out += [f"- {x}" for x in g.not_separated]
+    skipped = sum("tok/s not gated" in x for x in g.unreliable)
+    if g.tok_s_cells:
+        out.append(
+            f"\ntok/s gated on {g.tok_s_cells - skipped} of {g.tok_s_cells} cell(s)"
+            + (
+                ": NONE, every one was disturbed or saturated in a run; this gate checked failed and"
+                " missing cells (and acceptance, when asked) only"
+                if skipped == g.tok_s_cells
+                else ""
+            )
+        )
     out.append(f"\n{len(g.regressions)} regression(s) against {old_name}" + (":" if g.regressions else ""))
     return out + [f"- {x}" for x in g.regressions]
