@@ -232,10 +232,12 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [64.0, 100.0]})))
     assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-4:] == [
+    assert out[-6:] == [
         "1 cell(s) below the limit but not separated from it:",
         "- ngram-c4: tok/s 100.000 -> 80.000 (new/old 0.800 [0.047, 13.628] from 2 + 2 rounds: below "
         "0.900 at the point, the interval reaches it: not a regression)",
+        "",
+        "tok/s gated on 4 of 4 cell(s)",
         "",
         f"0 regression(s) against {old}",
     ]
