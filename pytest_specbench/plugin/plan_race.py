@@ -52,7 +52,7 @@ def race_plan(
     config: pytest.Config, st: SpecbenchState, cells: list[Cell]
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The racing section of the plan (JSON, lines); nothing without ``tune`` keys or the option."""
-    from .xdist_sched import skip_reason, workers
+    from .xdist_sched import skip_reason
 
     assert st.matrix is not None
     try:
@@ -69,7 +69,7 @@ def race_plan(
         cp = plan.cells.get(c.id)
         return float(cp.eta_s or 0.0) if cp is not None else 0.0
 
-    k = st.plan_workers or workers(config)
+    k = 1  # a raced run is one process (--specbench-race refuses -n): its groups one after another
     doc: dict[str, Any] = {
         "race": race,
         "tune": {n: {"at": dict(t.at), "keep": t.keep} for n, t in tuned.items()},
@@ -81,7 +81,7 @@ def race_plan(
         return f"{t.method}: decided on cells with {at}, best {t.keep} carried"
 
     how = "; ".join(said(t) for t in tuned.values())
-    where = f"packed on {len(st.gpus)} GPUs with {k} worker(s)" if st.gpus and k > 1 else "serial"
+    where = "one process (a raced run refuses -n), its groups one after another"
     lines.append(f"racing/tuning ({how or 'no tune keys: racing drops are not predicted'}), {where}:")
     full_s = None
     for v in racing.variants(runnable, eta, tuned):
