@@ -11,7 +11,7 @@ import pytest
 
 from pytest_specbench.matrix import shards
 from pytest_specbench.matrix.cells import Cell
-from pytest_specbench.matrix.schema import parse
+from pytest_specbench.matrix.schema import MatrixError, parse
 from pytest_specbench.planning import racing, schedule
 
 HERE = Path(__file__).parent
@@ -163,12 +163,14 @@ def test_tuning_runs_the_deciding_cells_in_full_and_keep_settings_elsewhere() ->
                 "backend": "hf",
                 "model": "t",
                 "speculative": {"algorithm": "ngram", "num_draft_tokens": [2, 4, 8]},
+                "tune": {"at": {"concurrency": 1}, "keep": 1},
             },
         },
         "workloads": {"throughput": {"concurrency": [1, 2, 4]}},
     }
-    cells = parse(doc, "m.yaml").cells()
-    tuned = racing.tunes({"methods": {"ng": {"tune": {"at": {"concurrency": 1}, "keep": 1}}}})
+    matrix = parse(doc, "m.yaml")
+    cells = matrix.cells()
+    tuned = racing.tunes(matrix)
     # a cell's seconds: its draft length x its concurrency (ar: 1 x concurrency)
     d = {"ng-d2": 2, "ng-d4": 4, "ng-d8": 8, "ar": 1}
 
@@ -184,10 +186,15 @@ def test_tuning_runs_the_deciding_cells_in_full_and_keep_settings_elsewhere() ->
     assert sum(expected.cells.values()) == 7 + 14 + 4 * 6
     assert sum(worst.cells.values()) == 7 + 14 + 8 * 6
     assert expected.extra_starts == ("ng-d4-tp1",)  # its c1 cell runs first, c2/c4 after the decision
-    with pytest.raises(racing.TuneError, match="methods.ng.tune.keep: expected how many settings"):
-        racing.tunes({"methods": {"ng": {"tune": {"at": {"tp": 1}, "keep": 0}}}}, "m.yaml")
-    with pytest.raises(racing.TuneError, match=r"m.yaml: methods.ng.tune: expected \{at:"):
-        racing.tunes({"methods": {"ng": {"tune": {"keep": 2}}}}, "m.yaml")
+    # the plan reads the tune the matrix parsed: a bad one never reaches it
+    ng = doc["methods"]["ng"]
+    with pytest.raises(MatrixError, match=r"m.yaml: methods.ng.tune.keep: expected a whole number >= 1"):
+        parse(
+            {**doc, "methods": {**doc["methods"], "ng": {**ng, "tune": {"at": {"tp": 1}, "keep": 0}}}},
+            "m.yaml",
+        )
+    with pytest.raises(MatrixError, match=r"m.yaml: methods.ng.tune"):
+        parse({**doc, "methods": {**doc["methods"], "ng": {**ng, "tune": {"keep": 2}}}}, "m.yaml")
 
 
 def test_the_plan_prints_the_tuned_makespans_beside_the_full_factorial(pytester: pytest.Pytester) -> None:

@@ -12,66 +12,42 @@ other cells. Which K win is not known before the run, so:
 Racing's drops of losing methods are not predicted (nothing is known of the losers before the
 run): a method without ``tune`` counts in full in all three. The deciding cells run first, so a
 group with cells on both sides of the decision starts twice: those extra starts are counted.
-Pure: no pytest; the matrix file's method dicts come in raw (``tune`` as the YAML gives it).
+Pure: no pytest; the ``tune`` keys as the matrix parsed them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from ..matrix.cells import Cell
-
-AXES = ("method", "tp", "workload", "concurrency", "context_tokens", "output_tokens")
-
-
-class TuneError(ValueError):
-    pass
+from ..matrix.cells import Cell, Matrix
+from ..matrix.tune import Tune as MatrixTune
 
 
 @dataclass(frozen=True)
 class Tune:
+    """A tuned sweep as the planner reads it: the sweep's name and the ``tune`` the matrix parsed
+    (matrix/tune.py), so the plan decides on the same cells as the run (plugin/tune.py)."""
+
     method: str  # the swept method's name in the YAML
-    at: tuple[tuple[str, tuple[Any, ...]], ...]
-    keep: int
+    tune: MatrixTune
+
+    @property
+    def keep(self) -> int:
+        return self.tune.keep
 
     def deciding(self, cell: Cell) -> bool:
         """Whether ``cell`` (a setting of this sweep) is one the sweep is decided on."""
-        values = {
-            "method": (cell.method.name, cell.method.sweep or cell.method.name),
-            "tp": (cell.tp,),
-            "workload": (cell.workload.name, cell.workload.kind),
-            "concurrency": (cell.concurrency,),
-            "context_tokens": (cell.context_tokens,),
-            "output_tokens": (cell.output_tokens,),
-            **{k: (v,) for k, v in cell.extra},
-        }
-        return all(any(v in want for v in values.get(axis, ())) for axis, want in self.at)
+        return self.tune.matches(cell.params())
 
 
-def tunes(raw: dict[str, Any], where: str = "the matrix") -> dict[str, Tune]:
-    """The ``tune`` keys of a matrix's raw ``methods`` mapping, checked: each error names the key."""
+def tunes(matrix: Matrix) -> dict[str, Tune]:
+    """The matrix's tuned sweeps, by name (one entry however many settings the sweep has)."""
     out: dict[str, Tune] = {}
-    for name, m in ((raw or {}).get("methods") or {}).items():
-        if not isinstance(m, dict) or m.get("tune") is None:
-            continue
-        key = f"{where}: methods.{name}.tune"
-        t = m["tune"]
-        if not isinstance(t, dict) or set(t) - {"at", "keep"} or "at" not in t:
-            raise TuneError(f"{key}: expected {{at: {{AXIS: VALUE or [VALUES], ...}}, keep: K}}; got {t!r}")
-        keep = t.get("keep", 1)
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise TuneError(
-                f"{key}.keep: expected how many settings to carry (an integer >= 1); got {keep!r}"
-            )
-        at = t["at"]
-        if not isinstance(at, dict) or not at:
-            raise TuneError(
-                f"{key}.at: expected a mapping of axes ({', '.join(AXES)}, ...) to values; got {at!r}"
-            )
-        pairs = tuple((str(k), tuple(v) if isinstance(v, list) else (v,)) for k, v in at.items())
-        out[str(name)] = Tune(str(name), pairs, keep)
+    for m in matrix.methods:
+        if m.tune is not None:
+            name = m.sweep or m.name
+            out[name] = Tune(name, m.tune)
     return out
 
 

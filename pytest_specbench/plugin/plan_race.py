@@ -1,10 +1,9 @@
 """The plan's racing lines (``--specbench-plan``): the makespan of the selected cells as a full
 factorial, and as a run with the matrix's ``tune`` keys and ``--specbench-race`` would make it,
-expected and at worst (planning/racing.py), each packed on the run's GPUs like the schedule."""
+expected and at worst (planning/racing.py), each in one process as a raced run is."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,18 +14,9 @@ from ..planning import racing, schedule
 from .state import SpecbenchState
 
 
-def _raw(path: str) -> dict[str, Any]:
-    import yaml
-
-    try:
-        doc = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _pack(st: SpecbenchState, cells: list[Cell], secs: dict[str, float], workers: int) -> tuple[float, int]:
-    """(makespan, engine starts) of ``cells`` at ``secs``, packed as the schedule packs groups."""
+def _pack(st: SpecbenchState, cells: list[Cell], secs: dict[str, float]) -> tuple[float, int]:
+    """(makespan, engine starts) of ``cells`` at ``secs`` in one process (a raced run refuses -n),
+    their groups one after another as the schedule orders them."""
     from .xdist_sched import planned_seconds
 
     plan = st.get_plan()
@@ -43,9 +33,8 @@ def _pack(st: SpecbenchState, cells: list[Cell], secs: dict[str, float], workers
         jobs.append(schedule.Job(g.id, gpus, dur, g.tp, g.method.backend, p.first_start_extra_s))
     if not jobs:
         return 0.0, 0
-    order = schedule.longest_first(jobs) if workers > 1 else jobs
-    sched = schedule.pack(order, st.gpus or tuple(range(max(j.gpus for j in jobs))), workers)
-    return (sched.makespan_s if workers > 1 or st.gpus else sched.serial_s), len(jobs)
+    sched = schedule.pack(jobs, st.gpus or tuple(range(max(j.gpus for j in jobs))), 1)
+    return (sched.makespan_s if st.gpus else sched.serial_s), len(jobs)
 
 
 def race_plan(
@@ -55,10 +44,7 @@ def race_plan(
     from .xdist_sched import skip_reason
 
     assert st.matrix is not None
-    try:
-        tuned = racing.tunes(_raw(st.matrix.path), st.matrix.path)
-    except racing.TuneError as e:
-        raise pytest.UsageError(str(e)) from None
+    tuned = racing.tunes(st.matrix)
     race = bool(config.getoption("specbench_race", False))
     if not tuned and not race:
         return None, []
@@ -69,16 +55,14 @@ def race_plan(
         cp = plan.cells.get(c.id)
         return float(cp.eta_s or 0.0) if cp is not None else 0.0
 
-    k = 1  # a raced run is one process (--specbench-race refuses -n): its groups one after another
     doc: dict[str, Any] = {
         "race": race,
-        "tune": {n: {"at": dict(t.at), "keep": t.keep} for n, t in tuned.items()},
+        "tune": {n: {"at": dict(t.tune.at), "keep": t.keep} for n, t in tuned.items()},
     }
     lines = []
 
     def said(t: racing.Tune) -> str:
-        at = ", ".join(f"{a}={'/'.join(map(str, v))}" for a, v in t.at)
-        return f"{t.method}: decided on cells with {at}, best {t.keep} carried"
+        return f"{t.method}: decided on cells with {t.tune.label}, best {t.keep} carried"
 
     how = "; ".join(said(t) for t in tuned.values())
     where = "one process (a raced run refuses -n), its groups one after another"
@@ -87,8 +71,8 @@ def race_plan(
     for v in racing.variants(runnable, eta, tuned):
         first = [c for c in runnable if c.id in v.phase1]
         later = [c for c in runnable if c.id in v.cells and c.id not in v.phase1]
-        m1, n1 = _pack(st, first, v.cells, k)
-        m2, n2 = _pack(st, later, v.cells, k)
+        m1, n1 = _pack(st, first, v.cells)
+        m2, n2 = _pack(st, later, v.cells)
         total = m1 + m2
         full_s = total if full_s is None else full_s
         again = ", ".join(v.extra_starts)
