@@ -59,6 +59,7 @@ class Gate:
     unreliable: list[str] = field(default_factory=list)  # a side disturbed / saturated: no verdict
     not_separated: list[str] = field(default_factory=list)  # below the limit, the interval reaches it
     tok_s_cells: int = 0  # cells whose tok/s was put to the gate (gated or found unreliable)
+    tok_s_ungated: int = 0  # of those, the ones disturbed or saturated in a run (in unreliable)
 
 
 def _rates(b: dict[str, Any]) -> list[float]:
@@ -89,6 +90,7 @@ def _tok_s(cell: str, a: dict[str, Any], b: dict[str, Any], limit: float, out: G
     why = no_verdict_reason(ea, "the old run's cell") or no_verdict_reason(eb, "the new run's cell")
     if why:
         out.unreliable.append(f"{cell}: tok/s not gated: {why}")
+        out.tok_s_ungated += 1
         return
     floor = 1 - limit
     iv = ratio_between_runs(_rates(a), _rates(b))
@@ -187,7 +189,7 @@ def lines(g: Gate, old_name: str) -> list[str]:
     if g.not_separated:
         out += [f"\n{len(g.not_separated)} cell(s) below the limit but not separated from it:"]
         out += [f"- {x}" for x in g.not_separated]
-    skipped = sum("tok/s not gated" in x for x in g.unreliable)
+    skipped = g.tok_s_ungated
     if g.tok_s_cells:
         out.append(
             f"\ntok/s gated on {g.tok_s_cells - skipped} of {g.tok_s_cells} cell(s)"
