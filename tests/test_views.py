@@ -269,7 +269,10 @@ def test_no_verdict_from_disturbed_points_or_points_without_an_interval() -> Non
     ]
     one_round = [_forced("draft", x, y, None, verdict="one pair: no interval") for x, y in pts]
     for forced, why in (
-        (disturbed, "4 forced point(s) without a verdict (disturbed or saturated)"),
+        (
+            disturbed,
+            "4 forced point(s) without a verdict (disturbed, saturated or inside its family's drift)",
+        ),
         (one_round, "forced point(s) without an interval (one round)"),
     ):
         lines = breakeven.lines({"benchmarks": [*forced, _real("draft", 2.70)]})
@@ -335,3 +338,83 @@ def test_the_tuning_view_leads_with_the_interleaved_speedup_it_ranks_by() -> Non
         "interleaved ar rounds 51.0 tok/s); runner-up num_draft_tokens=2 x0.96 [0.96, 0.96] slower (134.4 "
         "tok/s; its interleaved ar rounds 140.0 tok/s); best/runner-up x1.25 [1.25, 1.25]: separated"
     )
+
+
+def _baseline(method: str, c: int) -> dict:
+    params = {"method": method, "tp": 1, "workload": "throughput", "concurrency": c}
+    return {"param": f"{method}-c{c}", "params": params, "extra_info": {"speedup_verdict": "baseline"}}
+
+
+def _dropped(family: str, forced: float, c: int, race: dict) -> dict:
+    params = {"method": f"{family}-a{forced:g}", "tp": 1, "workload": "throughput", "concurrency": c}
+    e: dict = {"race": race, "stop_reason": "dropped"}
+    if not race.get("skipped"):
+        e.update(accept_forced=forced, forced_family=family)
+    return {
+        "cell_id": f"{family}-a{forced:g}-c{c}",
+        "params": params,
+        "extra_info": e,
+        "metrics": {"accept_length": forced} if not race.get("skipped") else None,
+    }
+
+
+def test_a_raced_run_never_says_every_forced_length_pays_where_some_were_not_measured() -> None:
+    """Raced: a1 and a2 lost to AR's own c1 cell (x0.30 [0.25, 0.35], x0.60 [0.50, 0.70]) and so
+    were not run at c4; a4 x1.02 [0.96, 1.08] at c1 and x1.30 [1.20, 1.40] at c4. At c1 the two
+    losses are points of the curve (below 1, with the intervals they lost by): the speedup rises
+    through 1 between 2 and 4 at 2 + 0.4 / 0.42 x 2 = 3.90, the upper bounds reach 1 at
+    2 + 0.30 / 0.38 x 2 = 3.58, the lower bounds never do. At c4 only a4 was measured: it pays,
+    but "pays at every forced length" would be a claim about 1 and 2, never measured there; a
+    drafter measuring 4.5 is still a gain (4 pays), one at 3.0 gets no verdict."""
+    from pytest_specbench.report import breakeven
+
+    def c1(x: float, y: float, ci: list) -> dict:
+        b = _forced("draft", x, y, ci)
+        b["params"]["concurrency"] = 1
+        return b
+
+    lost = {"status": "dropped", "lost_to": "ar-c1", "shape": "tp1-c1"}
+    doc = {
+        "benchmarks": [
+            _baseline("ar", 1),
+            _baseline("ar", 4),
+            c1(4, 1.02, [0.96, 1.08]),
+            _forced("draft", 4, 1.30, [1.20, 1.40]),
+            _real("draft", 4.5),
+        ],
+        "specbench": {
+            "race": {
+                "dropped_cells": [
+                    _dropped("draft", 1, 1, {**lost, "ratio": 0.30, "lo": 0.25, "hi": 0.35}),
+                    _dropped("draft", 1, 4, {**lost, "ratio": 0.30, "lo": 0.25, "hi": 0.35, "skipped": True}),
+                    _dropped("draft", 2, 1, {**lost, "ratio": 0.60, "lo": 0.50, "hi": 0.70}),
+                    _dropped("draft", 2, 4, {**lost, "ratio": 0.60, "lo": 0.50, "hi": 0.70, "skipped": True}),
+                ]
+            }
+        },
+    }
+    lines = breakeven.lines(doc)
+    assert lines[0] == (
+        "draft throughput tp1 c1: break-even accept length 3.90 [3.58, > 4]; "
+        "a1 x0.30 (measured 1.000) (out of the race here), a2 x0.60 (measured 2.000) (out of the race here), "
+        "a4 x1.02 (measured 4.000)"
+    )
+    assert lines[1] == (
+        "draft throughput tp1 c4: pays at every forced length measured here: break-even below the range "
+        "measured (<= 4) (forced length(s) 1, 2 out of the race, not measured here); "
+        "a1 out of the race at shape tp1-c1, not run here, a2 out of the race at shape tp1-c1, not run here, "
+        "a4 x1.30 (measured 4.000)"
+    )
+    assert lines[2].endswith("for draft here: gain expected (pays at every forced length measured)")
+    be = breakeven.break_even(
+        breakeven.curves(doc)[("draft", (("concurrency", "4"), ("tp", "1"), ("workload", "throughput")))]
+    )
+    assert be["missing"] == [1.0, 2.0] and be["forced_range"] == [4.0, 4.0]
+    assert breakeven.verdict(3.0, be).startswith("no verdict: the break-even lies below")
+    # the plots draw measured points only
+    assert [(r["series"], r["x"]) for r in breakeven.plot_rows(doc)] == [
+        ("c1", 1.0),
+        ("c1", 2.0),
+        ("c1", 4.0),
+        ("c4", 4.0),
+    ]

@@ -14,6 +14,11 @@ the forced range". A real (unforced) cell of the same method family and shape is
 against it: its measured accept length against the interval; no gain/no-gain verdict when a
 forced point got no verdict (disturbed, saturated) or has no interval (one round), or the curve
 is mixed.
+In a raced run (``--specbench-race``) a forced length can be out of the race: one that lost to its
+shape's baseline there is a point below 1 with the interval it lost by (the sequential one); one
+that lost elsewhere (to another length, or at a cheaper shape and so never run here) is missing at
+this shape, and the view names it: "pays at every forced length" then reads "at every forced
+length measured here", never a claim about lengths it did not measure.
 Pure: no pytest, no plotting.
 """
 
@@ -74,7 +79,9 @@ def _shape(b: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 
 def curves(doc: dict[str, Any]) -> dict[tuple[str, tuple[tuple[str, str], ...]], list[dict[str, Any]]]:
     """(forced family, shape) -> its forced points, by accept length: accept_forced, the measured
-    accept length, speedup and its interval."""
+    accept length, speedup and its interval. A raced run's forced cell that lost to its shape's
+    baseline there is a point too (``dropped``); one out of the race otherwise is a point with
+    ``missing`` set and no speedup (break_even leaves it out of the curve and names it)."""
     out: dict[tuple[str, tuple[tuple[str, str], ...]], list[dict[str, Any]]] = {}
     for b in doc.get("benchmarks", []):
         e = b["extra_info"]
@@ -92,7 +99,53 @@ def curves(doc: dict[str, Any]) -> dict[tuple[str, tuple[tuple[str, str], ...]],
                 "withheld": str(e.get("speedup_verdict", "")).startswith("no verdict"),
             }
         )
+    for key, pt in _raced_out(doc):
+        out.setdefault(key, []).append(pt)
     return {k: sorted(v, key=lambda p: p["accept_forced"]) for k, v in out.items()}
+
+
+def _raced_out(doc: dict[str, Any]) -> list[tuple[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]]]:
+    """The forced cells a race dropped, as (family, shape) points: with the speedup they lost by
+    where they lost to their shape's own baseline cell, else ``missing`` (why, in words)."""
+    dropped = ((doc.get("specbench") or {}).get("race") or {}).get("dropped_cells") or []
+    if not dropped:
+        return []
+    forced: dict[str, tuple[str, float]] = {}  # method -> (family, accept_forced)
+    for c in [*doc.get("benchmarks", []), *dropped]:
+        e = c.get("extra_info") or {}
+        if e.get("accept_forced") is not None:
+            m = c["params"]["method"]
+            forced[m] = (e.get("forced_family") or m, float(e["accept_forced"]))
+    baselines = {
+        b.get("param"): _shape(b)
+        for b in doc.get("benchmarks", [])
+        if (b.get("extra_info") or {}).get("speedup_verdict") == "baseline"
+    }
+    out = []
+    for c in dropped:
+        m = c.get("params", {}).get("method")
+        if m not in forced:
+            continue
+        family, x = forced[m]
+        race = (c.get("extra_info") or {}).get("race") or {}
+        shape = _shape(c)
+        pt: dict[str, Any] = {"accept_forced": x, "accept_length": None, "cell": c.get("cell_id")}
+        pt["withheld"] = False
+        lost_here = not race.get("skipped") and baselines.get(race.get("lost_to")) == shape
+        if lost_here and race.get("hi") is not None:
+            metrics = c.get("metrics") or {}
+            pt.update(
+                accept_length=metrics.get("accept_length"),
+                speedup=float(race["ratio"]),
+                lo=race.get("lo"),
+                hi=race.get("hi"),
+                dropped=True,
+            )
+        else:
+            where = "not run here" if race.get("skipped") else f"lost to {race.get('lost_to')}"
+            pt["missing"] = f"out of the race at shape {race.get('shape')}, {where}"
+        out.append(((family, shape), pt))
+    return out
 
 
 def break_even(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -103,6 +156,8 @@ def break_even(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
     where every upper bound stays below 1 or every lower bound above it). ``withheld``: points
     whose speedup got no verdict (disturbed, saturated); ``no_verdict``: why a real cell is not
     read against it (None when it is)."""
+    missing = sorted({p["accept_forced"] for p in points if p.get("missing")})
+    points = [p for p in points if not p.get("missing")]
     x = [p["accept_forced"] for p in points]
     where, at = crossing([(p["accept_forced"], p["speedup"]) for p in points])
     out: dict[str, Any] = {
@@ -110,6 +165,7 @@ def break_even(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "at": at,
         "forced_range": [min(x), max(x)] if x else None,
         "withheld": [p["cell"] for p in points if p.get("withheld")],
+        "missing": missing,
         "no_verdict": None,
     }
     pts = sorted(points, key=lambda p: p["accept_forced"])
@@ -125,7 +181,8 @@ def break_even(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out["no_verdict"] = "the speedup does not rise through 1 once along the forced lengths"
     elif out["withheld"]:
         out["no_verdict"] = (
-            f"{len(out['withheld'])} forced point(s) without a verdict (disturbed or saturated)"
+            f"{len(out['withheld'])} forced point(s) without a verdict "
+            "(disturbed, saturated or inside its family's drift)"
         )
     elif "lo_bound" not in out:
         out["no_verdict"] = "forced point(s) without an interval (one round)"
@@ -135,10 +192,14 @@ def break_even(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def describe(be: dict[str, Any]) -> str:
     lo_x, hi_x = be["forced_range"] or (None, None)
     note = (
-        f" (from {len(be['withheld'])} cell(s) without a verdict: disturbed or saturated)"
+        f" (from {len(be['withheld'])} cell(s) without a verdict: "
+        "disturbed, saturated or inside its family's drift)"
         if be.get("withheld")
         else ""
     )
+    if be.get("missing"):
+        out = ", ".join(f"{x:g}" for x in be["missing"])
+        note += f" (forced length(s) {out} out of the race, not measured here)"
     if be["where"] == "at":
         lo, hi = be.get("lo"), be.get("hi")
         if "lo_open" in be:
@@ -148,16 +209,17 @@ def describe(be: dict[str, Any]) -> str:
         else:
             iv = ""
         return f"break-even accept length {be['at']:.2f}{iv}{note}"
+    here, rng = (" measured here", "the range measured") if be.get("missing") else ("", "the forced range")
     if be["where"] == "below":
-        return f"pays at every forced length: break-even below the forced range (<= {lo_x:g}){note}"
+        return f"pays at every forced length{here}: break-even below {rng} (<= {lo_x:g}){note}"
     if be["where"] == "above":
-        return f"pays at no forced length: break-even above the forced range (> {hi_x:g}){note}"
+        return f"pays at no forced length{here}: break-even above {rng} (> {hi_x:g}){note}"
     if be["where"] == "mixed":
         return (
             "no single break-even: the speedup falls through 1 or crosses it more than once along the "
             f"forced lengths (noise, or a disturbed run){note}"
         )
-    return "no forced points"
+    return f"no forced points{note}"
 
 
 def verdict(measured: float, be: dict[str, Any]) -> str:
@@ -167,7 +229,8 @@ def verdict(measured: float, be: dict[str, Any]) -> str:
     if be.get("no_verdict"):
         return f"no verdict: {be['no_verdict']}"
     if measured > be["hi_bound"]:
-        return "gain expected" + (" (pays at every forced length)" if be["where"] == "below" else "")
+        every = "every forced length measured" if be.get("missing") else "every forced length"
+        return "gain expected" + (f" (pays at {every})" if be["where"] == "below" else "")
     if measured < be["lo_bound"]:
         return "no gain expected" + (" (above the forced range)" if be["where"] == "above" else "")
     if be["where"] in ("above", "below"):
@@ -188,11 +251,7 @@ def lines(doc: dict[str, Any]) -> list[str]:
     for (family, shape), pts in sorted(cs.items(), key=lambda kv: (kv[0][0], _natural_shape(kv[0][1]))):
         be = break_even(pts)
         by_shape.setdefault(shape, {})[family] = be
-        forced = ", ".join(
-            f"a{p['accept_forced']:g} x{p['speedup']:.2f}"
-            + (f" (measured {p['accept_length']:.3f})" if p.get("accept_length") else "")
-            for p in pts
-        )
+        forced = ", ".join(_point_text(p) for p in pts)
         out.append(f"{family} {_label(shape)}: {describe(be)}; {forced}")
     for b in doc.get("benchmarks", []):
         e = b["extra_info"]
@@ -208,6 +267,16 @@ def lines(doc: dict[str, Any]) -> list[str]:
             f"{ref} for {family} here: {verdict(float(e['accept_length']), be)}"
         )
     return out
+
+
+def _point_text(p: dict[str, Any]) -> str:
+    if p.get("missing"):
+        return f"a{p['accept_forced']:g} {p['missing']}"
+    return (
+        f"a{p['accept_forced']:g} x{p['speedup']:.2f}"
+        + (f" (measured {p['accept_length']:.3f})" if p.get("accept_length") else "")
+        + (" (out of the race here)" if p.get("dropped") else "")
+    )
 
 
 def _natural_shape(shape: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:
@@ -239,6 +308,8 @@ def plot_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         d = dict(shape)
         conc = d.pop("concurrency", "?")
         for pt in pts:
+            if pt.get("missing"):
+                continue
             rows.append(
                 {
                     "panel": f"{family} {_label(tuple(d.items()))}",
