@@ -264,17 +264,27 @@ def merge(
     """``js`` (xdist_sched.Jobs) with each family's jobs as one, its sentinel's planned time
     added (an engine start of the baseline and the sentinel cell's warm-up and one round);
     ``planned_seconds``: xdist_sched's reading of a group's planned start."""
+    plan = st.get_plan()
+    fj = merge_jobs(families_of(config, st, cells), js.jobs, plan, planned_seconds)
+    js.jobs = fj.jobs
+    plan.sentinels_s = sum(a + b for a, b in fj.sentinel_s.values())  # in the plan's ETA line
+    return fj
+
+
+def merge_jobs(fams: list[Family], jobs: list[schedule.Job], plan: Any, planned_seconds: Any) -> FamilyJobs:
+    """``jobs`` with each family's jobs (its baseline's among them) as one job, back to back, its
+    sentinel's planned time added; other jobs as they are. The packed schedule and a shard's
+    one-host makespan both read families this way."""
     from ..planning.eta import cell_eta_s
 
-    by = {j.group: j for j in js.jobs}  # groups with a cell to run
-    fams = [f for f in families_of(config, st, cells) if f.baseline in by and any(g in by for g in f.members)]
-    plan = st.get_plan()
+    by = {j.group: j for j in jobs}  # groups with a cell to run
+    fams = [f for f in fams if f.baseline in by and any(g in by for g in f.members)]
     of = {g: f for f in fams for g in f.groups}
     out: list[schedule.Job] = []
     parts: dict[str, list[tuple[str, float]]] = {}
     sent: dict[str, tuple[float, float]] = {}
     done: set[str] = set()
-    for j in js.jobs:
+    for j in jobs:
         f = of.get(j.group)
         if f is None:
             out.append(j)
@@ -300,6 +310,4 @@ def merge(
                 members[0].first_extra_s,
             )
         )
-    js.jobs = out
-    plan.sentinels_s = sum(a + b for a, b in sent.values())  # in the plan's ETA line
     return FamilyJobs(out, fams, parts, sent)

@@ -39,6 +39,7 @@ def setup(config: pytest.Config, st: SpecbenchState) -> None:
 
 def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
     from ..planning import schedule
+    from . import sentinel
     from .xdist_sched import planned_seconds, skip_reason, workers
 
     plan = st.get_plan()
@@ -57,9 +58,11 @@ def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
     pool = tuple(st.gpus or ())
     k = st.plan_workers or workers(st.config)
     k = k if k > 1 else len(pool)
+    fams = sentinel.families_of(st.config, st, cells)  # drift families: back to back, as the run packs them
 
     def host_s(load: dict[str, float]) -> float:
-        """The makespan of these groups packed on one host with this machine's GPUs and workers."""
+        """The makespan of these groups packed on one host with this machine's GPUs and workers,
+        each drift family's groups back to back with its sentinel, as the run's schedule has them."""
         jobs = []
         for g, secs in load.items():
             grp = groups[g]
@@ -68,6 +71,7 @@ def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
             jobs.append(
                 schedule.Job(g, gpus, p.start_s + secs, grp.tp, grp.method.backend, p.first_start_extra_s)
             )
+        jobs = sentinel.merge_jobs(fams, jobs, plan, planned_seconds).jobs
         return schedule.pack(schedule.longest_first(jobs), pool, k).makespan_s if jobs else 0.0
 
     assert st.matrix is not None and st.shard_count
