@@ -189,6 +189,9 @@ def test_a_familys_groups_run_together_and_its_sentinel_after_them(pytester: pyt
     out = res.stdout.str()
     assert "drift sentinels (2; a family's groups run back to back" in out
     assert "ar-tp1-c2-out8-sentinel: engine start" in out and "(family ar-tp1, slow-tp1)" in out
+    # what keeping the families together costs: beside the makespan without families or drift
+    assert "  keeping each family back to back on one GPU set: makespan " in out
+    assert "with every group packed on its own and no drift measured (--specbench-no-sentinel)" in out
     # the sentinels are in the serial total too, and its line says so
     total = next(ln for ln in res.stdout.lines if ln.startswith("cells: "))
     assert "engine starts 240 s, drift sentinels 120 s, one process)" in total, total
@@ -260,6 +263,11 @@ def test_without_drift_the_verdict_stands(pytester: pytest.Pytester, monkeypatch
     e = got["cells"]["fast-tp1-c2-out8"]
     assert e["speedup_verdict"] == "faster" and "speedup_verdict_before_drift" not in e
     assert e["speedup_drift"]["family"] == "ar-tp1" and rec["withheld"] == []
+    # planned from this run, the end-of-run ETA counts the sentinel's restart of ar and its round
+    (pytester.path / "prev.json").write_text((pytester.path / "out.json").read_text())
+    again = _run(pytester, monkeypatch, "0", "--specbench-plan-from", "prev.json")
+    wall = next(ln for ln in again["res"].stdout.lines if ln.startswith("run wall "))
+    assert "for 2 of 2 cells and 3 engine starts (drift sentinels included: 1)" in wall, wall
 
 
 def test_under_xdist_a_family_runs_on_one_worker_back_to_back(

@@ -13,6 +13,7 @@ from ..report import breakeven, decide, drift, provenance
 from ..report import summary as report
 from ..report.summary import failure_headline
 from ..report.tuning import tuning
+from . import sentinel
 from .state import SpecbenchState
 
 
@@ -168,7 +169,7 @@ def wall_vs_plan(st: SpecbenchState) -> str:
     plan = st.get_plan()
     etas = [plan.cells[c].eta_s for c in ran if c in plan.cells]
     known = [e for e in etas if e is not None]
-    started = list(dict.fromkeys(e["group"] for e in st.engine_events if "ok" in e))
+    started = [e["group"] for e in st.engine_events if "ok" in e]  # a sentinel's restart included
     # the plan's own start model: each start, plus a process's first (import, cold caches)
     starts = plan.starts_s([g for g in started if g in plan.groups])
     if not known:
@@ -176,9 +177,11 @@ def wall_vs_plan(st: SpecbenchState) -> str:
             f"run wall {wall:.0f} s; the plan has no ETA for these cells "
             "(--specbench-plan-from a results JSON gives one)"
         )
+    sent = sentinel.planned_rounds_s(st.config, plan, st.sentinels)  # their restarts are in `starts`
     line = (
-        f"run wall {wall:.0f} s; plan ETA {sum(known) + starts:.0f} s for {len(known)} of {len(ran)} cells "
-        f"and {len(started)} engine starts"
+        f"run wall {wall:.0f} s; plan ETA {sum(known) + starts + sent:.0f} s for {len(known)} of "
+        f"{len(ran)} cells and {len(started)} engine starts"
+        + (f" (drift sentinels included: {len(st.sentinels)})" if st.sentinels else "")
     )
     from . import xdist_sched
 

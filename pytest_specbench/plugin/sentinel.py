@@ -200,6 +200,7 @@ class FamilyJobs:
     fams: list[Family]
     parts: dict[str, list[tuple[str, float]]]  # family scope -> (group or sentinel label, seconds)
     sentinel_s: dict[str, tuple[float, float]]  # family baseline -> (engine start, its rounds) planned
+    cost_s: tuple[float, float] | None = None  # (makespan with families kept, without), packed
 
     def scope_of(self, group: str) -> str:
         for f in self.fams:
@@ -255,7 +256,28 @@ class FamilyJobs:
                 )
         total = sum(a + b for a, b in self.sentinel_s.values())
         out.append(f"  sentinels in all: {total / 60:.1f} min (in the schedule above)")
+        if self.cost_s is not None:
+            kept, free = self.cost_s
+            out.append(
+                f"  keeping each family back to back on one GPU set: makespan {kept / 60:.1f} min, "
+                f"against {free / 60:.1f} min with every group packed on its own and no drift measured "
+                "(--specbench-no-sentinel)"
+            )
         return out
+
+
+def planned_rounds_s(config: pytest.Config, plan: Any, ran: list[dict[str, Any]]) -> float:
+    """The plan's time for the warm-up and round of the sentinels that ran (``ran``: their
+    results), their engine restarts apart."""
+    from ..planning.eta import cell_eta_s
+
+    total = 0.0
+    for r in ran:
+        f = _state(config).by_id.get(r.get("cell_id", ""))
+        cp = plan.cells.get(r.get("baseline_cell"))
+        if f is not None and cp is not None and cp.round_s:
+            total += cell_eta_s(f.sentinel_cell(), cp.round_s)
+    return total
 
 
 def merge(

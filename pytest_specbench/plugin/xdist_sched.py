@@ -220,9 +220,13 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
         return None, []
     if st.gpus is None and any(j.gpus for j in js.jobs):
         return None, ["schedule: GPU pool unknown (no NVML): --specbench-gpus 0,1,... plans for those GPUs"]
+    apart = list(js.jobs)  # every group on its own, as if no family were kept together
     fj = sentinel.merge(config, st, js, cells, planned_seconds)  # a family's groups and sentinel: one job
     order = schedule.longest_first(js.jobs) if k > 1 else js.jobs
     sched = fj.expand(schedule.pack(order, st.gpus or (), k))
+    if k > 1 and fj.fams:
+        free = schedule.pack(schedule.longest_first(apart), st.gpus or (), k).makespan_s
+        fj.cost_s = (sched.makespan_s, free)
     left_out = [(g, f"{n} cells skipped, {why}") for g, (n, why) in js.gpu_skipped.items()]
     lines = schedule.format_schedule(sched, st.gpu_unavailable, left_out)
     if js.no_eta:
