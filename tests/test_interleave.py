@@ -212,6 +212,9 @@ def test_max_rounds_without_a_reference_reads_the_rounds_own_interval(
     steady = _timed_with(monkeypatch, [1000, 1000, 1005, 0, 0, 0], None)
     assert steady.extra["rounds_run"] == 3
     assert steady.extra["rounds_stop"].startswith("decided after 3 rounds: its rounds' interval ±")
+    assert steady.extra["rounds_stop"].endswith(
+        "(its half of a comparison measured apart; the verdict is read after the run)"
+    )
     # 100, 130, 70, ...: ±30 % apart, narrowing as rounds come but never within ±2 % by round 6
     noisy = _timed_with(monkeypatch, [100, 130, 70, 100, 130, 70], None)
     assert noisy.extra["rounds_run"] == 6

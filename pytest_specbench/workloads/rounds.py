@@ -329,7 +329,10 @@ def decided(
         return None if v is None else f"{v} [{iv.lo:.3f}, {iv.hi:.3f}]"
     half = (iv.hi - iv.lo) / 2 / iv.point if iv.point else float("inf")
     if half <= paired.EQUIVALENCE:
-        return f"its rounds' interval ±{half:.1%} is within ±{paired.EQUIVALENCE:.0%}"
+        return (
+            f"its rounds' interval ±{half:.1%} is within ±{paired.EQUIVALENCE:.0%} "
+            "(its half of a comparison measured apart; the verdict is read after the run)"
+        )
     return None
 
 
