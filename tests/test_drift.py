@@ -314,3 +314,21 @@ def test_a_disturbed_sentinel_is_said_and_still_withholds() -> None:
     assert line.endswith(
         "1 verdicts withheld (m-tp1-c1); the sentinel was disturbed: other processes took 40%)"
     )
+
+
+def test_a_plan_without_a_gpu_pool_still_counts_the_sentinels(pytester: pytest.Pytester) -> None:
+    """A GPU backend planned where no pool is known (no NVML, no --specbench-gpus): no packed
+    schedule, but the serial total still holds the family's sentinel (a restart of ar and its
+    round), as the same plan with a pool does."""
+    pytester.makeconftest(
+        CONFTEST.replace(
+            'register_backend("fake-step", FakeStepDriftEngine, gpu=False,',
+            'register_backend("fake-step", FakeStepDriftEngine, gpu=True,',
+        )
+    )
+    _project_files(pytester, MATRIX)
+    totals = []
+    for pool in ([], ["--specbench-gpus", "0"]):
+        res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--specbench-plan", *pool)
+        totals.append(next(ln for ln in res.stdout.lines if ln.startswith("cells: ")))
+    assert "drift sentinels 60 s" in totals[0] and totals[0] == totals[1], totals

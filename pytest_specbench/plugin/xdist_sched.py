@@ -218,10 +218,10 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
     js = jobs(config, st, cells)
     if not js.jobs:
         return None, []
-    if st.gpus is None and any(j.gpus for j in js.jobs):
-        return None, ["schedule: GPU pool unknown (no NVML): --specbench-gpus 0,1,... plans for those GPUs"]
     apart = list(js.jobs)  # every group on its own, as if no family were kept together
     fj = sentinel.merge(config, st, js, cells, planned_seconds)  # a family's groups and sentinel: one job
+    if st.gpus is None and any(j.gpus for j in js.jobs):  # the sentinels are in the serial total still
+        return None, ["schedule: GPU pool unknown (no NVML): --specbench-gpus 0,1,... plans for those GPUs"]
     order = schedule.longest_first(js.jobs) if k > 1 else js.jobs
     sched = fj.expand(schedule.pack(order, st.gpus or (), k))
     if k > 1 and fj.fams:
