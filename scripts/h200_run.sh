@@ -38,7 +38,7 @@
 #   eta        the seed-class 27B hybrid at TP1, -k "$ETAK" (default "mtp and c1"): the first plan
 #              (--specbench-plan, no earlier results) and then the same command run, both saved
 #   racefull   benches/gpu/h200-race.yaml (EAGLE3 forced 1-4 against AR, c1/c8/c32) in full; raced: the same
-#              with --specbench-race; racelong / racelongfull: benches/gpu/h200-race-long.yaml (30 rounds a
+#              with --specbench-race; racelong / racelongfull: benches/gpu/h200-race-long.yaml (40 rounds a
 #              cell) raced / in full (RESUME: the full run's first JSON, when its LIMIT stopped it)
 #   etaspec    benches/gpu/h200-eta-spec.yaml (AR and the STANDALONE oracle with its accept length expected, c1/c8/c32):
 #              the first plan (etaspec-plan.txt/.json), the run with each cell's call time in a JUnit XML, and
@@ -167,7 +167,7 @@ case "$PART" in
     bench h200-race-full benches/gpu/h200-race.yaml --junit-xml "$OUT/h200-race-full.xml" -o junit_duration_report=call ;;
   raced)     # the same matrix with --specbench-race
     bench h200-race benches/gpu/h200-race.yaml --specbench-race --junit-xml "$OUT/h200-race.xml" -o junit_duration_report=call ;;
-  racelong)  # benches/gpu/h200-race-long.yaml (30 rounds a cell) with --specbench-race
+  racelong)  # benches/gpu/h200-race-long.yaml (40 rounds a cell) with --specbench-race
     bench h200-race-long benches/gpu/h200-race-long.yaml --specbench-race --junit-xml "$OUT/h200-race-long.xml" \
       -o junit_duration_report=call ;;
   racelongfull)  # the same in full; RESUME=the JSON of a first call that its LIMIT stopped

@@ -263,11 +263,24 @@ def test_without_drift_the_verdict_stands(pytester: pytest.Pytester, monkeypatch
     e = got["cells"]["fast-tp1-c2-out8"]
     assert e["speedup_verdict"] == "faster" and "speedup_verdict_before_drift" not in e
     assert e["speedup_drift"]["family"] == "ar-tp1" and rec["withheld"] == []
-    # planned from this run, the end-of-run ETA counts the sentinel's restart of ar and its round
+    # planned from this run, the end-of-run ETA is the plan's serial total: the cells, the engine
+    # starts and the sentinel (ar's restart and its round), in one process and under xdist alike
+    import re
+
     (pytester.path / "prev.json").write_text((pytester.path / "out.json").read_text())
-    again = _run(pytester, monkeypatch, "0", "--specbench-plan-from", "prev.json")
-    wall = next(ln for ln in again["res"].stdout.lines if ln.startswith("run wall "))
-    assert "for 2 of 2 cells and 3 engine starts (drift sentinels included: 1)" in wall, wall
+    plan = pytester.runpytest(
+        "benches", "-p", "no:cacheprovider", "--specbench-plan-from", "prev.json", "--specbench-plan"
+    )
+    total = next(ln for ln in plan.stdout.lines if ln.startswith("cells: "))
+    m = re.search(r"\(cells (\d+) s, engine starts (\d+) s, drift sentinels (\d+) s, one process\)", total)
+    assert m, total
+    planned = sum(int(x) for x in m.groups())
+    for args in ((), ("-n", "2")):
+        again = _run(pytester, monkeypatch, "0", "--specbench-plan-from", "prev.json", *args)
+        wall = next(ln for ln in again["res"].stdout.lines if ln.startswith("run wall "))
+        assert "for 2 of 2 cells and 3 engine starts (drift sentinels included: 1)" in wall, wall
+        eta = int(re.search(r"plan ETA (\d+) s", wall).group(1))
+        assert abs(eta - planned) <= 2, (wall, total)
 
 
 def test_under_xdist_a_family_runs_on_one_worker_back_to_back(

@@ -71,7 +71,7 @@ def test_the_shard_split_packs_drift_families_as_the_schedule_does(pytester: pyt
     """On 8 x RTX PRO 6000 with 2 hosts: each host packs its groups with every drift family (a
     baseline and the methods compared with it, at one TP: back to back, then its sentinel) as one
     job, as the run's packed schedule does, so the split's "one host" figure is the schedule's
-    makespan (it was 1011.4 min against 1169.2, the families packed apart), and two hosts are never
+    makespan (1169.2 min; packing the families apart would say 1011.4), and two hosts are never
     slower than one."""
     import re
 

@@ -177,7 +177,7 @@ def wall_vs_plan(st: SpecbenchState) -> str:
             f"run wall {wall:.0f} s; the plan has no ETA for these cells "
             "(--specbench-plan-from a results JSON gives one)"
         )
-    sent = sentinel.planned_rounds_s(st.config, plan, st.sentinels)  # their restarts are in `starts`
+    sent = sentinel.planned_rounds_s(st.config, st, plan, st.sentinels)  # their restarts are in `starts`
     line = (
         f"run wall {wall:.0f} s; plan ETA {sum(known) + starts + sent:.0f} s for {len(known)} of "
         f"{len(ran)} cells and {len(started)} engine starts"

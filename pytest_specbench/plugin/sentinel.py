@@ -266,14 +266,20 @@ class FamilyJobs:
         return out
 
 
-def planned_rounds_s(config: pytest.Config, plan: Any, ran: list[dict[str, Any]]) -> float:
+def planned_rounds_s(
+    config: pytest.Config, st: SpecbenchState, plan: Any, ran: list[dict[str, Any]]
+) -> float:
     """The plan's time for the warm-up and round of the sentinels that ran (``ran``: their
-    results), their engine restarts apart."""
+    results), their engine restarts apart. Their families are read from the matrix (an xdist
+    controller collects no sentinel items)."""
     from ..planning.eta import cell_eta_s
 
+    if st.matrix is None or not ran:
+        return 0.0
+    by_id = {f.sentinel_id: f for f in families_of(config, st, st.matrix.cells())}
     total = 0.0
     for r in ran:
-        f = _state(config).by_id.get(r.get("cell_id", ""))
+        f = by_id.get(r.get("cell_id", ""))
         cp = plan.cells.get(r.get("baseline_cell"))
         if f is not None and cp is not None and cp.round_s:
             total += cell_eta_s(f.sentinel_cell(), cp.round_s)
