@@ -61,7 +61,11 @@ def _seed27_tp1() -> str:
     return re.sub(r"(?m)^tp: \[1, 4, 8\]", "tp: [1]", text)
 
 
-DERIVED = {"benches/examples/seed27-tp1.yaml": _seed27_tp1}
+DERIVED = {
+    "benches/examples/seed27-tp1.yaml": _seed27_tp1,
+    # cpu-race's runs read a copy of race-cpu.yaml under this name
+    "benches/examples/race-cpu-t1.yaml": lambda: (ROOT / "benches/examples/race-cpu.yaml").read_text(),
+}
 # matrices of GPU runs that now live under benches/gpu/ (a JSON records the path the run read)
 MOVED = {
     f"benches/{n}.yaml": f"benches/gpu/{n}.yaml"
@@ -71,6 +75,13 @@ MOVED = {
 
 # runs of an earlier version of a matrix that is still in the repository: that version's text
 AS_RUN = {
+    # the greedy pair of cpu-race: race-cpu.yaml without its temperature
+    **{
+        f"cpu-race/{n}-t0.json": lambda: (
+            (ROOT / "benches/examples/race-cpu.yaml").read_text().replace("    temperature: [1.0]\n", "")
+        )
+        for n in ("full", "race")
+    },
     # the first try of the hybrid's forced sweep, before the matrix set one wave a round
     "h200-breakeven-hybrid/four-waves-ar.json": lambda: (
         (ROOT / "benches/gpu/h200-breakeven-hybrid.yaml").read_text().replace("    waves: 1\n", "")
