@@ -43,12 +43,18 @@ def test_seed_experiment_cells_by_hand() -> None:
     assert not any(c.tp == 1 and c.context_tokens == 100000 for c in m.cells())
 
 
-def test_seed_experiment_collects_and_plans(pytester: pytest.Pytester) -> None:
+def _seed_args(pytester: pytest.Pytester) -> tuple[str, ...]:
+    """The repository's bench file in a pytester project, and the arguments that run it on the
+    seed's matrix."""
     (pytester.path / "benches").mkdir()
     (pytester.path / "benches" / "test_specbench.py").write_text(
         (ROOT / "benches" / "test_specbench.py").read_text()
     )
-    args = ("benches", "--specbench-matrix", str(SEED), "-p", "no:cacheprovider")
+    return ("benches", "--specbench-matrix", str(SEED), "-p", "no:cacheprovider")
+
+
+def test_seed_experiment_collects_and_plans(pytester: pytest.Pytester) -> None:
+    args = _seed_args(pytester)
     res = pytester.runpytest(*args, "--specbench-plan", "--specbench-gpu", "RTX PRO 6000")
     assert res.ret == pytest.ExitCode.OK, res.stdout.str()
     res.stdout.fnmatch_lines(
@@ -75,16 +81,8 @@ def test_the_shard_split_packs_drift_families_as_the_schedule_does(pytester: pyt
     slower than one."""
     import re
 
-    (pytester.path / "benches").mkdir()
-    (pytester.path / "benches" / "test_specbench.py").write_text(
-        (ROOT / "benches" / "test_specbench.py").read_text()
-    )
     res = pytester.runpytest(
-        "benches",
-        "--specbench-matrix",
-        str(SEED),
-        "-p",
-        "no:cacheprovider",
+        *_seed_args(pytester),
         "--specbench-plan",
         "--specbench-gpu",
         "RTX PRO 6000",

@@ -272,18 +272,18 @@ def planned_rounds_s(
     """The plan's time for the warm-up and round of the sentinels that ran (``ran``: their
     results), their engine restarts apart. Their families are read from the matrix (an xdist
     controller collects no sentinel items)."""
-    from ..planning.eta import cell_eta_s
-
     if st.matrix is None or not ran:
         return 0.0
     by_id = {f.sentinel_id: f for f in families_of(config, st, st.matrix.cells())}
-    total = 0.0
-    for r in ran:
-        f = by_id.get(r.get("cell_id", ""))
-        cp = plan.cells.get(r.get("baseline_cell"))
-        if f is not None and cp is not None and cp.round_s:
-            total += cell_eta_s(f.sentinel_cell(), cp.round_s)
-    return total
+    return sum(_rounds_s(f, plan) for r in ran if (f := by_id.get(r.get("cell_id", ""))) is not None)
+
+
+def _rounds_s(f: Family, plan: Any) -> float:
+    """The plan's time for a sentinel's warm-up and round: its baseline's first cell's round."""
+    from ..planning.eta import cell_eta_s
+
+    cp = plan.cells.get(f.first.id)
+    return cell_eta_s(f.sentinel_cell(), cp.round_s) if cp is not None and cp.round_s else 0.0
 
 
 def merge(
@@ -303,8 +303,6 @@ def merge_jobs(fams: list[Family], jobs: list[schedule.Job], plan: Any, planned_
     """``jobs`` with each family's jobs (its baseline's among them) as one job, back to back, its
     sentinel's planned time added; other jobs as they are. The packed schedule and a shard's
     one-host makespan both read families this way."""
-    from ..planning.eta import cell_eta_s
-
     by = {j.group: j for j in jobs}  # groups with a cell to run
     fams = [f for f in fams if f.baseline in by and any(g in by for g in f.members)]
     of = {g: f for f in fams for g in f.groups}
@@ -321,9 +319,8 @@ def merge_jobs(fams: list[Family], jobs: list[schedule.Job], plan: Any, planned_
             continue
         done.add(f.scope)
         members = [by[g] for g in f.groups if g in by]
-        cp = plan.cells.get(f.first.id)
         start = planned_seconds(plan, f.first.group, []).start_s
-        rounds = cell_eta_s(f.sentinel_cell(), cp.round_s) if cp is not None and cp.round_s else 0.0
+        rounds = _rounds_s(f, plan)
         sent[f.baseline] = (start, rounds)
         parts[f.scope] = [(m.group, m.duration_s) for m in members] + [
             (f"{f.baseline} (sentinel)", start + rounds)

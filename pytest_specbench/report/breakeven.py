@@ -129,8 +129,12 @@ def _raced_out(doc: dict[str, Any]) -> list[tuple[tuple[str, tuple[tuple[str, st
         family, x = forced[m]
         race = (c.get("extra_info") or {}).get("race") or {}
         shape = _shape(c)
-        pt: dict[str, Any] = {"accept_forced": x, "accept_length": None, "cell": c.get("cell_id")}
-        pt["withheld"] = False
+        pt: dict[str, Any] = {
+            "accept_forced": x,
+            "accept_length": None,
+            "cell": c.get("cell_id"),
+            "withheld": False,
+        }
         lost_here = not race.get("skipped") and baselines.get(race.get("lost_to")) == shape
         if lost_here and race.get("hi") is not None:
             metrics = c.get("metrics") or {}
