@@ -258,7 +258,6 @@ def test_a_forced_length_is_led_by_its_baseline_own_cell_where_nothing_interleav
     shape is that cell when nothing of its own sweep ran yet, and a drafter's never a forced cell."""
     from pytest_specbench.matrix.schema import parse
     from pytest_specbench.plugin.race import Entry, Race
-    from pytest_specbench.report import paired
 
     doc = {
         "models": {"m": "embedded:tiny"},
