@@ -264,3 +264,36 @@ class FakeRacingEngine(FakeEngine):
             steps = -(-(rec.output_tokens - 1) // int(spec.simulate_accept_length))
             return dataclasses.replace(rec, latency_s=virtual, verify_steps=steps, accept_histogram=())
         return dataclasses.replace(rec, latency_s=virtual)
+
+
+class FakeSlowingEngine(FakeRacingEngine):
+    """FakeRacingEngine on a machine that slows down: every engine started before this one (lines
+    in $FAKE_ENGINE_STARTS) takes $FAKE_DRIFT_PER_START of its speed (0.02: 2 % a start), and the
+    first start after $FAKE_DRIFT_STEP_AT starts takes $FAKE_DRIFT_STEP more, once; each request's
+    latency carries log-normal noise of $FAKE_NOISE_CV, seeded by its tag."""
+
+    backend = "fake-slowing"
+
+    def __init__(self, group: Any):
+        path = os.environ.get(STARTS_FILE_ENV)
+        before = (  # engine starts so far (lines "GROUP WORKER GPUS probe=..."), not other events
+            sum(1 for ln in open(path) if " probe=" in ln) if path and os.path.exists(path) else 0
+        )
+        super().__init__(group)
+        step_at = int(os.environ.get("FAKE_DRIFT_STEP_AT", "0") or 0)
+        self.level = (1 - float(os.environ.get("FAKE_DRIFT_PER_START", "0"))) ** before * (
+            1 - float(os.environ.get("FAKE_DRIFT_STEP", "0")) if step_at and before >= step_at else 1.0
+        )
+
+    async def agenerate(self, request: Request) -> RequestRecord:
+        import dataclasses
+        import math
+        import random
+
+        rec = await super().agenerate(request)
+        noise = math.exp(
+            random.Random(f"{self.group.id}/{request.tag}").gauss(
+                0, float(os.environ.get("FAKE_NOISE_CV", "0"))
+            )
+        )
+        return dataclasses.replace(rec, latency_s=rec.latency_s / self.level * noise)

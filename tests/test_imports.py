@@ -13,7 +13,7 @@ import pytest
 PKG = Path(__file__).parents[1] / "pytest_specbench"
 
 # lowest first: each may import the ones before it
-LAYERS = ("inputs", "report", "matrix", "planning", "gpus", "engines", "workloads", "plugin")
+LAYERS = ("inputs", "report", "matrix", "planning", "gpus", "engines", "workloads", "deciding", "plugin")
 PYTEST_SIDE = "plugin"
 # pytest_benchmark.stats (round statistics in its JSON format) imports no pytest
 PYTEST_MODULES = ("pytest", "_pytest", "xdist", "pytest_timeout", "pluggy")

@@ -203,17 +203,44 @@ def test_tune_refuses_what_it_cannot_decide() -> None:
     assert m.methods[0].tune.keep == 2 and m.methods[0].tune.label == "concurrency=1/4"
 
 
-def test_race_is_refused_under_xdist(pytester: pytest.Pytester) -> None:
+def test_a_tuned_race_is_refused_under_xdist(pytester: pytest.Pytester) -> None:
     if not (pytester.path / "conftest.py").exists():
         pytester.makeconftest(CONFTEST)
     (pytester.path / "benches").mkdir(exist_ok=True)
-    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
+    (pytester.path / "benches" / "specbench.yaml").write_text(TUNED)
     (pytester.path / "benches" / "test_specbench.py").write_text(
         (HERE.parent / "benches" / "test_specbench.py").read_text()
     )
     res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--specbench-race", "-n", "2")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--specbench-race decides from the cells measured in one process" in res.stderr.str()
+    assert "--specbench-race with -n: methods knob have `tune`" in res.stderr.str()
+
+
+WORKER_PATCHES = """
+# xdist workers: a round's rate from the fake's latencies, no disturbance check (as _run patches)
+from pytest_specbench.plugin import runner
+from pytest_specbench.workloads import rounds
+rounds._round_rate = lambda recs, dt, c, closed: (
+    sum(r.output_tokens for r in recs) / max(r.latency_s for r in recs), None)
+runner._meters = lambda st, cell: None
+"""
+
+
+def test_a_race_under_xdist_takes_the_one_process_decisions(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers share one decision state: the same cells measured, the loser out of the race
+    at both shapes (dropped at c1; at c2 skipped on evidence or dropped after its own looks,
+    whichever the workers' timing allows), recorded once in the controller's JSON."""
+    pytester.makeconftest(CONFTEST + WORKER_PATCHES)
+    one, _, _ = _run(pytester, monkeypatch, MATRIX, "quick=2,laggard=0.5", "--specbench-race")
+    (pytester.path / "out.json").unlink()
+    two, out, _ = _run(pytester, monkeypatch, MATRIX, "quick=2,laggard=0.5", "--specbench-race", "-n", "2")
+    assert sorted(b["param"] for b in two["benchmarks"]) == sorted(b["param"] for b in one["benchmarks"])
+    dropped = sorted(d["cell_id"] for d in two["specbench"]["race"]["dropped_cells"])
+    assert dropped == ["laggard-tp1-c1-out8", "laggard-tp1-c2-out8"], out
+    for d in two["specbench"]["race"]["dropped_cells"]:
+        assert d["extra_info"]["race"]["lost_to"].startswith(("quick-tp1-", "ar-tp1-")), d
 
 
 FORCED = """
@@ -257,7 +284,7 @@ def test_a_forced_length_is_led_by_its_baseline_own_cell_where_nothing_interleav
     """On sglang the baseline is its own cell (not interleaved): a forced length's leader at its
     shape is that cell when nothing of its own sweep ran yet, and a drafter's never a forced cell."""
     from pytest_specbench.matrix.schema import parse
-    from pytest_specbench.plugin.race import Entry, Race
+    from pytest_specbench.deciding.race import Entry, Race
 
     doc = {
         "models": {"m": "embedded:tiny"},
@@ -290,3 +317,46 @@ def test_a_forced_length_is_led_by_its_baseline_own_cell_where_nothing_interleav
     race.shapes[shape].append(Entry(cells["fx-a4"].id, "fx-a4", [400.0] * 4, False, None, True))
     lead = race.leader(cells["quick"], relative=False)
     assert lead is not None and lead.method == "ar"
+
+
+DRIFTING = """
+models: {m: /nonexistent/model}
+methods:
+  ar: {backend: fake-slowing, model: m}
+  e1: {backend: fake-slowing, model: m}
+  e2: {backend: fake-slowing, model: m}
+  fast: {backend: fake-slowing, model: m}
+workloads:
+  throughput:
+    concurrency: [1, 4]
+    output_tokens: [8]
+    prompt_tokens: 16
+    waves: 1
+    rounds: 6
+    warmup: 0
+"""
+
+
+def test_on_a_drifting_machine_without_a_baseline_beside_them_no_equal_method_is_dropped(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine registered like sglang (not interleaved, drift sentinels) on a machine that slows
+    3 % with every engine start and 12 % once: e1 and e2 are as fast as AR, fast is 10 % faster
+    and runs last, when the machine is slowest. Measured apart from AR, none is dropped; every
+    cell is measured."""
+    pytester.makeconftest(
+        CONFTEST.replace("FakeRacingEngine", "FakeSlowingEngine")
+        + 'register_backend("fake-slowing", FakeSlowingEngine, gpu=False, sentinel=True)\n'
+    )
+    monkeypatch.setenv("FAKE_DRIFT_PER_START", "0.03")
+    monkeypatch.setenv("FAKE_DRIFT_STEP", "0.12")
+    monkeypatch.setenv("FAKE_DRIFT_STEP_AT", "2")
+    monkeypatch.setenv("FAKE_NOISE_CV", "0.02")
+    doc, out, starts = _run(pytester, monkeypatch, DRIFTING, "fast=1.1", "--specbench-race")
+    assert "out of the race:" not in out and "out of the race 0" in out
+    assert doc["specbench"]["race"]["dropped_cells"] == []
+    measured = sorted(b["param"] for b in doc["benchmarks"])
+    assert measured == sorted(f"{m}-tp1-c{c}-out8" for m in ("ar", "e1", "e2", "fast") for c in (1, 4)), (
+        measured
+    )
+    assert len(starts.read_text().splitlines()) >= 4  # AR, e1, e2, fast (and the drift sentinel)

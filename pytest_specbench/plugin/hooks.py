@@ -124,7 +124,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if STATE in config.stash:
-        xdist_sched.finish_pool(config, config.stash[STATE])
+        st = config.stash[STATE]
+        xdist_sched.finish_pool(config, st)
+        if st.race_store_owned and st.race is not None and st.race.store is not None:
+            import shutil
+
+            shutil.rmtree(st.race.store.dir, ignore_errors=True)
 
 
 def _matrix_path(config: pytest.Config) -> Path | None:
@@ -248,7 +253,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         Path(json_path).write_text(report.dumps(doc))
     if want_print:
         tr = config.pluginmanager.get_plugin("terminalreporter")
-        from . import sharding, tune
+        from ..deciding import tune
+        from . import sharding
 
         lines = [
             f"specbench plan for {st.matrix.path}",

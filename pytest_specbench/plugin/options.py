@@ -210,7 +210,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "settled (at least 3 rounds, at most max_rounds or rounds), a method whose interval "
         "against its shape's leader lies wholly below it stops and skips its costlier shapes, and "
         "a swept method's `tune` keeps only its best settings (docs/metrics.md \"Early stopping and "
-        'racing"); not with -n',
+        'racing"); with -n, every worker races on its GPU set and one decision state is shared',
+    )
+    g.addoption(
+        "--specbench-race-drift",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="racing where a cell's baseline is not beside it (measured in another engine group): "
+        "drop it only when its interval against the leader, widened by this drift between groups "
+        "(e.g. 0.15), still lies below it; by default such a cell is never dropped (its verdict is "
+        "read after the run, with the drift sentinel's)",
     )
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
 

@@ -85,6 +85,7 @@ class SpecbenchState:
     hook_errors: list[str] = field(default_factory=list)  # the matrix's after_run hook failed: why
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
     race: Any = None  # race.Race under --specbench-race
+    race_store_owned: bool = False  # this process created the race's decision store (removes it)
     engine_warmed: Any = None  # the engine last warmed at its group's shapes (a restarted group warms again)
 
     def provenance(self) -> dict[str, Any]:

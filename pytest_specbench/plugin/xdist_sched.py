@@ -32,6 +32,7 @@ from . import sentinel
 from .state import SPLIT_PROP, SpecbenchState
 
 LEASE_DIR_KEY = "specbench_lease_dir"  # workerinput: the controller's lease directory
+RACE_STORE_KEY = "specbench_race_store"  # workerinput: the controller's decision store (race.py)
 LEASE_LOG = "gpu-leases.jsonl"  # copied into --specbench-log-dir at the end of the run
 
 
@@ -254,6 +255,9 @@ class XdistHooks:
     def pytest_configure_node(self, node: Any) -> None:
         if self.st.leases is not None:
             node.workerinput[LEASE_DIR_KEY] = str(self.st.leases.dir)
+        store = getattr(self.st.race, "store", None)
+        if store is not None:  # --specbench-race: every worker decides on the controller's state
+            node.workerinput[RACE_STORE_KEY] = str(store.dir)
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """A worker's split (sharding.py), also from a worker that ran nothing (an empty shard)."""

@@ -100,7 +100,7 @@ def _sd(v: Sequence[float]) -> float:
 def _t(n: int, looks: Looks | None) -> float:
     """The interval's t multiplier after n pairs: 95 % for one look, else the sequential
     boundary of the looks the rounds' count was chosen at (report/sequential.py)."""
-    return t975(n - 1) if looks is None or looks.last <= looks.first else looks.critical(n)
+    return t975(n - 1) if looks is None or looks.one else looks.critical(n)
 
 
 def ratio_interval(num: Sequence[float], den: Sequence[float], looks: Looks | None = None) -> Interval | None:
@@ -114,6 +114,30 @@ def ratio_interval(num: Sequence[float], den: Sequence[float], looks: Looks | No
         return Interval(math.exp(mean), None, None, 1)
     half = _t(len(logs), looks) * _sd(logs) / math.sqrt(len(logs))
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs))
+
+
+def unpaired_ratio_interval(
+    num: Sequence[float], den: Sequence[float], looks: Looks | None = None
+) -> Interval | None:
+    """The ratio of two geometric means from independent samples (each a cell's rounds against
+    the baseline beside it): Welch's t-interval on the difference of the mean logs, every round
+    of both used (pairing by index would stop at the shorter one's count). A sample of one value
+    with no spread (the baseline's 1.0 against itself) reduces it to the other's own interval."""
+    la = [math.log(x) for x in num if x > 0]
+    lb = [math.log(x) for x in den if x > 0]
+    if not la or not lb:
+        return None
+    mean = statistics.fmean(la) - statistics.fmean(lb)
+    if len(la) < 2:
+        return Interval(math.exp(mean), None, None, 1)
+    va = _sd(la) ** 2 / len(la)
+    vb = _sd(lb) ** 2 / len(lb) if len(lb) > 1 else 0.0
+    if va + vb == 0:
+        return Interval(math.exp(mean), math.exp(mean), math.exp(mean), len(la))
+    parts = va**2 / (len(la) - 1) + (vb**2 / (len(lb) - 1) if len(lb) > 1 else 0.0)
+    df = max(1, int((va + vb) ** 2 / parts))  # Welch-Satterthwaite, rounded down (wider)
+    half = _t(df + 1, looks) * math.sqrt(va + vb)
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), min(len(la), len(lb)))
 
 
 def mean_interval(values: Sequence[float], looks: Looks | None = None) -> Interval | None:

@@ -120,14 +120,24 @@ def t_quantile(level: float, df: int) -> float:
 @dataclass(frozen=True)
 class Looks:
     """The rounds after which a rule may read a cell's verdict: every round from ``first`` to
-    ``last`` (one look when they are equal: the ordinary 95 % t-interval)."""
+    ``last`` (one look when they are equal: the ordinary 95 % t-interval). ``family``: how many
+    comparisons share the 5 % at the cell's shape (a race's members; Bonferroni: each gets
+    5 % / family, so that no verdict or drop of the shape is false in 95 % of runs)."""
 
     first: int
     last: int
+    family: int = 1
 
     def __post_init__(self) -> None:
         if not 1 <= self.first <= self.last:
             raise ValueError(f"looks need 1 <= first <= last; got {self.first}, {self.last}")
+        if self.family < 1:
+            raise ValueError(f"a family holds at least one comparison; got {self.family}")
+
+    @property
+    def one(self) -> bool:
+        """A single 95 % look (the ordinary t-interval)."""
+        return self.last <= self.first and self.family == 1
 
     @property
     def count(self) -> int:
@@ -137,6 +147,11 @@ class Looks:
     @property
     def level(self) -> float:
         """alpha': the two-sided level each look's t-interval uses."""
+        return self.looks_level / self.family
+
+    @property
+    def looks_level(self) -> float:
+        """alpha' of one comparison over its looks (before the family's share)."""
         first = max(self.first, 2)
         if self.last <= first:
             return ALPHA
@@ -150,7 +165,10 @@ class Looks:
         return _critical(self.level, n - 1)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"looks": [self.first, self.last], "level": round(self.level, 6)}
+        out: dict[str, Any] = {"looks": [self.first, self.last], "level": round(self.level, 6)}
+        if self.family > 1:
+            out["family"] = self.family
+        return out
 
     @classmethod
     def of(cls, info: Any) -> Looks | None:
@@ -159,7 +177,8 @@ class Looks:
         if not seq or not seq.get("looks"):
             return None
         first, last = seq["looks"]
-        return cls(int(first), int(last)) if last > first else None
+        family = int(seq.get("family") or 1)
+        return cls(int(first), int(last), family) if last > first or family > 1 else None
 
 
 _CACHE: dict[tuple[float, int], float] = {}
@@ -177,7 +196,7 @@ def union(*looks: Looks | None) -> Looks | None:
     given = [x for x in looks if x is not None]
     if not given:
         return None
-    return Looks(min(x.first for x in given), max(x.last for x in given))
+    return Looks(min(x.first for x in given), max(x.last for x in given), max(x.family for x in given))
 
 
 class _Interval(Protocol):

@@ -245,7 +245,7 @@ def timed(
     )
     run.round_digests = [p.digest() for p in ran if isinstance(p, RoundPlan)]
     run.extra["rounds_run"] = len(times)
-    if looks.last > looks.first:  # the round count was chosen by looking: intervals pay for it
+    if not looks.one:  # the round count was chosen by looking: intervals pay for it
         run.extra["sequential"] = looks.as_dict()
     if stop is not None:
         run.extra["stop_reason"] = stop.reason

@@ -1,0 +1,385 @@
+"""Racing (``--specbench-race``): early stopping, methods dropped against a shape's leader, and a
+swept method's settings tuned on the cells its ``tune`` names before the rest run. No pytest.
+
+A ``Race`` per process; under -n every worker's and the controller's read and write one decision
+state (``store.Store``), so a drop decided on one GPU set skips the cells queued on another. Per
+cell it gives the rounds rule (``rule``: looks from min(rounds, 3) to the cap, stopping when
+settled, and, for a method that races, its interval against the shape's leader after every look,
+each at 5 % / the shape's family of racing methods); it records each measured cell (``record``),
+keeps the cells dropped or tuned out with why (``dropped``, ``tuned_out``, in the JSON under
+``specbench``), and says before a cell starts whether it is skipped (``skip_reason``: its method
+lost at a cheaper shape of the same workload by more than any measured method gained toward the
+costlier one, or its setting was tuned out). A comparison of cells measured apart (no baseline
+beside them) never drops unless a drift allowance is given (``drift``). The statistics are
+report/sequential.py's and report/paired.py's; docs/metrics.md "Early stopping and racing" says
+what is decided and what is assumed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..matrix.cells import Cell, Matrix
+from ..report import paired, sequential
+from ..report.sequential import Looks
+from ..workloads.rounds import Rule
+from .store import Store
+
+MIN_ROUNDS = 3  # a racing cell's first look: min(rounds, this)
+COSTLIER = ("concurrency", "context_tokens", "output_tokens")  # larger: a costlier sibling shape
+
+
+def shape_label(cell: Cell) -> str:
+    """A cell's id without its method: the shape (``tp1-c4-out32``)."""
+    name = cell.method.name
+    i = cell.id.find(f"{name}-")
+    return cell.id[i + len(name) + 1 :] if i >= 0 else cell.id
+
+
+def forced(cell: Cell) -> bool:
+    spec = cell.method.speculative
+    return spec is not None and spec.simulate_accept_length is not None
+
+
+def costlier(cell: Cell, than: Cell) -> bool:
+    """Same method, workload, TP and other axes, and at least as large a concurrency, context and
+    output as ``than``, one of them larger."""
+    p, q = cell.params(), than.params()
+    if p["method"] != q["method"] or p["workload"] != q["workload"]:
+        return False
+    for k in set(p) | set(q):
+        if k not in COSTLIER and p.get(k) != q.get(k):
+            return False
+    bigger = [(p.get(k) or 0) - (q.get(k) or 0) for k in COSTLIER]
+    return all(d >= 0 for d in bigger) and any(d > 0 for d in bigger)
+
+
+def out_text(cell_id: str, info: dict[str, Any]) -> str:
+    return (
+        f"out of the race: lost to {info['lost_to']} by x{info['ratio']:.3f} "
+        f"[{info['lo']:.3f}, {info['hi']:.3f}] at shape {info['shape']}"
+        + (
+            f" (drift of ±{info['drift_allowed']:.0%} between groups allowed)"
+            if info.get("drift_allowed")
+            else ""
+        )
+        + (
+            f"; no method measured gained more than x{info['largest_gain']:.3f} on its baseline "
+            "toward this shape"
+            if info.get("largest_gain")
+            else ""
+        )
+    )
+
+
+@dataclass
+class Entry:
+    """A measured cell at its shape: its per-round speed (relative to its interleaved baseline
+    when ``relative``, else its own rounds' tok/s or 1 / p50 latency)."""
+
+    cell_id: str
+    method: str
+    speeds: list[float | None]
+    relative: bool
+    looks: Looks | None
+    can_lead: bool
+
+    @property
+    def point(self) -> float:
+        logs = [math.log(s) for s in self.speeds if s]
+        return math.exp(sum(logs) / len(logs)) if logs else 0.0
+
+
+def speeds_of(own: list[float], ref: list[float] | None, closed: bool) -> list[float | None]:
+    """Per round: the cell's speed over its interleaved baseline's round (tok/s ratio, or the
+    baseline's p50 over the cell's), or without one its own tok/s (1 / p50 in an open loop)."""
+    if ref is not None:
+        return [(a / b if closed else b / a) if a and b else None for a, b in zip(own, ref, strict=False)]
+    return [(a if closed else 1 / a) if a else None for a in own]
+
+
+def _result_speeds(result: dict[str, Any]) -> tuple[list[float | None], bool]:
+    m = result["metrics"]
+    closed = not result["params"].get("request_rate")
+    own = paired.round_rates(m, result.get("round_times") or []) if closed else paired.round_p50s(m)
+    ref = m.get("reference")
+    if ref:
+        theirs = ref.get("round_tokens_per_s") if closed else ref.get("round_latency_s_p50")
+        return speeds_of(own, [x or 0.0 for x in theirs or []], closed), True
+    return speeds_of(own, None, closed), False
+
+
+@dataclass
+class Race:
+    matrix: Matrix
+    # a comparison whose cells were measured apart (no baseline beside them: a non-interleaving
+    # backend, or --specbench-no-interleave): the drift allowed between their groups, by which its
+    # interval is widened before a drop; None: such a comparison never drops (docs/metrics.md)
+    drift: float | None = None
+    store: Store | None = None  # under -n: the run's one decision state (None: this process's own)
+    shapes: dict[tuple[Any, ...], list[Entry]] = field(default_factory=dict)
+    losses: dict[str, list[tuple[Cell, dict[str, Any]]]] = field(default_factory=dict)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    tuned_out: list[dict[str, Any]] = field(default_factory=list)
+    tuning: dict[str, dict[str, Any]] = field(default_factory=dict)  # sweep -> its decision
+    _cells: dict[tuple[tuple[Any, ...], str], Cell] = field(default_factory=dict)
+    _seen: dict[str, tuple[list[float | None], bool]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.baselines = self.matrix.baselines()
+        self._cells = {(paired.axes(c.params()), c.method.name): c for c in self.matrix.cells()}
+        self._by_id = {c.id: c for c in self.matrix.cells()}
+
+    # ------------------------------------------------------------------ the shared state
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        """A decision: into the run's store (every process applies it when it next syncs), or,
+        in one process, applied at once."""
+        if self.store is None:
+            self._apply(event)
+        else:
+            self.store.append(event)
+            self.sync()
+
+    def sync(self) -> None:
+        """Apply what any process decided since this one last looked (in the store's order)."""
+        if self.store is not None:
+            for event in self.store.read_new():
+                self._apply(event)
+
+    def _apply(self, ev: dict[str, Any]) -> None:
+        kind = ev["kind"]
+        if kind == "entry":
+            cell = self._by_id[ev["cell_id"]]
+            looks = Looks(*ev["looks"]) if ev.get("looks") else None
+            entry = Entry(
+                ev["cell_id"], cell.method.name, ev["speeds"], ev["relative"], looks, ev["can_lead"]
+            )
+            self.shapes.setdefault(paired.axes(cell.params()), []).append(entry)
+        elif kind == "loss":
+            self.losses.setdefault(ev["method"], []).append((self._by_id[ev["cell_id"]], ev["info"]))
+        elif kind == "dropped":
+            self.dropped.append(ev["record"])
+        elif kind == "tuned_out":
+            self.tuned_out.append(ev["record"])
+
+    # ------------------------------------------------------------------ while a cell runs
+
+    def races(self, cell: Cell) -> bool:
+        """Whether the cell's method races (can be dropped): not its shape's baseline. A forced
+        accept length races too, but only in its own pool (``same_pool``): its baseline and the
+        other forced lengths of its sweep, a ground truth whose order is known; it never leads a
+        drafter nor is led by one."""
+        return self.baselines.get(cell.method.name) not in (None, cell.method.name)
+
+    def same_pool(self, cell: Cell, shape: tuple[Any, ...], rival: str) -> bool:
+        """Whether the method ``rival`` at ``shape`` races against ``cell``: drafters against
+        drafters, a forced length against the forced lengths of its own sweep."""
+        if rival == self.baselines.get(cell.method.name):  # its baseline's own cell (not interleaved)
+            return True
+        other = self._cells.get((shape, rival))
+        if other is None or forced(other) != forced(cell):
+            return False
+        return not forced(cell) or other.method.sweep == cell.method.sweep
+
+    def family(self, cell: Cell) -> int:
+        """The methods that race in ``cell``'s pool at its shape (``cell``'s own included): the
+        comparisons that share the shape's 5 % (each verdict and drop at 5 % / family)."""
+        shape = paired.axes(cell.params())
+        rivals = {
+            name
+            for (at, name), other in self._cells.items()
+            if at == shape
+            and self.races(other)
+            and (name == cell.method.name or self.same_pool(cell, shape, name))
+        }
+        return max(1, len(rivals | {cell.method.name}))
+
+    def rule(self, cell: Cell) -> Rule:
+        w = cell.workload
+        if not self.races(cell):
+            return Rule(Looks(min(w.rounds, MIN_ROUNDS), w.round_cap))
+        looks = Looks(min(w.rounds, MIN_ROUNDS), w.round_cap, self.family(cell))
+
+        def race(own: list[float], ref: list[float] | None, closed: bool, lk: Looks) -> Any:
+            self._seen[cell.id] = (speeds_of(own, ref, closed), ref is not None)
+            return self.vs_leader(cell, *self._seen[cell.id], lk)
+
+        return Rule(looks, race)
+
+    def leader(self, cell: Cell, relative: bool) -> Entry | None:
+        """The fastest cell measured so far (by any process) at ``cell``'s shape that may lead (not
+        dropped, in its pool, with a verdict), in the same units; with an interleaved baseline,
+        the baseline itself (1.0 every round) is in the running."""
+        self.sync()
+        return self._leader(cell, relative)
+
+    def _leader(self, cell: Cell, relative: bool) -> Entry | None:
+        """The fastest cell measured so far at ``cell``'s shape that may lead (not dropped, in its
+        pool, with a verdict), in the same units; with an interleaved baseline, the baseline
+        itself (1.0 every round) is in the running."""
+        shape = paired.axes(cell.params())
+        rivals = [
+            e
+            for e in self.shapes.get(shape, [])
+            if e.can_lead
+            and e.relative == relative
+            and e.method != cell.method.name
+            and self.same_pool(cell, shape, e.method)
+        ]
+        base = self.baselines.get(cell.method.name)
+        if relative and base:
+            bc = self._cells.get((shape, base))
+            rivals.append(
+                Entry(bc.id if bc else base, base, [1.0] * cell.workload.round_cap, True, None, True)
+            )
+        return max(rivals, key=lambda e: e.point, default=None)
+
+    def vs_leader(
+        self, cell: Cell, speeds: list[float | None], relative: bool, looks: Looks
+    ) -> tuple[Any, dict[str, Any]] | None:
+        if not relative and self.drift is None:
+            return None  # measured apart from its baseline: drift between groups could decide it
+        lead = self.leader(cell, relative)
+        if lead is None:
+            return None
+        both = sequential.union(looks, lead.looks)
+        if relative:  # each against the baseline beside it: independent rounds, all of both used
+            iv = paired.unpaired_ratio_interval([a for a in speeds if a], [b for b in lead.speeds if b], both)
+        else:  # measured apart: the rounds of one request digest paired
+            pairs = [(a, b) for a, b in zip(speeds, lead.speeds, strict=False) if a and b]
+            iv = paired.ratio_interval([a for a, _ in pairs], [b for _, b in pairs], both)
+        if iv is None or iv.lo is None or iv.hi is None:
+            return None
+        info = {
+            "status": "dropped",
+            "lost_to": lead.cell_id,
+            "ratio": round(iv.point, 6),
+            "lo": round(iv.lo, 6),
+            "hi": round(iv.hi, 6),
+            "shape": shape_label(cell),
+            "family": both.family if both is not None else 1,
+        }
+        if not relative:  # widened by the drift allowed between the groups
+            assert self.drift is not None
+            iv = paired.Interval(iv.point, iv.lo / (1 + self.drift), iv.hi * (1 + self.drift), iv.n)
+            info.update(drift_allowed=self.drift, lo=round(iv.lo, 6), hi=round(iv.hi, 6))
+        return iv, info
+
+    # ------------------------------------------------------------------ after a cell ran
+
+    def record(self, cell: Cell, result: dict[str, Any]) -> str | None:
+        """A measured cell: kept as a rival at its shape, or, when it stopped out of the race,
+        kept with the dropped cells (never a measured result); returns the dropped cell's text."""
+        info = (result.get("extra_info") or {}).get("race")
+        why = paired.no_verdict_reason(result["metrics"], "the cell")
+        if info and info.get("status") == "dropped" and why:  # never dropped: a measured result
+            info.update(status="kept", kept_because=f"{why}: a cell without a verdict is never dropped")
+            result["extra_info"]["stop_reason"] = "disturbed"
+        if info and info.get("status") == "dropped":
+            self._emit({"kind": "loss", "method": cell.method.name, "cell_id": cell.id, "info": info})
+            keep = ("cell_id", "group", "params", "metrics", "extra_info", "round_times")
+            self._emit({"kind": "dropped", "record": {k: result[k] for k in keep if k in result}})
+            return out_text(cell.id, info)
+        # the speeds the race read while the cell ran (a cell that does not race: from its result)
+        speeds, relative = self._seen.pop(cell.id, None) or _result_speeds(result)
+        m = result["metrics"]
+        ref = m.get("reference") or {}
+        can_lead = (
+            self.races(cell)
+            and paired.no_verdict_reason(m, "the cell") is None
+            and not ref.get("errors")
+            and not ref.get("saturated")
+        ) or self.baselines.get(cell.method.name) == cell.method.name
+        looks = Looks.of(result.get("extra_info"))
+        self._emit(
+            {
+                "kind": "entry",
+                "cell_id": cell.id,
+                "speeds": speeds,
+                "relative": relative,
+                "looks": [looks.first, looks.last, looks.family] if looks is not None else None,
+                "can_lead": can_lead,
+            }
+        )
+        return None
+
+    # ------------------------------------------------------------------ before a cell starts
+
+    def skip_reason(self, cell: Cell) -> str | None:
+        """Why a cell does not run: its setting was tuned out, or its method lost at a cheaper
+        shape of the same workload (recorded with the dropped cells)."""
+        self.sync()
+        why = self.tuned_out_reason(cell)
+        if why:
+            return why
+        for lost_at, info in self.losses.get(cell.method.name, []):
+            gain = self.largest_gain(lost_at, cell) if costlier(cell, lost_at) else None
+            if gain is not None and info["hi"] * gain < 1 - paired.EQUIVALENCE:
+                info = {**info, "largest_gain": round(gain, 6)}
+                self._emit(
+                    {
+                        "kind": "dropped",
+                        "record": {
+                            "cell_id": cell.id,
+                            "group": cell.group.id,
+                            "params": cell.params(),
+                            "metrics": None,
+                            "extra_info": {
+                                "race": {**info, "skipped": True},
+                                "rounds_run": 0,
+                                "stop_reason": "dropped",
+                            },
+                        },
+                    }
+                )
+                return out_text(cell.id, info)
+        return None
+
+    def standing(self, method: str, shape: tuple[Any, ...]) -> float | None:
+        """A method's point speed over its baseline at a shape, from what was measured there."""
+        entries = {e.method: e for e in self.shapes.get(shape, [])}
+        e = entries.get(method)
+        if e is None or not e.point:
+            return None
+        if e.relative:
+            return e.point
+        base = entries.get(self.baselines.get(method) or "")
+        return e.point / base.point if base is not None and base.point else None
+
+    def largest_gain(self, cheap: Cell, costly: Cell) -> float | None:
+        """The largest factor by which any measured method (its baseline aside) gained on its
+        baseline from ``cheap``'s shape to ``costly``'s (at least 1); None when no method was
+        measured at both yet: no evidence that a loss at ``cheap`` carries over."""
+        at, to = paired.axes(cheap.params()), paired.axes(costly.params())
+        base = self.baselines.get(cheap.method.name)
+        gains = []
+        for e in self.shapes.get(to, []):
+            if e.method in (base, cheap.method.name):
+                continue
+            a, b = self.standing(e.method, at), self.standing(e.method, to)
+            if a and b:
+                gains.append(b / a)
+        return max([1.0, *gains]) if gains else None
+
+    def tuned_out_reason(self, cell: Cell) -> str | None:
+        from .tune import deciding, decision
+
+        tune = getattr(cell.method, "tune", None)
+        if tune is None or deciding(cell):
+            return None
+        d = self.tuning.get(cell.method.sweep) or decision(self, cell.method.sweep, tune)
+        self.tuning[cell.method.sweep] = d
+        if cell.method.name in d["kept"] or not d["ranking"]:
+            return None
+        why = f"tuned out at {d['at']}: best was {d['kept'][0]}"
+        self._emit(
+            {"kind": "tuned_out", "record": {"cell_id": cell.id, "params": cell.params(), "reason": why}}
+        )
+        return why
+
+    def doc(self) -> dict[str, Any]:
+        self.sync()
+        return {"dropped_cells": self.dropped, "tuned_out": self.tuned_out, "tuning": self.tuning}

@@ -1,0 +1,247 @@
+"""The decider's guarantees, through the project's own code (deciding/race.py, the rounds rule of
+workloads/rounds.py, report/sequential.py): one decision state shared by several processes, a
+cell without a verdict never dropped, a costlier shape skipped only on evidence, and, simulated,
+no equal method dropped on a drifting machine, a true winner kept, and at most 5 % of shapes
+with any false verdict or drop among five methods."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+
+from pytest_specbench.deciding.race import Race
+from pytest_specbench.deciding.store import Store
+from pytest_specbench.matrix.schema import parse
+from pytest_specbench.report import paired, sequential
+from pytest_specbench.workloads import rounds
+
+
+def _matrix(methods: list[str], concurrency: tuple[int, ...] = (1,), rounds_: int = 6) -> Any:
+    doc = {
+        "models": {"m": "embedded:tiny"},
+        "methods": {
+            "ar": {"backend": "hf", "model": "m"},
+            **{n: {"backend": "hf", "model": "m", "speculative": {"algorithm": "ngram"}} for n in methods},
+        },
+        "workloads": {
+            "throughput": {
+                "concurrency": list(concurrency),
+                "output_tokens": [8],
+                "rounds": rounds_,
+                "warmup": 0,
+            }
+        },
+    }
+    return parse(doc, "m.yaml")
+
+
+def _cells(m: Any) -> dict[str, Any]:
+    return {c.id: c for c in m.cells()}
+
+
+def _result(cell: Any, own: list[float], ref: list[float] | None, extra: dict[str, Any]) -> dict[str, Any]:
+    metrics: dict[str, Any] = {"round_tokens_per_s": own}
+    if ref is not None:
+        metrics["reference"] = {"round_tokens_per_s": ref}
+    return {
+        "cell_id": cell.id,
+        "group": cell.group.id,
+        "params": cell.params(),
+        "metrics": metrics,
+        "extra_info": extra,
+        "round_times": [1.0] * len(own),
+    }
+
+
+def _run_cell(
+    race: Race, cell: Any, ratio: float, rng: random.Random, cv: float, level: float, relative: bool
+) -> tuple[bool, str]:
+    """A cell's rounds as workloads.rounds.run takes them under the race's rule: each round the
+    member and, when ``relative``, its baseline beside it, both on a machine at speed ``level``
+    (drift: common to both), each with its own noise. Returns (dropped, verdict against AR)."""
+    rule = race.rule(cell)
+    own: list[float] = []
+    ref: list[float] | None = [] if relative else None
+    stop = lead = None
+    for n in range(1, rule.looks.last + 1):
+        own.append(100 * ratio * level * math.exp(rng.gauss(0, cv)))
+        if ref is not None:
+            ref.append(100 * level * math.exp(rng.gauss(0, cv)))
+        if n < rule.looks.first:
+            continue
+        lead = rule.race(own, ref, True, rule.looks) if rule.race is not None else None
+        stop = sequential.check(
+            n, rule.looks, rounds.decided(own, ref, True, rule.looks), lead[0] if lead else None
+        )
+        if stop is not None:
+            break
+    extra: dict[str, Any] = {"sequential": rule.looks.as_dict(), "rounds_run": len(own)}
+    if stop is not None and stop.reason == "dropped" and lead is not None:
+        extra["race"] = lead[1]
+    dropped = race.record(cell, _result(cell, own, ref, extra)) is not None
+    verdict = "none"
+    if ref is not None and not dropped:
+        iv = paired.ratio_interval(own, ref, rule.looks)
+        verdict = iv.verdict() if iv is not None else "none"
+    return dropped, verdict
+
+
+# ------------------------------------------------------------------ the shared state
+
+
+def test_a_drop_decided_in_one_process_skips_a_cell_queued_in_another(tmp_path: Any) -> None:
+    m = _matrix(["win", "lose"], concurrency=(1, 4))
+    cells = _cells(m)
+    store = Store.create(str(tmp_path))
+    a, b, controller = (
+        Race(m, store=Store(store.dir)),
+        Race(m, store=Store(store.dir)),
+        Race(m, store=Store(store.dir)),
+    )
+    # process a: AR and "win" at both shapes (win gains nothing from c1 to c4), "lose" at c1
+    for cid, own in (("ar-tp1-c1-out8", [100.0] * 4), ("ar-tp1-c4-out8", [300.0] * 4)):
+        a.record(cells[cid], _result(cells[cid], own, None, {}))
+    for cid in ("win-tp1-c1-out8", "win-tp1-c4-out8"):
+        a.record(
+            cells[cid], _result(cells[cid], [120.0, 118.0, 122.0, 121.0], [100.0, 99.0, 101.0, 100.0], {})
+        )
+    info = {
+        "status": "dropped",
+        "lost_to": "win-tp1-c1-out8",
+        "ratio": 0.5,
+        "lo": 0.45,
+        "hi": 0.55,
+        "shape": "tp1-c1",
+    }
+    a.record(
+        cells["lose-tp1-c1-out8"], _result(cells["lose-tp1-c1-out8"], [60.0] * 3, [100.0] * 3, {"race": info})
+    )
+    # process b never measured anything: it reads the state and skips lose at c4
+    why = b.skip_reason(cells["lose-tp1-c4-out8"])
+    assert why is not None and "lost to win-tp1-c1-out8 by x0.500" in why, why
+    # the controller's document holds the drop measured in a and the skip decided in b, once each
+    doc = controller.doc()
+    assert [d["cell_id"] for d in doc["dropped_cells"]] == ["lose-tp1-c1-out8", "lose-tp1-c4-out8"]
+    assert doc["dropped_cells"][1]["extra_info"]["race"]["skipped"] is True
+    assert b.leader(cells["lose-tp1-c1-out8"], relative=True).method == "win"  # b sees a's measurements
+
+
+def test_a_costlier_shape_is_skipped_only_when_no_measured_gain_could_turn_the_loss(tmp_path: Any) -> None:
+    """lose lost at c1 with its interval's top at 0.90: skipped at c4 when the best gain any method
+    showed from c1 to c4 is x1.05 (0.90 x 1.05 < 0.98), run there when one gained x1.30."""
+    for gain, skipped in ((1.05, True), (1.30, False)):
+        m = _matrix(["win", "lose"], concurrency=(1, 4))
+        cells = _cells(m)
+        race = Race(m)
+        race.record(cells["win-tp1-c1-out8"], _result(cells["win-tp1-c1-out8"], [110.0] * 3, [100.0] * 3, {}))
+        race.record(
+            cells["win-tp1-c4-out8"], _result(cells["win-tp1-c4-out8"], [110.0 * gain] * 3, [100.0] * 3, {})
+        )
+        info = {
+            "status": "dropped",
+            "lost_to": "win-tp1-c1-out8",
+            "ratio": 0.8,
+            "lo": 0.7,
+            "hi": 0.9,
+            "shape": "tp1-c1",
+        }
+        race.record(
+            cells["lose-tp1-c1-out8"],
+            _result(cells["lose-tp1-c1-out8"], [80.0] * 3, [100.0] * 3, {"race": info}),
+        )
+        why = race.skip_reason(cells["lose-tp1-c4-out8"])
+        assert (why is not None) is skipped, (gain, why)
+        if skipped:
+            assert f"gained more than x{gain:.3f}" in why
+    # no method measured at both shapes yet: no evidence, the loser runs (and races) at c4
+    m = _matrix(["win", "lose"], concurrency=(1, 4))
+    cells = _cells(m)
+    race = Race(m)
+    race.record(
+        cells["lose-tp1-c1-out8"], _result(cells["lose-tp1-c1-out8"], [50.0] * 3, [100.0] * 3, {"race": info})
+    )
+    assert race.skip_reason(cells["lose-tp1-c4-out8"]) is None
+
+
+def test_a_disturbed_cell_that_lost_is_kept_measured_and_never_dropped() -> None:
+    m = _matrix(["lose"])
+    cells = _cells(m)
+    race = Race(m)
+    info = {
+        "status": "dropped",
+        "lost_to": "ar-tp1-c1-out8",
+        "ratio": 0.5,
+        "lo": 0.4,
+        "hi": 0.6,
+        "shape": "tp1-c1",
+    }
+    res = _result(
+        cells["lose-tp1-c1-out8"], [50.0] * 3, [100.0] * 3, {"race": info, "stop_reason": "dropped"}
+    )
+    res["metrics"]["disturbed"] = "other processes took 40% of the cores"
+    assert race.record(cells["lose-tp1-c1-out8"], res) is None
+    assert race.dropped == [] and race.losses == {}
+    assert info["status"] == "kept" and "never dropped" in info["kept_because"]
+    assert res["extra_info"]["stop_reason"] == "disturbed"
+    assert [e.can_lead for e in race.shapes[paired.axes(cells["lose-tp1-c1-out8"].params())]] == [False]
+
+
+def test_the_shapes_racing_methods_share_its_five_percent() -> None:
+    m = _matrix(["a", "b", "c", "d", "e"])
+    race = Race(m)
+    looks = race.rule(_cells(m)["a-tp1-c1-out8"]).looks
+    assert looks.family == 5 and looks.level == pytest.approx(looks.looks_level / 5)
+    assert looks.as_dict()["family"] == 5 and sequential.Looks.of({"sequential": looks.as_dict()}) == looks
+    assert race.rule(_cells(m)["ar-tp1-c1-out8"]).looks.family == 1  # the baseline races nobody
+
+
+# ------------------------------------------------------------------ simulated
+
+
+def _drifting_levels(k: int) -> list[float]:
+    """The machine's speed for the k-th engine group: -2 % a group and -12 % once, halfway."""
+    return [0.98**i * (0.88 if i >= k // 2 else 1.0) for i in range(k)]
+
+
+@pytest.mark.parametrize("relative", [True, False], ids=["baseline-beside", "measured-apart"])
+def test_on_a_drifting_machine_no_equal_method_is_dropped_and_a_winner_is_kept(relative: bool) -> None:
+    """Five methods, four as fast as AR and one truly 5 % faster measured last, each in its own
+    engine group on a machine drifting -2 % a group and -12 % once: beside its baseline the drift
+    cancels; measured apart the race never drops (the default: no drift allowance)."""
+    rng = random.Random(7)
+    runs, equal_dropped, winner_out = 400, 0, 0
+    for _ in range(runs):
+        m = _matrix(["e1", "e2", "e3", "e4", "w"])
+        race = Race(m)
+        cells = _cells(m)
+        levels = _drifting_levels(6)
+        if not relative:  # AR's own cell, first
+            race.record(
+                cells["ar-tp1-c1-out8"], _result(cells["ar-tp1-c1-out8"], [100 * levels[0]] * 6, None, {})
+            )
+        for i, name in enumerate(["e1", "e2", "e3", "e4", "w"], start=1):
+            ratio = 1.05 if name == "w" else 1.0
+            dropped, _ = _run_cell(race, cells[f"{name}-tp1-c1-out8"], ratio, rng, 0.05, levels[i], relative)
+            if dropped:
+                equal_dropped += name != "w"
+                winner_out += name == "w"
+    assert equal_dropped / (4 * runs) <= 0.05, equal_dropped
+    assert winner_out / runs <= 0.05, winner_out
+
+
+def test_five_equal_methods_give_a_false_verdict_or_drop_in_at_most_5_percent_of_shapes() -> None:
+    rng = random.Random(11)
+    runs, shapes_wrong = 1000, 0
+    for _ in range(runs):
+        m = _matrix(["e1", "e2", "e3", "e4", "e5"])
+        race = Race(m)
+        cells = _cells(m)
+        wrong = False
+        for name in ["e1", "e2", "e3", "e4", "e5"]:
+            dropped, verdict = _run_cell(race, cells[f"{name}-tp1-c1-out8"], 1.0, rng, 0.07, 1.0, True)
+            wrong = wrong or dropped or verdict in ("faster", "slower")
+        shapes_wrong += wrong
+    assert shapes_wrong / runs <= 0.05, shapes_wrong
