@@ -44,6 +44,10 @@ class Backend:
     # more for one round (the drift sentinel, plugin/sentinel.py); interleaving backends get it
     # with --specbench-no-interleave
     sentinel: bool = False
+    # a GPU backend whose baseline engine can run beside a member's on the member's own GPUs (a
+    # launched server): rounds interleave as on the CPU, each engine with half the memory
+    # (plugin/resident.py); --specbench-no-interleave measures apart with sentinels instead
+    resident: bool = False
 
     def skip_reason(self, group: EngineGroup) -> str | None:
         """Why this backend cannot run ``group`` at this TP size (checked at collection)."""
@@ -144,6 +148,7 @@ def register_backend(
     interleave: bool = False,
     forced_accept: str | None = None,
     sentinel: bool = False,
+    resident: bool = False,
 ) -> None:
     BACKENDS[name] = Backend(
         name,
@@ -158,6 +163,7 @@ def register_backend(
         interleave,
         forced_accept,
         sentinel,
+        resident,
     )
 
 
@@ -210,6 +216,7 @@ register_backend(
     needs=(AIOHTTP,),  # SGLang is the launched server's (its log says when it cannot import it)
     forced_accept="env",
     sentinel=True,
+    resident=True,  # AR's server beside each member's on its GPUs, rounds interleaved
 )
 # an endpoint the plugin does not start (SGLang, vLLM or any OpenAI-compatible server)
 register_backend(

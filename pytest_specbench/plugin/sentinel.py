@@ -40,11 +40,16 @@ def _state(config: pytest.Config) -> Sentinels:
 
 def sentinel_backends(config: pytest.Config) -> frozenset[str]:
     """Backends whose non-interleaved baselines get a family and a sentinel: those registered with
-    ``sentinel`` (sglang), and the interleaving ones (hf) under --specbench-no-interleave."""
+    ``sentinel`` (sglang; sglang-server only where its baseline is not resident), and the
+    interleaving ones (hf) under --specbench-no-interleave."""
     if config.getoption("specbench_no_sentinel", False):
         return frozenset()
     no_inter = config.getoption("specbench_no_interleave", False)
-    return frozenset(n for n, b in BACKENDS.items() if b.sentinel or (no_inter and b.interleave))
+    return frozenset(
+        n
+        for n, b in BACKENDS.items()
+        if (b.sentinel and (no_inter or not b.resident)) or (no_inter and (b.interleave or b.resident))
+    )
 
 
 def _interleaving(config: pytest.Config) -> frozenset[str]:

@@ -80,6 +80,9 @@ class SpecbenchState:
     shard_doc: Any = None  # under -n: the split as the workers computed it (sharding.receive)
     _provenance: dict[str, Any] | None = None
     references: dict[str, Any] = field(default_factory=dict)  # baseline group id -> its engine here
+    # a resident baseline's GPUs and the MiB it holds on each (plugin/resident.py)
+    reference_gpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    reference_held: dict[str, dict[int, int]] = field(default_factory=dict)
     sentinels: list[dict[str, Any]] = field(default_factory=list)  # controller: drift sentinels run
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
     hook_errors: list[str] = field(default_factory=list)  # the matrix's after_run hook failed: why
@@ -213,9 +216,12 @@ class SpecbenchState:
             if leased:  # the previous holder's memory must be back before this engine sizes its pools
                 from ..gpus.inventory import wait_released
 
+                self.close_references(lambda gpus: gpus != leased)  # resident on other GPUs
                 ev["gpu_used_mib_before"] = {
-                    str(k): v for k, v in wait_released(leased, self.gpu_baseline, timeout_s=90).items()
+                    str(k): v
+                    for k, v in wait_released(leased, self.resident_baseline(), timeout_s=90).items()
                 }
+                group = self._beside(group, leased, ev)
             t0 = time.perf_counter()
             # the method's env for this engine only: the environment is restored when it stops (an
             # engine may also write variables of its own into os.environ, as sglang does)
@@ -281,18 +287,84 @@ class SpecbenchState:
 
         group = EngineGroup(apply_includes(base, cell.tp, self.matrix.include), cell.tp)  # its TP's settings
         if group.id not in self.references:
-            t0 = time.perf_counter()
-            eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=group)
-            self.references[group.id] = eng
             ev = {"group": group.id, "worker": self.worker, "event": "reference", "for": cell.group.id}
-            ev["start_s"] = time.perf_counter() - t0
+            leased = self.lease.gpus if self.lease is not None else ()
+            with self._baseline_environ(base):
+                sized = self._beside(group, leased, ev) if leased else group
+                t0 = time.perf_counter()
+                eng = self.config.hook.pytest_specbench_make_engine(config=self.config, group=sized)
+                ev["start_s"] = time.perf_counter() - t0
+            self.references[group.id] = eng
+            if leased and "resident" in ev:  # on the member's GPUs: what it holds there
+                from ..gpus.inventory import inventory
+
+                before = ev["resident"]["used_mib_before"]
+                held = {
+                    g.index: g.memory_used_mib - before.get(str(g.index), 0)
+                    for g in inventory()
+                    if g.index in leased
+                }
+                self.reference_gpus[group.id], self.reference_held[group.id] = leased, held
+                ev["resident"]["held_mib"] = {str(k): v for k, v in held.items()}
+                ev["lease_gpus"] = list(leased)
             ev["warm"] = jsonable(warm_engine(eng, shapes()))
             self.pending.append(ev)
         return Reference(self.references[group.id], name, group.id)
 
-    def close_references(self) -> None:
-        refs, self.references = self.references, {}
-        for eng in refs.values():
+    def _beside(self, group: EngineGroup, leased: tuple[int, ...], ev: dict[str, Any]) -> EngineGroup:
+        """A group of a resident backend (plugin/resident.py) that starts where a baseline is or
+        will be beside it: its mem_fraction_static counts what is held on its GPUs, plus its share.
+        Any other group: unchanged."""
+        from . import resident
+
+        if not resident.is_resident(group) or self.config.getoption("specbench_no_interleave", False):
+            return group
+        beside = any(set(g) & set(leased) for g in self.reference_gpus.values())
+        cells = [
+            c for c in (self.matrix.cells() if self.matrix is not None else ()) if c.group.id == group.id
+        ]
+        member = any(self.interleaved_baseline(c) is not None for c in cells)
+        if not (beside or member or ev.get("event") == "reference"):
+            return group
+        gp = self.get_plan().groups.get(group.id)
+        sized, ev["resident"] = resident.sized(group, leased, getattr(gp, "mem_fraction_static", None))
+        return sized
+
+    @contextlib.contextmanager
+    def _baseline_environ(self, base: Any) -> Iterator[None]:
+        """The baseline's own environment while its engine starts beside the live one: the run's
+        (not the member's method env or forced accept length), its method's env, the same GPUs."""
+        keep = dict(os.environ)
+        if self.saved_environ is not None:
+            pinned = os.environ.get("CUDA_VISIBLE_DEVICES")
+            os.environ.clear()
+            os.environ.update(self.saved_environ)
+            if pinned is not None:
+                os.environ["CUDA_VISIBLE_DEVICES"] = pinned
+        os.environ.update(dict(base.env))
+        os.environ.update(forced_env(base))
+        try:
+            yield
+        finally:
+            os.environ.clear()
+            os.environ.update(keep)
+
+    def resident_baseline(self) -> dict[int, int]:
+        """MiB used per GPU before the run plus what resident baselines hold there now."""
+        out = dict(self.gpu_baseline)
+        for held in self.reference_held.values():
+            for i, mib in held.items():
+                out[i] = out.get(i, 0) + max(0, mib)
+        return out
+
+    def close_references(self, where: Callable[[tuple[int, ...]], bool] | None = None) -> None:
+        """Stop the baseline instances (``where``: only the resident ones whose GPUs it picks)."""
+        for gid in list(self.references):
+            if where is not None and not (gid in self.reference_gpus and where(self.reference_gpus[gid])):
+                continue
+            eng = self.references.pop(gid)
+            self.reference_gpus.pop(gid, None)
+            self.reference_held.pop(gid, None)
             eng.close()
 
     def _restore_environ(self) -> None:
@@ -316,6 +388,8 @@ class SpecbenchState:
         if self.live is not None and self.live[1] is eng:
             self.live = None
             lease, self.lease = self.lease, None
+        if lease is not None and self.worker != "main":  # under -n: another worker may lease these GPUs next
+            self.close_references(lambda gpus: bool(set(gpus) & set(lease.gpus)))
         t0 = time.perf_counter()
         ev: dict[str, Any] = {"group": group.id, "worker": self.worker, "event": "stop"}
         try:
@@ -329,7 +403,7 @@ class SpecbenchState:
                 from ..gpus.inventory import wait_released
 
                 ev["gpu_used_mib_after"] = {
-                    str(k): v for k, v in wait_released(lease.gpus, self.gpu_baseline).items()
+                    str(k): v for k, v in wait_released(lease.gpus, self.resident_baseline()).items()
                 }
                 nxt = self.next_group  # queued in the same step, keeping its place in the order
                 then = (
@@ -390,8 +464,9 @@ def _cpu_model() -> str | None:
 
 
 def interleaving_backends() -> frozenset[str]:
-    """Backends whose engines can share a process (Backend.interleave), as registered now."""
-    return frozenset(n for n, b in BACKENDS.items() if b.interleave)
+    """Backends whose baseline can run beside a member, as registered now: in one process
+    (Backend.interleave: hf) or on the member's GPUs (Backend.resident: sglang-server)."""
+    return frozenset(n for n, b in BACKENDS.items() if b.interleave or b.resident)
 
 
 def get_state(config: pytest.Config) -> SpecbenchState:

@@ -1,0 +1,69 @@
+"""The baseline beside every member on GPUs (docs/metrics.md "Interleaved baseline"): on a backend
+registered ``resident`` (sglang-server: a launched server, so two fit in one process), the
+baseline's engine is started on the member group's own GPUs and its rounds alternate with the
+member's, as on the CPU; drift between engine groups then cancels in every ratio.
+
+Memory: SGLang's ``mem_fraction_static`` is a fraction of the whole GPU that counts what other
+processes hold (KV pool = total x fraction - memory in use - weights), so each engine started
+beside another gets ``used / total + share``: its own share on top of what is already taken.
+Both engines get the same share, the group's planned fraction (its engine_args' or SGLang's
+default) halved, at most ``MAX_SHARE``; the engine event records it. One process keeps the
+baseline resident across its member groups while they lease the same GPUs; under -n it stops
+with the member's lease (another worker may lease those GPUs next).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..engines import BACKENDS
+from ..matrix.cells import EngineGroup
+
+MAX_SHARE = 0.42  # two engines and their CUDA graphs and contexts within ~0.92 of the GPU
+DEFAULT_FRACTION = 0.85  # when the plan knows no fraction for the group
+
+
+def is_resident(group: EngineGroup) -> bool:
+    b = BACKENDS.get(group.method.backend)
+    return b is not None and b.resident and b.gpu
+
+
+def share_of(planned_fraction: float | None, given: Any = None) -> float:
+    """An engine's own share of each GPU beside the other: the fraction it would have alone
+    (``given`` in its engine_args, else the plan's), halved, at most MAX_SHARE."""
+    alone = float(given) if given is not None else (planned_fraction or DEFAULT_FRACTION)
+    return round(min(alone / 2, MAX_SHARE), 4)
+
+
+def fraction_beside(used_mib: dict[int, int], total_mib: dict[int, int], share: float) -> float:
+    """``mem_fraction_static`` for an engine started on GPUs where ``used_mib`` is already
+    taken (by the engine beside it, other processes): the largest used fraction plus its share."""
+    used = max((used_mib.get(i, 0) / total_mib[i] for i in total_mib if total_mib[i]), default=0.0)
+    return round(min(used + share, 0.95), 4)
+
+
+def with_fraction(group: EngineGroup, fraction: float) -> EngineGroup:
+    """The group with ``mem_fraction_static`` set in its engine args (same id)."""
+    args = tuple((k, v) for k, v in group.method.engine_args if k != "mem_fraction_static")
+    method = dataclasses.replace(group.method, engine_args=(*args, ("mem_fraction_static", fraction)))
+    return dataclasses.replace(group, method=method)
+
+
+def sized(
+    group: EngineGroup, gpus: tuple[int, ...], planned_fraction: float | None
+) -> tuple[EngineGroup, dict[str, Any]]:
+    """The group as it starts beside another engine on ``gpus``: its fraction from what NVML
+    reads as used now, and what the engine event records of it."""
+    from ..gpus.inventory import inventory
+
+    inv = {g.index: g for g in inventory() if g.index in gpus}
+    used = {i: g.memory_used_mib for i, g in inv.items()}
+    total = {i: g.memory_total_mib for i, g in inv.items()}
+    share = share_of(planned_fraction, dict(group.method.engine_args).get("mem_fraction_static"))
+    frac = fraction_beside(used, total, share)
+    return with_fraction(group, frac), {
+        "share": share,
+        "mem_fraction_static": frac,
+        "used_mib_before": {str(k): v for k, v in used.items()},
+    }
