@@ -44,7 +44,7 @@
 #              the first plan (etaspec-plan.txt/.json), the run with each cell's call time in a JUnit XML, and
 #              planned eta against measured per cell (etaspec-compare.txt)
 #   resident   benches/gpu/h200-resident.yaml raced (--specbench-race): AR's server resident beside each member's
-#              (AR, its twin, EAGLE3 forced 1-4; c1/c16); residentfull: the same in full
+#              (AR, its twin, EAGLE3 forced 1-4; c1/c16; KEXPR a -k, NAME the JSON's); residentfull: in full
 #   srvresume  benches/gpu/h200-server.yaml resumed from $RESUME (the cells a first run did not reach)
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to dense/workloads.
 set -uo pipefail
@@ -170,8 +170,8 @@ case "$PART" in
   raced)     # the same matrix with --specbench-race
     bench h200-race benches/gpu/h200-race.yaml --specbench-race --junit-xml "$OUT/h200-race.xml" -o junit_duration_report=call ;;
   resident)  # benches/gpu/h200-resident.yaml raced, the baseline's server beside each member's
-    bench h200-resident benches/gpu/h200-resident.yaml --specbench-race --junit-xml "$OUT/h200-resident.xml" \
-      -o junit_duration_report=call ;;
+    bench ${NAME:-h200-resident} benches/gpu/h200-resident.yaml --specbench-race --junit-xml "$OUT/h200-resident.xml" \
+      -o junit_duration_report=call ${KEXPR:+-k "$KEXPR"} ;;
   residentfull)  # the same in full
     bench h200-resident-full benches/gpu/h200-resident.yaml --junit-xml "$OUT/h200-resident-full.xml" \
       -o junit_duration_report=call ;;
