@@ -215,8 +215,8 @@ workloads:
     res = pytester.runpytest("benches", "--specbench-matrix", m, "--specbench-plan")
     out = res.stdout.str()
     assert (
-        "racing/tuning (ng: decided on cells with concurrency=1, best 1 carried), one process (a raced run "
-        "refuses -n), its groups one after another:" in out
+        "racing/tuning (ng: decided on cells with concurrency=1, best 1 carried), one process, its groups "
+        "one after another:" in out
     )
     lines = {ln.split(":")[0].strip(): ln for ln in out.splitlines() if ln.startswith("  ") and " min" in ln}
     assert "8 cells, 4 engine starts" in lines["full factorial"]

@@ -203,17 +203,27 @@ def test_tune_refuses_what_it_cannot_decide() -> None:
     assert m.methods[0].tune.keep == 2 and m.methods[0].tune.label == "concurrency=1/4"
 
 
-def test_a_tuned_race_is_refused_under_xdist(pytester: pytest.Pytester) -> None:
-    if not (pytester.path / "conftest.py").exists():
-        pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir(exist_ok=True)
-    (pytester.path / "benches" / "specbench.yaml").write_text(TUNED)
-    (pytester.path / "benches" / "test_specbench.py").write_text(
-        (HERE.parent / "benches" / "test_specbench.py").read_text()
-    )
-    res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--specbench-race", "-n", "2")
-    assert res.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--specbench-race with -n: methods knob have `tune`" in res.stderr.str()
+def test_a_tuned_race_under_xdist_waits_for_every_deciding_cell_and_decides_as_one_process(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deciding cells (c1) go out first; a worker that reaches a carried cell (c2) waits until
+    every deciding cell is done on any worker, then takes the one-process decision. The best
+    setting's deciding cell is slow (its engine sleeps), so a worker that did not wait would
+    decide without it."""
+    pytester.makeconftest(CONFTEST + WORKER_PATCHES)
+    monkeypatch.setenv("FAKE_SLOW_S", "0.4")
+    matrix = TUNED.replace("knob:", "slowknob:")
+    speeds = "slowknob-d1=1.5,slowknob-d2=2,slowknob-d4=4"
+    two, out, _ = _run(pytester, monkeypatch, matrix, speeds, "--specbench-race", "-n", "2")
+    race = two["specbench"]["race"]
+    assert race["tuning"]["slowknob"]["kept"] == ["slowknob-d4"], out
+    assert "decided_without" not in race["tuning"]["slowknob"]
+    measured = sorted(b["param"] for b in two["benchmarks"])
+    assert "slowknob-d4-tp1-c2-out8" in measured and "slowknob-d1-tp1-c2-out8" not in measured
+    assert sorted(t["cell_id"] for t in race["tuned_out"]) == [
+        "slowknob-d1-tp1-c2-out8",
+        "slowknob-d2-tp1-c2-out8",
+    ]
 
 
 WORKER_PATCHES = """

@@ -119,6 +119,11 @@ class Race:
     # interval is widened before a drop; None: such a comparison never drops (docs/metrics.md)
     drift: float | None = None
     store: Store | None = None  # under -n: the run's one decision state (None: this process's own)
+    # under -n: the cells a tuned sweep is decided on (and their baselines' cells at those shapes)
+    # in this run's selection; a carried cell waits until each is done (``wait_decided``)
+    deciding_ids: set[str] = field(default_factory=set)
+    done: set[str] = field(default_factory=set)
+    wait_limit_s: float = 6 * 3600.0
     shapes: dict[tuple[Any, ...], list[Entry]] = field(default_factory=dict)
     losses: dict[str, list[tuple[Cell, dict[str, Any]]]] = field(default_factory=dict)
     dropped: list[dict[str, Any]] = field(default_factory=list)
@@ -164,6 +169,31 @@ class Race:
             self.dropped.append(ev["record"])
         elif kind == "tuned_out":
             self.tuned_out.append(ev["record"])
+        elif kind == "done":
+            self.done.add(ev["cell_id"])
+        elif kind == "tuning":  # the first process to decide a sweep decides it for all
+            self.tuning.setdefault(ev["sweep"], ev["decision"])
+
+    def finished(self, cell_id: str) -> None:
+        """A cell whose outcome is final (measured, out of the race, skipped or failed): under -n
+        the carried cells of a tuned sweep wait for every deciding cell's."""
+        if self.store is not None and cell_id in self.deciding_ids:
+            self._emit({"kind": "done", "cell_id": cell_id})
+
+    def wait_decided(self, poll_s: float = 0.5) -> list[str]:
+        """Under -n, before a tuned sweep is decided: wait until every deciding cell of the run is
+        done in some process; returns those still missing at ``wait_limit_s`` (decided without)."""
+        import time
+
+        if self.store is None:
+            return []
+        t_end = time.monotonic() + self.wait_limit_s
+        while True:
+            self.sync()
+            missing = sorted(self.deciding_ids - self.done)
+            if not missing or time.monotonic() > t_end:
+                return missing
+            time.sleep(poll_s)
 
     # ------------------------------------------------------------------ while a cell runs
 
@@ -370,8 +400,16 @@ class Race:
         tune = getattr(cell.method, "tune", None)
         if tune is None or deciding(cell):
             return None
-        d = self.tuning.get(cell.method.sweep) or decision(self, cell.method.sweep, tune)
-        self.tuning[cell.method.sweep] = d
+        d = self.tuning.get(cell.method.sweep)
+        if d is None:
+            missing = self.wait_decided()
+            d = self.tuning.get(cell.method.sweep)  # decided by another process meanwhile
+        if d is None:
+            d = decision(self, cell.method.sweep, tune)
+            if missing:
+                d["decided_without"] = missing
+            self._emit({"kind": "tuning", "sweep": cell.method.sweep, "decision": d})
+            d = self.tuning[cell.method.sweep]
         if cell.method.name in d["kept"] or not d["ranking"]:
             return None
         why = f"tuned out at {d['at']}: best was {d['kept'][0]}"

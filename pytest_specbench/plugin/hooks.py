@@ -376,6 +376,11 @@ def specbench(request: pytest.FixtureRequest) -> CellRunner:
 # ------------------------------------------------------------------------------ reporting
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    race.finished(_state(item.config), _item_cell(item))  # under -n: a tuned race's deciding cells
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     st = _state(item.config)

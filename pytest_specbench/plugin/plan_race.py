@@ -1,6 +1,8 @@
 """The plan's racing lines (``--specbench-plan``): the makespan of the selected cells as a full
 factorial, and as a run with the matrix's ``tune`` keys and ``--specbench-race`` would make it,
-expected and at worst (planning/racing.py), each in one process as a raced run is."""
+expected and at worst (planning/racing.py), each packed on the GPU pool by as many workers as the
+run has (-n), or, with no -n, as many as the pool has GPUs (a raced run races on every GPU set
+at once, its decisions shared)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,17 @@ from ..planning import racing, schedule
 from .state import SpecbenchState
 
 
-def _pack(st: SpecbenchState, cells: list[Cell], secs: dict[str, float]) -> tuple[float, int]:
-    """(makespan, engine starts) of ``cells`` at ``secs`` in one process (a raced run refuses -n),
-    their groups one after another as the schedule orders them."""
+def _workers(config: pytest.Config, st: SpecbenchState) -> int:
+    """The workers a raced run is planned with: -n, else one per GPU of a known pool, else one."""
+    from .xdist_sched import workers
+
+    n = workers(config)
+    return n if n > 1 else (len(st.gpus) if st.gpus else 1)
+
+
+def _pack(st: SpecbenchState, cells: list[Cell], secs: dict[str, float], n: int = 1) -> tuple[float, int]:
+    """(makespan, engine starts) of ``cells`` at ``secs`` by ``n`` workers on the run's GPU pool
+    (serially where the pool is unknown), their groups handed out as the schedule orders them."""
     from .xdist_sched import planned_seconds
 
     plan = st.get_plan()
@@ -33,7 +43,7 @@ def _pack(st: SpecbenchState, cells: list[Cell], secs: dict[str, float]) -> tupl
         jobs.append(schedule.Job(g.id, gpus, dur, g.tp, g.method.backend, p.first_start_extra_s))
     if not jobs:
         return 0.0, 0
-    sched = schedule.pack(jobs, st.gpus or tuple(range(max(j.gpus for j in jobs))), 1)
+    sched = schedule.pack(jobs, st.gpus or tuple(range(max(j.gpus for j in jobs))), n)
     return (sched.makespan_s if st.gpus else sched.serial_s), len(jobs)
 
 
@@ -65,14 +75,20 @@ def race_plan(
         return f"{t.method}: decided on cells with {t.tune.label}, best {t.keep} carried"
 
     how = "; ".join(said(t) for t in tuned.values())
-    where = "one process (a raced run refuses -n), its groups one after another"
+    n = _workers(config, st)
+    where = (
+        f"packed on the GPU pool ({len(st.gpus)} GPUs) by {n} worker(s), every GPU set racing at once "
+        "on one shared decision state"
+        if st.gpus
+        else "one process, its groups one after another"
+    )
     lines.append(f"racing/tuning ({how or 'no tune keys: racing drops are not predicted'}), {where}:")
     full_s = None
     for v in racing.variants(runnable, eta, tuned):
         first = [c for c in runnable if c.id in v.phase1]
         later = [c for c in runnable if c.id in v.cells and c.id not in v.phase1]
-        m1, n1 = _pack(st, first, v.cells)
-        m2, n2 = _pack(st, later, v.cells)
+        m1, n1 = _pack(st, first, v.cells, n)
+        m2, n2 = _pack(st, later, v.cells, n)
         total = m1 + m2
         full_s = total if full_s is None else full_s
         again = ", ".join(v.extra_starts)

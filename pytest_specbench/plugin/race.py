@@ -28,12 +28,6 @@ def setup(config: pytest.Config, st: Any) -> None:
     if workerinput is not None:
         store = Store(workerinput[RACE_STORE_KEY]) if workerinput.get(RACE_STORE_KEY) else None
     elif workers(config) > 1:
-        tuned = sorted({m.sweep for m in st.matrix.methods if getattr(m, "tune", None) is not None})
-        if tuned:
-            raise pytest.UsageError(
-                f"--specbench-race with -n: methods {', '.join(tuned)} have `tune`, whose settings are "
-                "decided on cells that must all run before the rest; run a tuned matrix without -n"
-            )
         store = Store.create()
         st.race_store_owned = True
     drift = config.getoption("specbench_race_drift", None)
@@ -79,6 +73,7 @@ def order(items: list[pytest.Item], cell_of: Callable[[pytest.Item], Cell | None
     if st.race is None:
         return
     first = first_phase([c for c in map(cell_of, items) if c is not None], st.matrix)
+    st.race.deciding_ids = set(first)
     if not first:
         return
     cells = [cell_of(i) for i in items]
@@ -87,3 +82,9 @@ def order(items: list[pytest.Item], cell_of: Callable[[pytest.Item], Cell | None
         + [i for i, c in zip(items, cells, strict=True) if c is not None and c.id in first]
         + [i for i, c in zip(items, cells, strict=True) if c is not None and c.id not in first]
     )
+
+
+def finished(st: Any, cell: Cell | None) -> None:
+    """After a bench item's teardown, in the process that ran it: its cell's outcome is final."""
+    if st.race is not None and cell is not None:
+        st.race.finished(cell.id)

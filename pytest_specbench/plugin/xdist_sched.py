@@ -32,6 +32,7 @@ from . import sentinel
 from .state import SPLIT_PROP, SpecbenchState
 
 LEASE_DIR_KEY = "specbench_lease_dir"  # workerinput: the controller's lease directory
+CARRIED = "(carried)"  # a scope's suffix: a tuned race's cells that run after its deciding cells
 RACE_STORE_KEY = "specbench_race_store"  # workerinput: the controller's decision store (race.py)
 LEASE_LOG = "gpu-leases.jsonl"  # copied into --specbench-log-dir at the end of the run
 
@@ -295,11 +296,24 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
         return None
 
     fj: sentinel.FamilyJobs | None = None  # the collection's families (drift sentinels)
+    # --specbench-race with `tune`: the cells that decide (phase 1) go out before the rest, in
+    # scopes of their own (a group with cells in both phases starts twice, as in one process); a
+    # carried cell's worker waits for every deciding cell (deciding/race.py, Race.wait_decided)
+    first: set[str] = set()
+    if st.race is not None:
+        from ..deciding.tune import first_phase
+
+        first = first_phase(list(cells.values()), st.matrix)
 
     class EngineGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
         collection: list[str] | None
 
         def _split_scope(self, nodeid: str) -> str:
+            scope = self._base_scope(nodeid)
+            c = cell_of(nodeid)
+            return f"{scope} {CARRIED}" if first and c is not None and c.id not in first else scope
+
+        def _base_scope(self, nodeid: str) -> str:
             c = cell_of(nodeid)
             if c is not None and c.method.url:  # groups on one endpoint: one worker, in turn (they
                 return f"endpoint {c.method.url}"  # would share its GPUs, cache and counters)
@@ -330,7 +344,9 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
                 units.setdefault(self._split_scope(nodeid), {})[nodeid] = False
             order = group_order(js, units)
             rank = {g: i for i, g in enumerate(order)}
-            for scope in sorted(units, key=lambda s: rank.get(s, len(rank))):
+            for scope in sorted(
+                units, key=lambda s: (s.endswith(CARRIED), rank.get(s.removesuffix(f" {CARRIED}"), len(rank)))
+            ):
                 self.workqueue[scope] = units[scope]
             for _ in range(len(self.nodes) - len(self.workqueue)):  # more workers than groups
                 unused, _work = self.assigned_work.popitem()
