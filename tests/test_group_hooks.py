@@ -133,3 +133,79 @@ def test_a_failing_before_run_hook_stops_the_run(
     project.runpytest("benches", "--specbench-plan")
     project.runpytest("benches", "--collect-only")
     assert not seen.exists()
+
+
+def test_a_failing_after_group_hook_fails_the_run_and_says_what_may_be_left_stopped(
+    project: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seed's GPU 0 service is restarted by an after_group hook: when that fails, the cells
+    stay measured but the run is not green, and the summary and JSON name the hook and its output."""
+    monkeypatch.setenv("SPECBENCH_LOG_DIR", str(tmp_path / "logs"))
+    seen = tmp_path / "seen.txt"
+    write(project, seen, "true")
+    m = (project.path / "benches" / "specbench.yaml").read_text()
+    (project.path / "benches" / "specbench.yaml").write_text(
+        m.replace(
+            "after_group: 'echo \"start $SPECBENCH_GROUP ok=$SPECBENCH_GROUP_OK\" >> ",
+            "after_group: 'echo restarting the service failed; exit 3; echo ",
+        )
+    )
+    res = project.runpytest("benches", "--benchmark-json", "out.json")
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    res.stdout.fnmatch_lines(
+        [
+            "*ar-tp2: after_group hook `echo restarting the service failed; exit 3; *` failed "
+            "(exit status 3): "
+            "restarting the service failed; log: *; may be left stopped: whatever its before_group hook "
+            "stopped (that hook ran)*"
+        ]
+    )
+    doc = json.loads((project.path / "out.json").read_text())
+    failures = doc["specbench"]["hook_failures"]
+    assert sorted(f["group"] for f in failures) == ["ar-tp2", "ngram-tp2"]
+    assert all(f["hook"] == "after_group" and "exit status 3" in f["error"] for f in failures)
+    assert len(doc["benchmarks"]) == 8  # every cell measured is kept
+
+
+def test_an_interrupt_stops_a_running_before_group_hook_before_its_after_group_runs(
+    project: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv("SPECBENCH_LOG_DIR", str(tmp_path / "logs"))
+    seen = tmp_path / "seen.txt"
+    pid_file = tmp_path / "before.pid"
+    write(project, seen, f"echo $$ > {pid_file}; sleep 60; echo before-end >> {seen}")
+    m = (project.path / "benches" / "specbench.yaml").read_text()
+    (project.path / "benches" / "specbench.yaml").write_text(m.replace("tp: [1, 2]", "tp: [2]"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "benches", "-p", "no:cacheprovider", "--benchmark-json", "out.json"],
+        cwd=project.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    for _ in range(600):  # until the before_group hook is sleeping
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        time.sleep(0.05)
+    hook_pid = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0].decode()
+    lines = seen.read_text().splitlines()
+    assert "before-end" not in lines  # the before-hook never finished after the run stopped
+    assert lines.index("stop ar-tp2") < lines.index("start ar-tp2 ok=0"), lines  # the after-hook ran
+    try:
+        os.kill(hook_pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the before_group hook's shell outlived the run"
+    doc = json.loads((project.path / "out.json").read_text())
+    (ev,) = [e for e in doc["specbench"]["engine_groups"] if e.get("before_group")]
+    assert "interrupted: its processes were stopped before after_group" in ev["before_group"]["error"], out

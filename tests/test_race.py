@@ -293,8 +293,8 @@ def test_forced_lengths_race_in_their_own_pool_and_never_lead_a_drafter(
 def test_a_forced_length_is_led_by_its_baseline_own_cell_where_nothing_interleaves() -> None:
     """On sglang the baseline is its own cell (not interleaved): a forced length's leader at its
     shape is that cell when nothing of its own sweep ran yet, and a drafter's never a forced cell."""
-    from pytest_specbench.matrix.schema import parse
     from pytest_specbench.deciding.race import Entry, Race
+    from pytest_specbench.matrix.schema import parse
 
     doc = {
         "models": {"m": "embedded:tiny"},

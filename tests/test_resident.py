@@ -9,10 +9,9 @@ import os
 
 import psutil
 import pytest
+from test_server_backends import CONFTEST, _cells, _project, _sid
 
 from pytest_specbench.plugin import resident
-
-from test_server_backends import CONFTEST, _cells, _project, _sid
 
 MATRIX = """
 models: {t: {path: "embedded:tiny"}}

@@ -1,5 +1,5 @@
 """A swept method's ``tune`` key: the cells its settings are decided on (``at``) and how many
-settings run elsewhere (``keep``). Parsed here; the plugin (plugin/tune.py) decides under
+settings run elsewhere (``keep``). Parsed here; the plugin (deciding/tune.py) decides under
 ``--specbench-race``."""
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from ..matrix.tune import Tune as MatrixTune
 @dataclass(frozen=True)
 class Tune:
     """A tuned sweep as the planner reads it: the sweep's name and the ``tune`` the matrix parsed
-    (matrix/tune.py), so the plan decides on the same cells as the run (plugin/tune.py)."""
+    (matrix/tune.py), so the plan decides on the same cells as the run (deciding/tune.py)."""
 
     method: str  # the swept method's name in the YAML
     tune: MatrixTune

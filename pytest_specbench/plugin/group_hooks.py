@@ -3,8 +3,12 @@ method's ``hooks:`` or an include entry's) and around the whole run (top-level `
 {before_run, after_run}``): their output goes to the group's log (the run's to run-hooks.log),
 variables tell them the group, TP and GPUs. A failing ``before_group`` fails its group's start,
 so its cells fail with the hook's message and the other groups run; ``after_group`` runs whether
-the group started, failed or finished. A failing ``before_run`` stops the run before any engine
-starts; ``after_run`` runs at its end either way."""
+the group started, failed or finished, and when it fails the run fails: the summary and
+``specbench.hook_failures`` name the hook, its last output and what it may have left stopped (an
+after-hook restores what its before-hook stopped, e.g. a live service). An interrupt while a hook
+runs stops that hook's process group before anything else runs (an after-hook never races the
+before-hook it undoes). A failing ``before_run`` stops the run before any engine starts;
+``after_run`` runs at its end either way, and its failure fails the run."""
 
 from __future__ import annotations
 
@@ -61,6 +65,10 @@ def run_hook(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             rc = None
+        except BaseException:  # SIGTERM / Ctrl-C: the hook stops before anything else runs
+            stop_group(proc)
+            f.write(f"== specbench {hook} hook stopped: the run was interrupted\n".encode())
+            raise
         took = time.monotonic() - t0
         end = f"exited {rc}" if rc is not None else f"killed after its {timeout_s:g} s limit"
         f.write(f"== specbench {hook} hook {end} after {took:.1f} s\n".encode())
@@ -72,6 +80,20 @@ def run_hook(
     tail = " | ".join(line.strip() for line in out[-3:] if line.strip())
     status = f"exit status {rc}" if rc is not None else f"did not finish within {timeout_s:g} s"
     return f"{hook} hook `{cmd}` failed ({status})" + (f": {tail}" if tail else "") + f"; log: {log}"
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """SIGTERM to a hook's process group, SIGKILL after ``grace_s``; returns once it is gone."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def group_env(hook: str, group: Any, gpus: tuple[int, ...], ok: bool | None = None) -> dict[str, str]:
@@ -95,7 +117,15 @@ def before_group(group: Any, gpus: tuple[int, ...], ev: dict[str, Any]) -> None:
     cmd = dict(group.method.hooks).get("before_group")
     if cmd is None:
         return
-    why = run_hook("before_group", cmd, group_log(group), group_env("before_group", group, gpus))
+    try:
+        why = run_hook("before_group", cmd, group_log(group), group_env("before_group", group, gpus))
+    except BaseException:
+        ev["before_group"] = {
+            "ok": False,
+            "error": f"before_group hook `{cmd}` interrupted: its processes were stopped before "
+            "after_group ran",
+        }
+        raise
     ev["before_group"] = {"ok": why is None, **({"error": why} if why else {})}
     if why:
         raise GroupHookError(f"{group.id}: {why}")
@@ -108,7 +138,48 @@ def after_group(group: Any, gpus: tuple[int, ...], ev: dict[str, Any], ok: bool)
     if cmd is None:
         return
     why = run_hook("after_group", cmd, group_log(group), group_env("after_group", group, gpus, ok))
-    ev["after_group"] = {"ok": why is None, **({"error": why} if why else {})}
+    ev["after_group"] = {"ok": why is None, **({"error": why, "gpus": list(gpus)} if why else {})}
+
+
+def hook_failures(st: Any) -> list[dict[str, Any]]:
+    """The run's failed after-hooks (``specbench.hook_failures``): which hook, of which group and
+    GPUs, its error with its last output, and what it may have left stopped."""
+    out = []
+    ran_before = {e["group"] for e in st.engine_events if (e.get("before_group") or {}).get("ok")}
+    for e in st.engine_events:
+        after = e.get("after_group") or {}
+        if after.get("ok") is False:
+            before = e["group"] in ran_before
+            left = (
+                "whatever its before_group hook stopped"
+                + (f" on GPUs {','.join(map(str, after.get('gpus') or []))}" if after.get("gpus") else "")
+                + (" (that hook ran)" if before else "")
+            )
+            out.append(
+                {"hook": "after_group", "group": e["group"], "error": after["error"], "may_be_left": left}
+            )
+    for why in st.hook_errors:
+        if why.startswith("after_run"):
+            out.append(
+                {
+                    "hook": "after_run",
+                    "group": None,
+                    "error": why,
+                    "may_be_left": "whatever before_run stopped",
+                }
+            )
+    return out
+
+
+def fail_on_after_hooks(st: Any, session: Any) -> None:
+    """A failed after_group fails the run, said in the summary (after_run's is said already)."""
+    import pytest
+
+    bad = [f for f in hook_failures(st) if f["hook"] == "after_group"]
+    for f in bad:
+        st.hook_errors.append(f"{f['group']}: {f['error']}; may be left stopped: {f['may_be_left']}")
+    if bad:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def run_hook_env(hook: str, matrix_path: str) -> dict[str, str]:

@@ -449,6 +449,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     st.engine_events += st.pending  # the last engine's stop (fixture teardown ran just before this)
     st.pending.clear()
+    group_hooks.fail_on_after_hooks(st, session)  # a service an after-hook did not restore fails the run
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         results.mark_interrupted(st)
     from . import sharding

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ..report import summary as report
-from . import sharding
+from . import group_hooks, sharding
 from .long_summary import full_lines, wall_vs_plan
 from .sentinel import SENTINEL_PROP
 from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SPLIT_PROP, SpecbenchState
@@ -230,7 +230,7 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
     machine = st.machine_info
     starts = [e for e in st.engine_events if "ok" in e]
     measured = {r["cell_id"] for r in st.results}
-    return report.build(
+    doc = report.build(
         st.results,
         baseline=st.matrix.baselines(),
         machine_info=machine,
@@ -254,6 +254,7 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "failed_cells": [f for f in st.failures if not (f.get("crashed") and f["cell"] in measured)],
             "crashed_workers": [{**c, "measured_again": c["cell"] in measured} for c in st.crashed_workers],
             "interrupted": st.interrupted,
+            "hook_failures": group_hooks.hook_failures(st),
             **({"race": st.race.doc()} if st.race is not None else {}),
             "shard": sharding.doc(st),
             "matrix_digest": sharding.matrix_digest(st),  # sharded or not: merge checks it
@@ -263,6 +264,11 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
         },
         version=pb_version,
     )
+    from ..report import pooled
+
+    if st.matrix.compare:  # the sentence: each compare pair pooled over its shapes
+        doc["specbench"]["compare_pooled"] = pooled.figures(doc)
+    return doc
 
 
 def write_json(config: pytest.Config, st: SpecbenchState, final: bool = False) -> None:

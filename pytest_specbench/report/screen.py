@@ -493,7 +493,11 @@ def lines(doc: dict[str, Any], json_path: str | None = None, facts: Iterable[str
     for section in SECTIONS:
         rest += section(doc)
     facts, commands = list(facts), pointers(json_path)
-    out = [clip(ln) for ln in one_line(decisions(doc, SCREEN_LINES - len(rest) - len(facts) - 3) + rest)]
+    from .pooled import screen_lines
+
+    head = screen_lines(doc)  # the sentence first: each compare pair pooled over its shapes
+    budget = SCREEN_LINES - len(head) - len(rest) - len(facts) - 3
+    out = [clip(ln) for ln in one_line(head + decisions(doc, budget) + rest)]
     # the facts come clipped as they need (a command in them is never cut), the pointers whole: a
     # path cut to fit the width could not be copied
     return out + one_line(facts) + commands

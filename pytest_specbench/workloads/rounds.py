@@ -231,7 +231,7 @@ def timed(
         own.append(rate if closed else _p50(recs) or 0.0)
         if len(own) < looks.first:
             continue
-        # a race: the cell against its shape's leader so far (plugin/race.py), at every look
+        # a race: the cell against its shape's leader so far (deciding/race.py), at every look
         lead = rule.race(own, base, closed, looks) if rule is not None and rule.race is not None else None
         stop = sequential.check(
             len(own), looks, decided(own, base, closed, looks), lead[0] if lead is not None else None
@@ -348,7 +348,7 @@ def _undecided(own: list[float], ref: list[float] | None, closed: bool, looks: L
 @dataclass(frozen=True)
 class Rule:
     """How many timed rounds a cell runs: a look after every round from ``looks.first`` to
-    ``looks.last``, stopping when its verdict is settled; ``race`` (plugin/race.py), given the
+    ``looks.last``, stopping when its verdict is settled; ``race`` (deciding/race.py), given the
     cell's per-round figures so far (and its reference's, None without one), whether the loop is
     closed and the looks, returns its interval against the shape's leader and what the JSON says
     of that leader, or None (no leader to race)."""

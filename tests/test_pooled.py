@@ -1,0 +1,145 @@
+"""The sentence (report/pooled.py): a compare pair pooled over its shapes, its interval from the
+shapes' own, and a swept side's setting chosen honestly (corrected for the best of K, or chosen
+on tuning shapes the pooled figure does not reuse)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from pytest_specbench.report import pooled, screen, sequential
+
+HERE = Path(__file__).parent
+
+
+def _cell(method: str, c: int, rates: list[float], sweep: str | None = None) -> dict:
+    e = {
+        "output_tokens_per_s": statistics.fmean(rates),
+        "round_tokens_per_s": rates,
+        "request_digests": [f"c{c}-r{i}" for i in range(len(rates))],
+        "speedup_baseline": "ar",
+    }
+    if sweep:
+        e["sweep"] = sweep
+    return {
+        "param": f"{method}-tp1-c{c}",
+        "params": {"method": method, "tp": 1, "concurrency": c},
+        "extra_info": e,
+    }
+
+
+def _times(base: list[float], ratios: list[float]) -> list[float]:
+    return [x * r for x, r in zip(base, ratios, strict=True)]
+
+
+def _doc(cells: list[dict], tuning: dict | None = None) -> dict:
+    spec: dict = {"compare": [["a", "b"]]}
+    if tuning:
+        spec["race"] = {"tuning": {"a": tuning}, "dropped_cells": [], "tuned_out": []}
+    return {"benchmarks": cells, "specbench": spec}
+
+
+B = {1: [100.0, 102.0, 98.0, 101.0], 4: [300.0, 290.0, 310.0, 305.0]}
+R = {1: [1.10, 1.14, 1.08, 1.12], 4: [1.20, 1.26, 1.18, 1.22]}  # a over b, per round
+
+
+def _expected(ratios: dict[int, list[float]], k: int) -> tuple[float, float, float]:
+    """By hand: each shape's mean log ratio and its standard error; the mean of the two, its
+    standard error sqrt(se1^2 + se2^2) / 2, t at 5 % / k with 3 degrees of freedom."""
+    logs = {c: [math.log(x) for x in r] for c, r in ratios.items()}
+    means = [statistics.fmean(v) for v in logs.values()]
+    ses = [statistics.stdev(v) / math.sqrt(len(v)) for v in logs.values()]
+    m = sum(means) / 2
+    se = math.sqrt(sum(s * s for s in ses)) / 2
+    t = sequential.t_quantile(0.05 / k, 3)
+    return math.exp(m), math.exp(m - t * se), math.exp(m + t * se)
+
+
+def test_one_pooled_line_over_two_shapes_with_its_interval() -> None:
+    cells = [_cell("b", c, B[c]) for c in B] + [_cell("a", c, _times(B[c], R[c])) for c in B]
+    (f,) = pooled.figures(_doc(cells))
+    point, lo, hi = _expected(R, 1)
+    assert f["shapes"] == 2 and f["setting"] is None
+    assert f["ratio"] == pytest.approx(point, rel=1e-9)
+    assert (f["lo"], f["hi"]) == (pytest.approx(lo, rel=1e-6), pytest.approx(hi, rel=1e-6))
+    line = pooled.line(f)
+    assert line.startswith(
+        f"a vs b: {(point - 1) * 100:+.1f} % [{(lo - 1) * 100:+.1f} %, {(hi - 1) * 100:+.1f} %]"
+    )
+    assert "over 2 shapes (per shape x1.11 to x1.21)" in line
+    assert screen.lines(_doc(cells))[0] == line  # first on the screen
+
+
+def test_a_swept_side_is_the_best_of_k_with_its_interval_corrected_for_the_choice() -> None:
+    worse = {c: [x * 0.95 for x in R[c]] for c in R}
+    cells = [_cell("b", c, B[c]) for c in B]
+    cells += [_cell("a-d2", c, [x * r for x, r in zip(B[c], R[c], strict=True)], sweep="a") for c in B]
+    cells += [_cell("a-d4", c, [x * r for x, r in zip(B[c], worse[c], strict=True)], sweep="a") for c in B]
+    (f,) = pooled.figures(_doc(cells))
+    point, lo, hi = _expected(R, 2)
+    assert f["setting"] == "a-d2" and f["ratio"] == pytest.approx(point, rel=1e-9)
+    assert (f["lo"], f["hi"]) == (pytest.approx(lo, rel=1e-6), pytest.approx(hi, rel=1e-6))
+    assert (
+        "a-d2: the best of 2 settings, its interval corrected for the choice (each at 5 %/2)"
+        in pooled.line(f)
+    )
+
+
+def test_a_tuned_side_is_pooled_over_the_shapes_it_was_not_chosen_on() -> None:
+    cells = [_cell("b", c, B[c]) for c in B]
+    cells += [_cell("a-d2", c, [x * r for x, r in zip(B[c], R[c], strict=True)], sweep="a") for c in B]
+    cells += [_cell("a-d4", 1, [x * 1.5 for x in B[1]], sweep="a")]  # tuned out after c1
+    (f,) = pooled.figures(_doc(cells, {"at": "concurrency=1", "kept": ["a-d2"]}))
+    assert f["setting"] == "a-d2" and f["shapes"] == 1  # c4 only: c1 chose the setting
+    assert f["ratio"] == pytest.approx(math.exp(statistics.fmean(math.log(x) for x in R[4])), rel=1e-9)
+    assert "a-d2: chosen at concurrency=1 (tuning shapes not reused)" in pooled.line(f)
+
+
+def test_a_shape_without_a_verdict_is_left_out_and_counted() -> None:
+    cells = [_cell("b", c, B[c]) for c in B] + [_cell("a", c, _times(B[c], R[c])) for c in B]
+    cells[3]["extra_info"]["disturbed"] = "other processes took 40% of the cores"
+    (f,) = pooled.figures(_doc(cells))
+    assert f["shapes"] == 1 and f["withheld"] == 1
+    assert "1 shape(s) without a verdict left out" in pooled.line(f)
+
+
+EMBEDDED = """
+models: {tiny: embedded:tiny, tiny-draft: embedded:tiny-draft}
+methods:
+  ar: {backend: hf, model: tiny}
+  ngram: {backend: hf, model: tiny, speculative: {algorithm: ngram, num_draft_tokens: [2, 4], max_ngram: 3}}
+  draft:
+    backend: hf
+    model: tiny
+    speculative: {algorithm: draft, draft_model: tiny-draft, num_draft_tokens: 3}
+compare: [[ngram, draft]]
+workloads:
+  throughput: {concurrency: [1, 2], output_tokens: [16], prompt_tokens: 32, rounds: 3, warmup: 0}
+"""
+
+
+@pytest.mark.slow
+def test_the_embedded_model_prints_the_pooled_line_first_and_the_json_has_it(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "benches").mkdir()
+    (pytester.path / "benches" / "specbench.yaml").write_text(EMBEDDED)
+    (pytester.path / "benches" / "test_specbench.py").write_text(
+        (HERE.parent / "benches" / "test_specbench.py").read_text()
+    )
+    res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--benchmark-json", "out.json")
+    res.assert_outcomes(passed=8)
+    doc = json.loads((pytester.path / "out.json").read_text())
+    (f,) = doc["specbench"]["compare_pooled"]
+    # on a loaded machine a disturbed shape has no verdict: left out, and counted
+    assert f["a"] == "ngram" and f["b"] == "draft" and f["shapes"] + f["withheld"] == 2
+    if f["shapes"]:
+        assert f["setting"] in ("ngram-d2", "ngram-d4") and "the best of 2 settings" in f["how"]
+        assert f["lo"] < f["ratio"] < f["hi"]
+    out = res.stdout.str().splitlines()
+    first = out.index(next(ln for ln in out if "specbench summary" in ln)) + 1
+    assert out[first] == screen.clip(pooled.line(f))
