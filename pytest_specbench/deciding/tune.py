@@ -8,10 +8,11 @@ for every kept setting whose engine group has cells in both phases (``plan_lines
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 from ..matrix.cells import Cell, Matrix
-from ..report import paired
+from ..report import paired, sequential
 
 
 def deciding(cell: Cell) -> bool:
@@ -33,7 +34,12 @@ def first_phase(cells: list[Cell], matrix: Matrix) -> set[str]:
 def decision(race: Any, sweep: str, tune: Any) -> dict[str, Any]:
     """The sweep's settings ranked by their geometric-mean speedup over the deciding cells
     measured (a setting missing at one of them, failed or out of the race, ranks after every
-    complete one); the best ``keep`` are kept."""
+    complete one). Kept: every setting not separated from the best (``separated``: its interval
+    against the best, over the deciding cells, lies wholly below 0.98, each of the K - 1
+    comparisons at 5 % / (K - 1)), all of them even past ``keep`` (choosing among settings an
+    interval cannot tell apart would be a bet: a setting truly 5 % best was cut 15 % of the time
+    by a cap of 2 of 4 at 7 % noise); with no interval to decide on (one round, cells measured
+    apart from their baseline), the best ``keep`` by point, said in ``how``."""
     settings = [m.name for m in race.matrix.methods if m.sweep == sweep]
     cells = [c for c in race.matrix.cells() if c.method.sweep == sweep and deciding(c)]
     shapes = sorted({paired.axes(c.params()) for c in cells})
@@ -47,12 +53,67 @@ def decision(race: Any, sweep: str, tune: Any) -> dict[str, Any]:
         scores.append((len(logs), math.exp(sum(logs) / len(logs)) if logs else 0.0, name))
     ranked = sorted(scores, key=lambda s: (-s[0], -s[1]))
     measured = [s for s in ranked if s[0]]
-    return {
+    out: dict[str, Any] = {
         "at": tune.label,
         "keep": tune.keep,
         "ranking": [{"method": n, "speedup_geomean": round(g, 6), "cells": k} for k, g, n in measured],
-        "kept": [n for _, _, n in ranked[: tune.keep]] if measured else settings,
     }
+    if not measured:
+        out["kept"] = settings
+        return out
+    best = measured[0][2]
+    family = max(1, len(measured) - 1)
+    kept, separated = [best], {}
+    for _, _, name in measured[1:]:
+        iv = against(race, shapes, name, best, family)
+        if iv is None:
+            continue  # no interval: ranked by point below
+        if iv[2] < 1 - paired.EQUIVALENCE:
+            separated[name] = [round(x, 6) for x in iv]
+        else:
+            kept.append(name)
+    by_interval = bool(separated) or len(kept) > 1
+    if not by_interval:  # nothing could be told apart by an interval: the best K by point
+        kept = [n for _, _, n in ranked[: tune.keep]]
+        out["how"] = "by point (no interval to decide on)"
+    else:
+        out["how"] = f"by interval: kept what is not separated from {best} (each at 5 %/{family})"
+        if len(kept) > tune.keep:  # never a bet on point estimates: all of them are carried
+            out["how"] += (
+                f"; {len(kept)} not separated, more than keep: {tune.keep}, all carried (more rounds "
+                "at the deciding cells would separate them)"
+            )
+    out["kept"] = kept
+    if separated:
+        out["separated"] = separated
+    return out
+
+
+def against(
+    race: Any, shapes: list[tuple[Any, ...]], name: str, best: str, family: int
+) -> tuple[float, float, float] | None:
+    """``name`` over ``best`` across the deciding shapes: the mean of the per-shape log ratios of
+    their speeds over the baseline beside each (independent samples: Welch), its interval at
+    5 % / ``family``; None where a shape lacks an interval (measured apart, one round)."""
+    parts = []
+    for shape in shapes:
+        entries = {e.method: e for e in race.shapes.get(shape, [])}
+        a, b = entries.get(name), entries.get(best)
+        if a is None or b is None or not (a.relative and b.relative):
+            return None
+        la = [math.log(x) for x in a.speeds if x]
+        lb = [math.log(x) for x in b.speeds if x]
+        if len(la) < 2 or len(lb) < 2:
+            return None
+        va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+        parts.append((statistics.fmean(la) - statistics.fmean(lb), va + vb, min(len(la), len(lb)) - 1))
+    if not parts:
+        return None
+    n = len(parts)
+    mean = sum(p[0] for p in parts) / n
+    se = math.sqrt(sum(p[1] for p in parts)) / n
+    t = sequential.t_quantile(sequential.ALPHA / family, min(p[2] for p in parts))
+    return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
 
 
 def _relative(race: Any, shape: tuple[Any, ...], name: str) -> float | None:

@@ -39,7 +39,7 @@ from .checks import Ctx, MatrixError, did_you_mean
 from .compare import parse_compare
 from .list_args import one_list_value
 from .selectors import excludes, group_hooks, includes, run_hooks
-from .tune import parse_tune
+from .tune import check_matches, parse_tune
 from .workload_schema import workload
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
@@ -455,6 +455,7 @@ def parse(
                 "remove the repeated value, or rename the method or workload",
             )
         seen[c.id] = c
+    check_matches(cx, list(seen.values()))
     return m
 
 

@@ -71,3 +71,20 @@ def parse_tune(cx: Ctx, key: str, raw: Any, swept: bool, forced: bool) -> Tune |
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise cx.err(f"{where}.keep", f"expected a whole number >= 1 (settings kept); got {keep!r}")
     return Tune(tuple(pairs), keep)
+
+
+def check_matches(cx: Ctx, cells: list[Any]) -> None:
+    """Every tuned sweep has a cell its ``at`` matches (else nothing would decide it, and the
+    plan would promise a saving it cannot make)."""
+    sweeps: dict[str, Any] = {}
+    for c in cells:
+        t = getattr(c.method, "tune", None)
+        if t is not None:
+            sweeps.setdefault(c.method.sweep, (t, []))[1].append(c)
+    for name, (t, mine) in sweeps.items():
+        if not any(t.matches(c.params()) for c in mine):
+            have = {k: sorted({str(c.params().get(k)) for c in mine}) for k, _ in t.at}
+            said = "; ".join(f"{k}: {', '.join(v)}" for k, v in have.items())
+            raise cx.err(
+                f"methods.{name}.tune.at", f"{t.label} matches none of its cells (its cells have {said})"
+            )
