@@ -27,7 +27,13 @@ from ..report.sequential import Looks
 from ..workloads.rounds import Rule
 from .store import Store
 
-MIN_ROUNDS = 3  # a racing cell's first look: min(rounds, this)
+MIN_ROUNDS = 3  # a racing cell's first look, where its cap leaves at least 3 looks
+
+
+def first_look(cap: int) -> int:
+    """A racing cell's first look: 3, or earlier (never before 2 rounds, the first interval) so
+    that a cap of 3 or 4 rounds still leaves looks to stop at (3 looks from a cap of 4)."""
+    return max(2, min(MIN_ROUNDS, cap - 2))
 COSTLIER = ("concurrency", "context_tokens", "output_tokens")  # larger: a costlier sibling shape
 
 
@@ -230,8 +236,8 @@ class Race:
     def rule(self, cell: Cell) -> Rule:
         w = cell.workload
         if not self.races(cell):
-            return Rule(Looks(min(w.rounds, MIN_ROUNDS), w.round_cap))
-        looks = Looks(min(w.rounds, MIN_ROUNDS), w.round_cap, self.family(cell))
+            return Rule(Looks(min(first_look(w.round_cap), w.rounds), w.round_cap))
+        looks = Looks(min(first_look(w.round_cap), w.rounds), w.round_cap, self.family(cell))
 
         def race(own: list[float], ref: list[float] | None, closed: bool, lk: Looks) -> Any:
             self._seen[cell.id] = (speeds_of(own, ref, closed), ref is not None)

@@ -166,9 +166,17 @@ class Method:
 
 
 # requests a round in waves of C when a workload sets neither requests nor waves (kinds with
-# rounds of exact prompts): with 4 waves the steady window holds most of the round
+# rounds of exact prompts): with 4 waves the steady window holds most of the round; a long
+# context round is one wave (C prefills of 30k-100k tokens a round are its cost, not its steady
+# decode: four of them would quadruple the round for little more steady window)
 DEFAULT_WAVES = 4
+DEFAULT_WAVES_BY_KIND = {"long_context": 1}
 WAVE_KINDS = ("throughput", "ttft", "long_context")
+
+
+def default_waves(kind: str) -> int:
+    """The waves a round of this kind has when the workload sets neither requests nor waves."""
+    return DEFAULT_WAVES_BY_KIND.get(kind, DEFAULT_WAVES)
 
 
 @dataclass(frozen=True)
@@ -230,9 +238,9 @@ class Workload:
             return self.trace_requests
         if self.requests:
             return self.requests
-        # default: DEFAULT_WAVES waves, so that a closed loop's steady-state window (every slot
+        # default: default_waves(kind), so that a closed loop's steady-state window (every slot
         # busy, slots refilled as requests finish) holds most of the round
-        return (self.waves or DEFAULT_WAVES) * concurrency
+        return (self.waves or default_waves(self.kind)) * concurrency
 
     def extra_axes(self) -> list[tuple[tuple[str, Any], ...]]:
         """The workload's own axes beyond concurrency/context/output, as Cell.extra tuples
@@ -368,7 +376,7 @@ class Cell:
 
     def fingerprint_key(self) -> tuple[Any, ...]:
         """What :meth:`fingerprint` hashes. A workload of a kind with rounds of exact prompts that
-        sets neither ``requests`` nor ``waves`` runs DEFAULT_WAVES x concurrency requests a round
+        sets neither ``requests`` nor ``waves`` runs default_waves(kind) x concurrency requests a round
         (one wave before metrics version 2): that default is the key's last element, so results
         measured under the former one are measured again, not resumed."""
         key: tuple[Any, ...] = (
@@ -386,7 +394,7 @@ class Cell:
             key += (("endpoint", self.method.url, self.method.api),)
         w = self.workload
         if w.kind in WAVE_KINDS and w.requests is None and w.waves is None:
-            key += (("default_waves", DEFAULT_WAVES),)
+            key += (("default_waves", default_waves(w.kind)),)
         if w.max_rounds is not None:
             key += (("max_rounds", w.max_rounds),)
         if w.kind == "trace":
