@@ -34,6 +34,8 @@ def first_look(cap: int) -> int:
     """A racing cell's first look: 3, or earlier (never before 2 rounds, the first interval) so
     that a cap of 3 or 4 rounds still leaves looks to stop at (3 looks from a cap of 4)."""
     return max(2, min(MIN_ROUNDS, cap - 2))
+
+
 COSTLIER = ("concurrency", "context_tokens", "output_tokens")  # larger: a costlier sibling shape
 
 
@@ -117,6 +119,17 @@ def _result_speeds(result: dict[str, Any]) -> tuple[list[float | None], bool]:
     return speeds_of(own, None, closed), False
 
 
+def _apart(own: Any, lead: Any) -> Any:
+    """A member against the leader from their intervals against the baseline beside each: the
+    ratio of the points, and the interval from their far ends (lo: own lo / lead hi; hi: own hi /
+    lead lo). Wholly below 0.98 only when the two intervals do not overlap (beyond the margin):
+    with every member's interval covering at 5 % / m, no drop of the shape is false in 95 % of
+    runs, whichever member leads (the leader is picked from the data)."""
+    if own is None or lead is None or None in (own.lo, own.hi, lead.lo, lead.hi) or not lead.lo:
+        return None
+    return paired.Interval(own.point / lead.point, own.lo / lead.hi, own.hi / lead.lo, min(own.n, lead.n))
+
+
 @dataclass
 class Race:
     matrix: Matrix
@@ -130,6 +143,9 @@ class Race:
     deciding_ids: set[str] = field(default_factory=set)
     done: set[str] = field(default_factory=set)
     wait_limit_s: float = 6 * 3600.0
+    # called before a carried cell waits (the plugin stops its process's engine of another group
+    # there, so its GPUs go back to the pool while the deciding cells need them)
+    before_wait: Any = None
     shapes: dict[tuple[Any, ...], list[Entry]] = field(default_factory=dict)
     losses: dict[str, list[tuple[Cell, dict[str, Any]]]] = field(default_factory=dict)
     dropped: list[dict[str, Any]] = field(default_factory=list)
@@ -181,9 +197,10 @@ class Race:
             self.tuning.setdefault(ev["sweep"], ev["decision"])
 
     def finished(self, cell_id: str) -> None:
-        """A cell whose outcome is final (measured, out of the race, skipped or failed): under -n
-        the carried cells of a tuned sweep wait for every deciding cell's."""
-        if self.store is not None and cell_id in self.deciding_ids:
+        """A cell whose outcome is final (measured, out of the race, skipped or failed; said by
+        the worker that ran it, or by the controller for a crashed worker's): under -n the carried
+        cells of a tuned sweep wait for every deciding cell's."""
+        if self.store is not None and cell_id not in self.done:
             self._emit({"kind": "done", "cell_id": cell_id})
 
     def wait_decided(self, poll_s: float = 0.5) -> list[str]:
@@ -282,8 +299,11 @@ class Race:
         if lead is None:
             return None
         both = sequential.union(looks, lead.looks)
-        if relative:  # each against the baseline beside it: independent rounds, all of both used
-            iv = paired.unpaired_ratio_interval([a for a in speeds if a], [b for b in lead.speeds if b], both)
+        if relative:  # each against the baseline beside it: out when their intervals do not overlap
+            iv = _apart(
+                paired.unpaired_ratio_interval([a for a in speeds if a], [1.0], looks),
+                paired.unpaired_ratio_interval([b for b in lead.speeds if b], [1.0], lead.looks or looks),
+            )
         else:  # measured apart: the rounds of one request digest paired
             pairs = [(a, b) for a, b in zip(speeds, lead.speeds, strict=False) if a and b]
             iv = paired.ratio_interval([a for a, _ in pairs], [b for _, b in pairs], both)
@@ -298,9 +318,9 @@ class Race:
             "shape": shape_label(cell),
             "family": both.family if both is not None else 1,
         }
-        if not relative:  # widened by the drift allowed between the groups
+        if not relative:  # widened by the drift allowed between the groups, either way
             assert self.drift is not None
-            iv = paired.Interval(iv.point, iv.lo / (1 + self.drift), iv.hi * (1 + self.drift), iv.n)
+            iv = paired.Interval(iv.point, iv.lo * (1 - self.drift), iv.hi / (1 - self.drift), iv.n)
             info.update(drift_allowed=self.drift, lo=round(iv.lo, 6), hi=round(iv.hi, 6))
         return iv, info
 
@@ -310,7 +330,12 @@ class Race:
         """A measured cell: kept as a rival at its shape, or, when it stopped out of the race,
         kept with the dropped cells (never a measured result); returns the dropped cell's text."""
         info = (result.get("extra_info") or {}).get("race")
-        why = paired.no_verdict_reason(result["metrics"], "the cell")
+        ref_m = result["metrics"].get("reference") or {}
+        why = paired.no_verdict_reason(result["metrics"], "the cell") or (
+            "its baseline's rounds beside it failed or saturated"
+            if ref_m.get("errors") or ref_m.get("saturated")
+            else None
+        )
         if info and info.get("status") == "dropped" and why:  # never dropped: a measured result
             info.update(status="kept", kept_because=f"{why}: a cell without a verdict is never dropped")
             result["extra_info"]["stop_reason"] = "disturbed"
@@ -408,6 +433,8 @@ class Race:
             return None
         d = self.tuning.get(cell.method.sweep)
         if d is None:
+            if self.store is not None and self.before_wait is not None and self.deciding_ids - self.done:
+                self.before_wait(cell)
             missing = self.wait_decided()
             d = self.tuning.get(cell.method.sweep)  # decided by another process meanwhile
         if d is None:

@@ -39,7 +39,7 @@ def decision(race: Any, sweep: str, tune: Any) -> dict[str, Any]:
     comparisons at 5 % / (K - 1)), all of them even past ``keep`` (choosing among settings an
     interval cannot tell apart would be a bet: a setting truly 5 % best was cut 15 % of the time
     by a cap of 2 of 4 at 7 % noise); with no interval to decide on (one round, cells measured
-    apart from their baseline), the best ``keep`` by point, said in ``how``."""
+    apart from their baseline), every setting, said in ``how``."""
     settings = [m.name for m in race.matrix.methods if m.sweep == sweep]
     cells = [c for c in race.matrix.cells() if c.method.sweep == sweep and deciding(c)]
     shapes = sorted({paired.axes(c.params()) for c in cells})
@@ -73,9 +73,12 @@ def decision(race: Any, sweep: str, tune: Any) -> dict[str, Any]:
         else:
             kept.append(name)
     by_interval = bool(separated) or len(kept) > 1
-    if not by_interval:  # nothing could be told apart by an interval: the best K by point
-        kept = [n for _, _, n in ranked[: tune.keep]]
-        out["how"] = "by point (no interval to decide on)"
+    if not by_interval:  # no interval tells them apart: choosing by point would be a bet
+        kept = [n for _, _, n in measured] + [n for _, _, n in ranked if n not in {m[2] for m in measured}]
+        out["how"] = (
+            "no interval to decide on (cells measured apart from their baseline, or one round): all "
+            "carried; a baseline beside each (sglang-server, hf) lets intervals decide"
+        )
     else:
         out["how"] = f"by interval: kept what is not separated from {best} (each at 5 %/{family})"
         if len(kept) > tune.keep:  # never a bet on point estimates: all of them are carried
@@ -129,16 +132,24 @@ def _relative(race: Any, shape: tuple[Any, ...], name: str) -> float | None:
     return e.point / base.point if base is not None and base.point else None
 
 
-def plan_lines(matrix: Matrix, cells: list[Cell]) -> list[str]:
+def plan_lines(matrix: Matrix, cells: list[Cell], interleaving: frozenset[str] | None = None) -> list[str]:
     """The plan's lines for --specbench-race: what the rounds do, and per tuned sweep the cells
     it is decided on and the extra engine starts the two-phase order costs: an engine group with
     cells in both phases starts twice (the baselines' groups always, a sweep's only for the kept
     settings)."""
     out = [
-        "racing (--specbench-race): cells stop at the first look (rounds 3..cap) where their verdict is "
-        "settled; losers skip their costlier shapes. The ETA above is the full factorial at `rounds` "
-        "each, an upper bound but for undecided cells running to max_rounds"
+        "racing (--specbench-race): cells stop at the first look where their verdict is settled; a "
+        "loser skips a costlier shape only where no measured method gained enough toward it. The ETA "
+        "above is the full factorial at `rounds` each, an upper bound but for undecided cells running "
+        "to max_rounds"
     ]
+    apart = sorted({c.method.backend for c in cells if c.method.backend not in (interleaving or frozenset())})
+    if apart:
+        out.append(
+            f"  measured apart from their baseline ({', '.join(apart)}: no baseline beside a member): such "
+            "cells are never dropped and a tuned sweep keeps every setting (sglang-server's resident "
+            "baseline, or --specbench-race-drift for drops, decides)"
+        )
     first = first_phase(cells, matrix)
     phases: dict[str, set[bool]] = {}
     for c in cells:

@@ -262,7 +262,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             *sched_lines,
             *race_lines,
             *sharding.plan_lines(st),
-            *(tune.plan_lines(st.matrix, cells) if st.race is not None else []),
+            *(
+                tune.plan_lines(st.matrix, cells, sentinel._interleaving(config))
+                if st.race is not None
+                else []
+            ),
         ]
         if resumed:
             lines.append(

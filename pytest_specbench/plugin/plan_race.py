@@ -1,8 +1,7 @@
 """The plan's racing lines (``--specbench-plan``): the makespan of the selected cells as a full
 factorial, and as a run with the matrix's ``tune`` keys and ``--specbench-race`` would make it,
 expected and at worst (planning/racing.py), each packed on the GPU pool by as many workers as the
-run has (-n), or, with no -n, as many as the pool has GPUs (a raced run races on every GPU set
-at once, its decisions shared)."""
+run has (-n; a raced run under -n races on every GPU set at once, its decisions shared)."""
 
 from __future__ import annotations
 
@@ -17,11 +16,10 @@ from .state import SpecbenchState
 
 
 def _workers(config: pytest.Config, st: SpecbenchState) -> int:
-    """The workers a raced run is planned with: -n, else one per GPU of a known pool, else one."""
+    """The workers a raced run is planned with: -n (without it, one process)."""
     from .xdist_sched import workers
 
-    n = workers(config)
-    return n if n > 1 else (len(st.gpus) if st.gpus else 1)
+    return max(1, getattr(st, "plan_workers", None) or workers(config))
 
 
 def _pack(st: SpecbenchState, cells: list[Cell], secs: dict[str, float], n: int = 1) -> tuple[float, int]:
@@ -58,6 +56,13 @@ def race_plan(
     race = bool(config.getoption("specbench_race", False))
     if not tuned and not race:
         return None, []
+    from .sentinel import _interleaving
+
+    beside = _interleaving(config)
+    apart = sorted(
+        n for n in tuned if any(m.sweep == n and m.backend not in beside for m in st.matrix.methods)
+    )
+    tuned = {n: t for n, t in tuned.items() if n not in apart}  # measured apart: every setting carried
     plan = st.get_plan()
     runnable = [c for c in cells if not skip_reason(config, st, c)]
 
@@ -74,7 +79,9 @@ def race_plan(
     def said(t: racing.Tune) -> str:
         return f"{t.method}: decided on cells with {t.tune.label}, best {t.keep} carried"
 
-    how = "; ".join(said(t) for t in tuned.values())
+    how = "; ".join(
+        [said(t) for t in tuned.values()] + [f"{n}: measured apart, every setting carried" for n in apart]
+    )
     n = _workers(config, st)
     where = (
         f"packed on the GPU pool ({len(st.gpus)} GPUs) by {n} worker(s), every GPU set racing at once "

@@ -34,6 +34,8 @@ def setup(config: pytest.Config, st: Any) -> None:
     if drift is not None and not 0 < drift < 1:
         raise pytest.UsageError(f"--specbench-race-drift {drift}: give a fraction between 0 and 1, e.g. 0.15")
     st.race = Race(st.matrix, drift, store)
+    if store is not None:
+        st.race.before_wait = lambda cell: st.stop_other_engine(cell.group)
 
 
 def skip_if_out(st: Any, cell: Cell, item: pytest.Item) -> None:

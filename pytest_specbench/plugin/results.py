@@ -28,6 +28,10 @@ class Collector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown":
             self.st.running.pop(report.nodeid, None)
+        if report.failed and self.st.race is not None:  # a crashed worker's cell is done too
+            cell = self.st.cell_of(report.nodeid)
+            if cell is not None:
+                self.st.race.finished(cell.id)
         props: list[tuple[str, Any]] = list(report.user_properties)
         if report.failed and not any(name == FAILED_PROP for name, _ in props):
             self._unrecorded_failure(report)

@@ -83,6 +83,7 @@ class SpecbenchState:
     # a resident baseline's GPUs and the MiB it holds on each (plugin/resident.py)
     reference_gpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
     reference_held: dict[str, dict[int, int]] = field(default_factory=dict)
+    stopped: list[Any] = field(default_factory=list)  # the engines stopped (stop_engine once each)
     sentinels: list[dict[str, Any]] = field(default_factory=list)  # controller: drift sentinels run
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
     hook_errors: list[str] = field(default_factory=list)  # the matrix's after_run hook failed: why
@@ -383,7 +384,17 @@ class SpecbenchState:
             if abandon is not None:
                 abandon(why)
 
+    def stop_other_engine(self, group: EngineGroup) -> None:
+        """Stop the live engine when it is another group's (its GPUs back to the pool), e.g.
+        before this process waits for other workers' cells; its fixture's teardown then finds it
+        stopped."""
+        if self.live is not None and self.live[0] != group:
+            self.stop_engine(*self.live)
+
     def stop_engine(self, group: EngineGroup, eng: Any) -> None:
+        if any(e is eng for e in self.stopped):  # stopped already (stop_other_engine): nothing twice
+            return
+        self.stopped.append(eng)
         lease = None
         if self.live is not None and self.live[1] is eng:
             self.live = None

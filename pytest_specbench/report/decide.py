@@ -22,6 +22,8 @@ def as_result(b: dict[str, Any]) -> dict[str, Any]:
     return {
         "params": b["params"],
         "metrics": b["extra_info"],
+        # the looks its rounds were chosen at (extra_info.sequential): the same interval as the run's
+        "extra_info": b["extra_info"],
         "round_times": (b.get("stats") or {}).get("data") or [],
     }
 

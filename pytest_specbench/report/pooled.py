@@ -129,11 +129,17 @@ def figures(doc: dict[str, Any]) -> list[dict[str, Any]]:
             else:
                 candidates, shapes = settings, None
             best = None
+            most_withheld = 0
             for s in candidates:
                 est_s, wh = _estimates(doc, s, b, shapes)
+                most_withheld = max(most_withheld, wh)
                 if est_s and (best is None or _pool(est_s, 1)["ratio"] > best[1]):
                     best = (s, _pool(est_s, 1)["ratio"], est_s, wh)
             if best is None:
+                if most_withheld:  # said, not dropped silently
+                    out.append(
+                        {"a": a, "b": b, "setting": None, "how": how, "withheld": most_withheld, "shapes": 0}
+                    )
                 continue
             chosen, _, est, withheld = best
             k = len(candidates)
