@@ -93,10 +93,38 @@ def test_a_tuned_side_is_pooled_over_the_shapes_it_was_not_chosen_on() -> None:
     cells = [_cell("b", c, B[c]) for c in B]
     cells += [_cell("a-d2", c, [x * r for x, r in zip(B[c], R[c], strict=True)], sweep="a") for c in B]
     cells += [_cell("a-d4", 1, [x * 1.5 for x in B[1]], sweep="a")]  # tuned out after c1
-    (f,) = pooled.figures(_doc(cells, {"at": "concurrency=1", "kept": ["a-d2"]}))
+    (f,) = pooled.figures(
+        _doc(cells, {"at": "concurrency=1", "kept": ["a-d2"], "cells": ["a-d2-tp1-c1", "a-d4-tp1-c1"]})
+    )
     assert f["setting"] == "a-d2" and f["shapes"] == 1  # c4 only: c1 chose the setting
     assert f["ratio"] == pytest.approx(math.exp(statistics.fmean(math.log(x) for x in R[4])), rel=1e-9)
     assert "a-d2: chosen at concurrency=1 (tuning shapes not reused)" in pooled.line(f)
+
+
+def test_k_counts_the_settings_out_of_the_race_and_their_shapes_are_said() -> None:
+    """A third setting dropped at both shapes still was a choice the best could have fallen on:
+    K = 3; a pair whose A was out of the race at a shape says so (not in the figure)."""
+    cells = [_cell("b", c, B[c]) for c in B]
+    cells += [_cell("a-d2", c, _times(B[c], R[c]), sweep="a") for c in B]
+    cells += [_cell("a-d4", c, _times(B[c], [x * 0.95 for x in R[c]]), sweep="a") for c in B]
+    doc = _doc(cells)
+    doc["specbench"]["race"] = {
+        "dropped_cells": [
+            {"cell_id": f"a-d8-tp1-c{c}", "params": {"method": "a-d8", "tp": 1, "concurrency": c}} for c in B
+        ],
+        "tuned_out": [],
+    }
+    (f,) = pooled.figures(doc)
+    _, lo, hi = _expected(R, 3)
+    assert (f["lo"], f["hi"]) == (pytest.approx(lo, rel=1e-6), pytest.approx(hi, rel=1e-6))
+    assert "the best of 3 settings" in pooled.line(f)
+    solo = _doc([_cell("b", c, B[c]) for c in B] + [_cell("a", 1, _times(B[1], R[1]))])
+    solo["specbench"]["race"] = {
+        "dropped_cells": [{"cell_id": "a-tp1-c4", "params": {"method": "a", "tp": 1, "concurrency": 4}}],
+        "tuned_out": [],
+    }
+    (g,) = pooled.figures(solo)
+    assert g["shapes"] == 1 and "a out of the race at 1 shape(s), not in the figure" in pooled.line(g)
 
 
 def test_a_shape_without_a_verdict_is_left_out_and_counted() -> None:

@@ -103,12 +103,12 @@ def test_a_loser_is_dropped_from_its_shape_and_its_costlier_one_and_never_counts
     info = lost["race"]
     assert info["status"] == "dropped" and info["lost_to"] == "quick-tp1-c1-out8"
     assert info["shape"] == "tp1-c1-out8" and info["hi"] < 0.98 and 0.15 < info["ratio"] < 0.4, info
-    # its costlier shape (c2) never ran: skipped with the loss at c1
-    skipped = dropped["laggard-tp1-c2-out8"]["extra_info"]
-    assert skipped["rounds_run"] == 0 and skipped["race"]["skipped"] is True
-    assert dropped["laggard-tp1-c2-out8"]["metrics"] is None
+    # its costlier shape (c2): one method (quick) measured at both shapes is no evidence that the
+    # loss carries over, so laggard ran there and lost again after its own first look
+    again = dropped["laggard-tp1-c2-out8"]["extra_info"]
+    assert again["rounds_run"] == 2 and not again["race"].get("skipped"), again
     assert "laggard-tp1-c1-out8: out of the race: lost to quick-tp1-c1-out8 by x0." in out
-    assert "laggard-tp1-c2-out8: out of the race: lost to quick-tp1-c1-out8 by x0." in out
+    assert "laggard-tp1-c2-out8: out of the race: lost to quick-tp1-c2-out8 by x0." in out
     # the clear winner settled at the first look
     quick = next(b for b in doc["benchmarks"] if b["param"] == "quick-tp1-c1-out8")["extra_info"]
     assert quick["rounds_run"] == 2 and quick["stop_reason"] == "settled", quick

@@ -377,7 +377,7 @@ class Race:
         if why:
             return why
         for lost_at, info in self.losses.get(cell.method.name, []):
-            gain = self.largest_gain(lost_at, cell) if costlier(cell, lost_at) else None
+            gain = self.largest_gain(lost_at, cell, info.get("lost_to")) if costlier(cell, lost_at) else None
             if gain is not None and info["hi"] * gain < 1 - paired.EQUIVALENCE:
                 info = {**info, "largest_gain": round(gain, 6)}
                 self._emit(
@@ -410,20 +410,29 @@ class Race:
         base = entries.get(self.baselines.get(method) or "")
         return e.point / base.point if base is not None and base.point else None
 
-    def largest_gain(self, cheap: Cell, costly: Cell) -> float | None:
-        """The largest factor by which any measured method (its baseline aside) gained on its
-        baseline from ``cheap``'s shape to ``costly``'s (at least 1); None when no method was
-        measured at both yet: no evidence that a loss at ``cheap`` carries over."""
+    def largest_gain(self, cheap: Cell, costly: Cell, lost_to: str | None = None) -> float | None:
+        """How much the loser could gain on its leader from ``cheap``'s shape to ``costly``'s: the
+        largest gain on its baseline any measured method showed between the two shapes (at least
+        1), over the leader's own (its gain where measured at both, else the smallest measured);
+        None with fewer than two methods (the baseline and the loser aside) measured at both: no
+        evidence that a loss at ``cheap`` carries over."""
         at, to = paired.axes(cheap.params()), paired.axes(costly.params())
         base = self.baselines.get(cheap.method.name)
-        gains = []
+        gains: dict[str, float] = {}
         for e in self.shapes.get(to, []):
             if e.method in (base, cheap.method.name):
                 continue
             a, b = self.standing(e.method, at), self.standing(e.method, to)
             if a and b:
-                gains.append(b / a)
-        return max([1.0, *gains]) if gains else None
+                gains[e.method] = b / a
+        if len(gains) < 2:
+            return None
+        leader = self._by_id[lost_to].method.name if lost_to in self._by_id else None
+        if leader == base:
+            theirs = 1.0
+        else:
+            theirs = gains.get(leader or "", min(gains.values()))
+        return max(1.0, *gains.values()) / theirs
 
     def tuned_out_reason(self, cell: Cell) -> str | None:
         from .tune import deciding, decision

@@ -56,6 +56,7 @@ def decision(race: Any, sweep: str, tune: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
         "at": tune.label,
         "keep": tune.keep,
+        "cells": sorted(c.id for c in cells),  # what it was decided on (report/pooled.py reuses none)
         "ranking": [{"method": n, "speedup_geomean": round(g, 6), "cells": k} for k, g, n in measured],
     }
     if not measured:

@@ -30,6 +30,32 @@ from .versus import _shapes, pairs, side
 ALPHA = sequential.ALPHA
 
 
+def _sweep_size(doc: dict[str, Any], name: str, settings: list[str]) -> int:
+    """How many settings the sweep had to choose from: those measured, out of the race or tuned
+    out (the K of the best-of-K correction counts every one the choice could have fallen on)."""
+    race = (doc.get("specbench") or {}).get("race") or {}
+    more = {
+        (d.get("params") or {}).get("method")
+        for d in list(race.get("dropped_cells") or []) + list(race.get("tuned_out") or [])
+        if str((d.get("params") or {}).get("method", "")).startswith(f"{name}-")
+    }
+    return len(set(settings) | {m for m in more if m})
+
+
+def _out_of_race(doc: dict[str, Any], name: str, settings: list[str]) -> int:
+    """Shapes where ``name`` (every one of its settings) was out of the race: not in the figure."""
+    race = (doc.get("specbench") or {}).get("race") or {}
+    names = set(settings) | {name}
+    dropped = {
+        tuple(sorted((k, str(v)) for k, v in (d.get("params") or {}).items() if k != "method"))
+        for d in race.get("dropped_cells") or []
+        if (d.get("params") or {}).get("method") in names
+        or str((d.get("params") or {}).get("method", "")).startswith(f"{name}-")
+    }
+    measured = {key for key, cells in _shapes(doc).items() if any(side(name, cells).values())}
+    return len(dropped - measured)
+
+
 def _settings(doc: dict[str, Any], name: str) -> list[str]:
     names = {
         b["params"]["method"]
@@ -110,6 +136,7 @@ def figures(doc: dict[str, Any]) -> list[dict[str, Any]]:
         settings = _settings(doc, a)
         tuning = ((spec.get("race") or {}).get("tuning") or {}).get(a)
         how = None
+        out_of_race = _out_of_race(doc, a, settings)
         if not settings:
             est, withheld = _estimates(doc, a, b)
             chosen, k = a, 1
@@ -117,12 +144,13 @@ def figures(doc: dict[str, Any]) -> list[dict[str, Any]]:
             by_shape = _shapes(doc)
             if tuning and tuning.get("kept"):
                 kept = [s for s in tuning["kept"] if s in settings]
-                # the carried shapes: where a tuned-out setting did not run
+                decided_on = set(tuning.get("cells") or [])
+                # the carried shapes: none of the cells the sweep was decided on
                 carried = [
                     key
                     for key, cells in by_shape.items()
                     if {x["params"]["method"] for x in cells} & set(kept)
-                    and not {x["params"]["method"] for x in cells} & (set(settings) - set(kept))
+                    and not {x.get("param") for x in cells} & decided_on
                 ]
                 candidates, shapes = kept, carried
                 how = f"chosen at {tuning.get('at')} (tuning shapes not reused)"
@@ -142,7 +170,7 @@ def figures(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     )
                 continue
             chosen, _, est, withheld = best
-            k = len(candidates)
+            k = len(candidates) if tuning and tuning.get("kept") else _sweep_size(doc, a, settings)
             if k > 1:
                 how = (how + "; " if how else "") + (
                     f"the best of {k} settings, its interval corrected for the choice (each at 5 %/{k})"
@@ -161,6 +189,7 @@ def figures(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "setting": chosen if chosen != a else None,
                 "how": how,
                 "withheld": withheld,
+                "out_of_race": out_of_race,
                 **f,
             }
         )
@@ -186,6 +215,8 @@ def line(f: dict[str, Any]) -> str:
         out += f"; {f['setting']}: {f['how']}"
     if f.get("withheld"):
         out += f"; {f['withheld']} shape(s) without a verdict left out"
+    if f.get("out_of_race"):
+        out += f"; {f['a']} out of the race at {f['out_of_race']} shape(s), not in the figure"
     return out
 
 
