@@ -56,6 +56,13 @@ class FakeServer:
             "sglang:num_requests_total": 0,
         }
         self.per_pos = [0.0] * max(accept - 1, 0)
+        # SGLang's latency histograms' sums and counts, from the actual first and last chunk times
+        self.hist: dict[str, float] = {
+            "sglang:time_to_first_token_seconds_sum": 0.0,
+            "sglang:time_to_first_token_seconds_count": 0.0,
+            "sglang:e2e_request_latency_seconds_sum": 0.0,
+            "sglang:e2e_request_latency_seconds_count": 0.0,
+        }
         self.die_after = int(os.environ.get("FAKE_DIE_AFTER", "0"))
         self.key = os.environ.get("FAKE_API_KEY")
         self.seen = os.environ.get("FAKE_SEEN_FILE")
@@ -171,6 +178,8 @@ class FakeServer:
                 f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="fake",position="{i}"}} {v}'
             )
         lines.append('sglang:spec_accept_length{model_name="fake"} 9.99')  # a gauge: never diffed
+        for name, v in self.hist.items():
+            lines.append(f'{name}{{model_name="fake"}} {v}')
         return "\n".join(lines) + "\n"
 
     async def _serve(
@@ -188,7 +197,9 @@ class FakeServer:
         try:
             if not stream:
                 await _sleep_until(t0 + (sched[-1][0] if sched else 0))
-                return await _send(w, 200, self._final(api, ids, out, n, steps, hist))
+                await _send(w, 200, self._final(api, ids, out, n, steps, hist))
+                self._latency("time_to_first_token", t0)
+                return self._latency("e2e_request_latency", t0)
             await _sleep_until(t0 + float(os.environ.get("FAKE_HEADERS_MS", "0")) / 1e3)
             w.write(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -219,6 +230,8 @@ class FakeServer:
                     }
                 _chunk(w, b"data: " + json.dumps(ev).encode() + b"\n\n" + (b": ping\n\n" if j == 0 else b""))
                 await w.drain()
+                if j == 0:
+                    self._latency("time_to_first_token", t0)
                 if j == 0 and TRACE is not None:
                     TRACE.append((t0, time.monotonic()))
                 prev = cum
@@ -228,8 +241,14 @@ class FakeServer:
             _chunk(w, b"data: [DONE]\n\n")
             w.write(b"0\r\n\r\n")
             await w.drain()
+            self._latency("e2e_request_latency", t0)
         finally:
             self.in_flight -= 1
+
+    def _latency(self, name: str, t0: float) -> None:
+        """One observation of a latency histogram: now (the chunk written) since the request came."""
+        self.hist[f"sglang:{name}_seconds_sum"] += time.monotonic() - t0
+        self.hist[f"sglang:{name}_seconds_count"] += 1
 
     def _final(self, api: str, ids: list[int], out: list[int], n: int, steps: int, hist: list[int]) -> Any:
         if api == "sglang":

@@ -354,6 +354,39 @@ def counter_sums(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float
     return out
 
 
+# latency histograms (seconds) whose _sum / _count give the server's own mean over a window
+SERVER_LATENCY = {
+    "ttft": ("sglang:time_to_first_token_seconds", "vllm:time_to_first_token_seconds"),
+    "e2e": ("sglang:e2e_request_latency_seconds", "vllm:e2e_request_latency_seconds"),
+}
+
+
+def histogram_sums(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
+    """The latency histograms' ``_sum`` and ``_count`` samples, summed over labels."""
+    names = {n for pair in SERVER_LATENCY.values() for n in pair}
+    out: dict[str, float] = {}
+    for (name, _labels), v in samples.items():
+        base, _, tail = name.rpartition("_")
+        if base in names and tail in ("sum", "count"):
+            out[name] = out.get(name, 0.0) + v
+    return out
+
+
+def latency_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, Any]:
+    """The server's mean TTFT and end-to-end latency over a window (ms), from its histograms'
+    sums and counts before and after, and how many requests each counted."""
+    out: dict[str, Any] = {}
+    for what, names in SERVER_LATENCY.items():
+        for name in names:
+            n = after.get(f"{name}_count", 0.0) - before.get(f"{name}_count", 0.0)
+            if f"{name}_count" in after and n > 0:
+                total = after.get(f"{name}_sum", 0.0) - before.get(f"{name}_sum", 0.0)
+                out[f"{what}_ms_mean"] = total / n * 1e3
+                out[f"{what}_requests"] = int(round(n))
+                break
+    return out
+
+
 SERVER_SPEC_COUNTERS = (
     # vLLM (v1): drafts, draft tokens, accepted tokens, accepted per draft position
     "vllm:spec_decode_num_drafts_total",

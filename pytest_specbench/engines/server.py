@@ -27,7 +27,15 @@ from typing import Any, TypeVar
 from ..inputs import tinymodel
 from ..matrix.cells import EngineGroup
 from .base import CellTimeout, EngineStartError, Request, RequestRecord, run_watched
-from .httpclient import Client, counter_sums, http_call, parse_prometheus, spec_delta
+from .httpclient import (
+    Client,
+    counter_sums,
+    histogram_sums,
+    http_call,
+    latency_delta,
+    parse_prometheus,
+    spec_delta,
+)
 from .sglang import DEFAULTS, EngineCrashed, args_hash, engine_kwargs, failure_report
 
 T = TypeVar("T")
@@ -239,7 +247,10 @@ class _ServerMeter:
 
     def _scrape(self) -> dict[str, float]:
         status, body = self.engine._get("/metrics")
-        return counter_sums(parse_prometheus(body)) if status == 200 else {}
+        if status != 200:
+            return {}
+        samples = parse_prometheus(body)
+        return {**counter_sums(samples), **histogram_sums(samples)}
 
     def start(self) -> None:
         self.before = self._scrape()
@@ -247,6 +258,9 @@ class _ServerMeter:
     def stop(self) -> dict[str, Any]:
         after = self._scrape()
         out: dict[str, Any] = {"server_spec": spec_delta(self.before, after)} if after else {}
+        clock = latency_delta(self.before, after) if after else {}
+        if clock:  # the server's own clock over the timed rounds, beside the client's
+            out["server_latency"] = clock
         if self.engine.flush_note:
             out["prefix_cache"] = self.engine.flush_note
         return out

@@ -111,6 +111,7 @@ class CellRunner:
             energy_j=run.extra.get("energy_j"),
             roofline_tokens_per_s=cp.roofline_tokens_per_s if cp is not None else None,
             server_spec=run.extra.get("server_spec"),
+            server_latency=run.extra.get("server_latency"),
             round_windows=run.round_windows,
             offered_rates=run.extra.get("offered_request_rates") or (),
             one_wave=run.one_wave,

@@ -336,6 +336,7 @@ def cell_metrics(
     energy_j: float | None = None,
     roofline_tokens_per_s: float | None = None,
     server_spec: Mapping[str, Any] | None = None,
+    server_latency: Mapping[str, Any] | None = None,
     round_windows: Sequence[Mapping[str, float] | None] = (),
     one_wave: bool = False,
     offered_rates: Sequence[float] = (),
@@ -415,8 +416,46 @@ def cell_metrics(
             m["accept_rate_by_position"] = list(server_spec["accept_rate_by_position"])
         seen = server_spec.get("requests")
         m["server_exclusive"] = seen is None or seen <= len(records)
+    m.update(server_clock(records, server_latency))
     m["per_request"] = per_request(records)
     return m
+
+
+CLIENT_BOUND_MS = 2.0  # the client read TTFT this much later than the server's clock ...
+CLIENT_BOUND_FRACTION = 0.02  # ... and this much of it: its own event loop held the reading
+
+
+def server_clock(records: Sequence[RequestRecord], server: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The server's mean TTFT and end-to-end latency over the cell's timed rounds (its /metrics
+    histograms, ``httpclient.latency_delta``) beside the client's over the same requests, and
+    ``client_bound`` when the client read TTFT more than 2 ms and 2 % later than the server
+    stamped it. Only when the server counted exactly the cell's requests (else someone else's
+    are in its mean: ``server_latency_exclusive: False``)."""
+    if not server:
+        return {}
+    ok = [r for r in records if not r.error]
+    out: dict[str, Any] = {}
+    for what, client in (
+        ("ttft", [r.ttft_s for r in ok if r.ttft_s is not None]),
+        ("e2e", [r.latency_s for r in ok]),
+    ):
+        mean, n = server.get(f"{what}_ms_mean"), server.get(f"{what}_requests")
+        if mean is None:
+            continue
+        out[f"server_{what}_ms_mean"] = mean
+        if client:
+            out[f"client_{what}_ms_mean"] = sum(client) / len(client) * 1e3
+        if n != len(ok):
+            out["server_latency_exclusive"] = False
+    c, s = out.get("client_ttft_ms_mean"), out.get("server_ttft_ms_mean")
+    if c is not None and s and out.get("server_latency_exclusive") is not False:
+        late = c - s
+        if late > CLIENT_BOUND_MS and late > CLIENT_BOUND_FRACTION * s:
+            out["client_bound"] = (
+                f"the client read TTFT {c:.1f} ms, the server stamped {s:.1f} ms (+{late:.1f} ms, "
+                f"+{late / s:.0%}): the client's event loop, not the server, set that latency"
+            )
+    return out
 
 
 ORACLE_TOLERANCE = 1e-6

@@ -453,6 +453,10 @@ def care_line(doc: dict[str, Any]) -> list[str]:
         ("an outlier round", sum(1 for e in cells if e.get("outlier_rounds"))),
         ("warm-up unsettled", sum(1 for e in cells if e.get("warmup_settled") is False)),
         (
+            "client-bound TTFT (read > 2 ms and 2 % after the server's clock)",
+            sum(1 for e in cells if e.get("client_bound")),
+        ),
+        (
             f"no draft in >= {decide.NO_DRAFT_WARN:.0%} of steps",
             sum(1 for e in cells if (e.get("no_draft_fraction") or 0) >= decide.NO_DRAFT_WARN),
         ),
