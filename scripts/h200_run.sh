@@ -45,6 +45,7 @@
 #              planned eta against measured per cell (etaspec-compare.txt)
 #   resident   benches/gpu/h200-resident.yaml raced (--specbench-race): AR's server resident beside each member's
 #              (AR, its twin, EAGLE3 forced 1-4; c1/c16; KEXPR a -k, NAME the JSON's); residentfull: in full
+#   clock      benches/gpu/h200-clock.yaml: one AR server at c1/c64/c256, the client's TTFT beside the server's histograms
 #   srvresume  benches/gpu/h200-server.yaml resumed from $RESUME (the cells a first run did not reach)
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to dense/workloads.
 set -uo pipefail
@@ -172,6 +173,8 @@ case "$PART" in
   resident)  # benches/gpu/h200-resident.yaml raced, the baseline's server beside each member's
     bench ${NAME:-h200-resident} benches/gpu/h200-resident.yaml --specbench-race --junit-xml "$OUT/h200-resident.xml" \
       -o junit_duration_report=call ${KEXPR:+-k "$KEXPR"} ;;
+  clock)     # the client's TTFT against the server's own histograms
+    bench h200-clock benches/gpu/h200-clock.yaml ;;
   residentfull)  # the same in full
     bench h200-resident-full benches/gpu/h200-resident.yaml --junit-xml "$OUT/h200-resident-full.xml" \
       -o junit_duration_report=call ;;
