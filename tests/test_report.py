@@ -209,14 +209,14 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3}, **{"ngram-c4": {"saturated": True}})))
     assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
     assert "- ngram-c4: tok/s not gated: the new run's cell saturated" in capsys.readouterr().out
-    # every cell disturbed in a run: the gate says it checked no tok/s at all, not a quiet pass
+    # every cell disturbed in a run: the gate checked no tok/s at all, and fails as inconclusive
     everywhere = {c: {"disturbed": "other processes used 60% of the CPU"} for c in cells}
     old.write_text(json.dumps(_run(cells, **everywhere)))
     new.write_text(json.dumps(_run(cells)))
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
-    assert "tok/s gated on 0 of 4 cell(s): NONE, every one was disturbed or saturated in a run" in (
-        capsys.readouterr().out
-    )
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 1
+    said = capsys.readouterr().out
+    assert "tok/s gated on 0 of 4 cell(s): NONE, every one was disturbed or saturated in a run" in said
+    assert "fails as inconclusive (exit 1): run again on a quiet machine" in said
     old.write_text(json.dumps(_run(cells)))
     # undisturbed, the same drop in every round: the interval is [0.867, 0.867], wholly below 0.9
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3})))

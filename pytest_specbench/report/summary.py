@@ -477,4 +477,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     verdict = gate(docs[0], docs[1], args.max_tok_s_drop, args.max_accept_drop)
     if gated:
         print("\n".join(lines(verdict, args.json[0])))
-    return 1 if verdict.regressions else 0
+    return 1 if verdict.regressions or verdict.inconclusive else 0
