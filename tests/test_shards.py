@@ -521,3 +521,26 @@ def test_under_xdist_the_split_is_what_the_workers_collected(project: pytest.Pyt
     empty = json.loads((project.path / "e.json").read_text())
     assert empty["benchmarks"] == [] and empty["specbench"]["shard"]["families"] == []
     assert len(empty["specbench"]["shard"]["split_cells"][0]) == 4
+
+
+def test_raced_shards_merge_every_shards_drops_sentinels_and_drift() -> None:
+    """Each shard's dropped and tuned-out cells, drift sentinels and drift records are the run's:
+    the merge keeps all of them, not the first shard's."""
+    docs = []
+    for i in range(3):
+        d = _doc(i, cells=(f"c{i}",))
+        d["specbench"]["race"] = {
+            "dropped_cells": [{"cell_id": f"lose{i}"}],
+            "tuned_out": [{"cell_id": f"knob{i}", "reason": "tuned out"}],
+            "tuning": {"knob": {"kept": ["knob-d4"]}},
+        }
+        d["specbench"]["sentinels"] = [{"family": f"ar-tp{i}"}]
+        d["specbench"]["drift"] = [{"family": f"ar-tp{i}", "drift": -0.01 * i}]
+        docs.append((f"s{i}.json", d))
+    doc, _ = merge.merge(docs)
+    race = doc["specbench"]["race"]
+    assert [d["cell_id"] for d in race["dropped_cells"]] == ["lose0", "lose1", "lose2"]
+    assert [t["cell_id"] for t in race["tuned_out"]] == ["knob0", "knob1", "knob2"]
+    assert race["tuning"] == {"knob": {"kept": ["knob-d4"]}}
+    assert [s["family"] for s in doc["specbench"]["sentinels"]] == ["ar-tp0", "ar-tp1", "ar-tp2"]
+    assert [r["family"] for r in doc["specbench"]["drift"]] == ["ar-tp0", "ar-tp1", "ar-tp2"]

@@ -22,7 +22,17 @@ from pathlib import Path
 from typing import Any
 
 VERSIONED = ("pytest-specbench", "sglang", "torch", "transformers")
-LISTS = ("engine_groups", "engine_stops", "reference_engines", "failed_cells", "crashed_workers")
+LISTS = (
+    "engine_groups",
+    "engine_stops",
+    "reference_engines",
+    "failed_cells",
+    "crashed_workers",
+    "sentinels",  # each shard's drift sentinels and the drift they read: every family's, not the first's
+    "drift",
+    "hook_failures",
+)
+RACE_LISTS = ("dropped_cells", "tuned_out")  # a raced shard's decisions: every shard's
 
 
 class MergeError(ValueError):
@@ -164,6 +174,18 @@ def merge(docs: Sequence[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], l
     spec["interrupted"] = None
     spec["shard"] = None
     spec["shards"] = []
+    raced = [d["specbench"].get("race") for _, d in docs if isinstance(d["specbench"].get("race"), dict)]
+    if raced:
+        spec["race"] = {k: [x for r in raced for x in r.get(k) or []] for k in RACE_LISTS}
+        spec["race"]["tuning"] = {}
+        for r in raced:
+            for sweep, dec in (r.get("tuning") or {}).items():
+                kept = spec["race"]["tuning"].setdefault(sweep, dec)
+                if kept.get("kept") != dec.get("kept"):
+                    notes.append(
+                        f"tune {sweep}: the shards decided differently "
+                        f"({kept.get('kept')} and {dec.get('kept')})"
+                    )
     commits = set()
     for name, d in docs:
         s = d["specbench"]
