@@ -90,3 +90,25 @@ class Ctx:
         if not all(ch.isalnum() or ch in "._" or ch == "-" for ch in s):
             raise self.err(key, f"{s!r}: names may use letters, digits, '.', '_' and '-' only")
         return s
+
+
+def without_x_keys(value: Any, _copies: dict[int, Any] | None = None) -> Any:
+    """``value`` with every mapping key starting ``x-`` left out, at every level (the Compose
+    convention: a home for YAML anchors, notes). No SGLang argument, variable or matrix key starts
+    with ``x-``. An alias used twice is copied once; a recursive alias stays recursive."""
+    copies = {} if _copies is None else _copies
+    if not isinstance(value, (dict, list)):
+        return value
+    if id(value) in copies:
+        return copies[id(value)]
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        copies[id(value)] = out
+        for k, v in value.items():
+            if not str(k).startswith("x-"):
+                out[k] = without_x_keys(v, copies)
+        return out
+    items: list[Any] = []
+    copies[id(value)] = items
+    items.extend(without_x_keys(v, copies) for v in value)
+    return items
