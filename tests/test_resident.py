@@ -29,13 +29,18 @@ workloads:
 """
 
 
-def test_a_launched_baseline_runs_beside_each_member_and_their_rounds_interleave(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _resident_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripted server launched per group, registered as sglang-server is (resident)."""
     monkeypatch.setenv("FAKE_TTFT_MS", "2")
     monkeypatch.setenv("FAKE_ITL_MS", "1")
     _project(pytester, MATRIX)
     pytester.makeconftest(CONFTEST.replace("gpu=False)", "gpu=False, sentinel=True, resident=True)"))
+
+
+def test_a_launched_baseline_runs_beside_each_member_and_their_rounds_interleave(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _resident_project(pytester, monkeypatch)
     res = pytester.runpytest("benches", "--benchmark-json", "out.json", "--specbench-log-dir", "logs")
     res.assert_outcomes(passed=6)
     doc = json.loads((pytester.path / "out.json").read_text())
@@ -57,10 +62,7 @@ def test_a_launched_baseline_runs_beside_each_member_and_their_rounds_interleave
 def test_under_no_interleave_a_launched_baseline_is_measured_apart_with_its_sentinel(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAKE_TTFT_MS", "2")
-    monkeypatch.setenv("FAKE_ITL_MS", "1")
-    _project(pytester, MATRIX)
-    pytester.makeconftest(CONFTEST.replace("gpu=False)", "gpu=False, sentinel=True, resident=True)"))
+    _resident_project(pytester, monkeypatch)
     res = pytester.runpytest("benches", "--benchmark-json", "out.json", "--specbench-no-interleave")
     res.assert_outcomes(passed=7)  # and the drift sentinel's item
     spec = json.loads((pytester.path / "out.json").read_text())["specbench"]

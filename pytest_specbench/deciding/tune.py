@@ -121,16 +121,8 @@ def against(
 
 
 def _relative(race: Any, shape: tuple[Any, ...], name: str) -> float | None:
-    """A method's point speedup at a shape from the race's entries: over its interleaved
-    baseline, or its tok/s over the baseline cell's."""
-    entries = {e.method: e for e in race.shapes.get(shape, [])}
-    e = entries.get(name)
-    if e is None or not e.point:
-        return None
-    if e.relative:
-        return e.point
-    base = entries.get(race.baselines.get(name) or "")
-    return e.point / base.point if base is not None and base.point else None
+    """A method's point speedup at a shape from the race's entries (Race.standing)."""
+    return race.standing(name, shape)
 
 
 def plan_lines(matrix: Matrix, cells: list[Cell], interleaving: frozenset[str] | None = None) -> list[str]:
