@@ -71,7 +71,7 @@ def test_one_pooled_line_over_two_shapes_with_its_interval() -> None:
         f"a vs b: {(point - 1) * 100:+.1f} % [{(lo - 1) * 100:+.1f} %, {(hi - 1) * 100:+.1f} %]"
     )
     assert "over 2 shapes (per shape x1.11 to x1.21)" in line
-    assert screen.lines(_doc(cells))[0] == line  # first on the screen
+    assert screen.lines(_doc(cells))[0] == line  # first on the screen (short: one line)
 
 
 def test_a_swept_side_is_the_best_of_k_with_its_interval_corrected_for_the_choice() -> None:
@@ -170,4 +170,24 @@ def test_the_embedded_model_prints_the_pooled_line_first_and_the_json_has_it(
         assert f["lo"] < f["ratio"] < f["hi"]
     out = res.stdout.str().splitlines()
     first = out.index(next(ln for ln in out if "specbench summary" in ln)) + 1
-    assert out[first] == screen.clip(pooled.line(f))
+    import textwrap
+
+    wrapped = textwrap.wrap(pooled.line(f), screen.WIDTH, subsequent_indent="    ")
+    assert out[first : first + len(wrapped)] == wrapped
+
+
+def test_merged_shards_pool_over_every_shards_shapes() -> None:
+    from test_shards import _doc as shard_doc
+
+    from pytest_specbench.report import merge
+
+    docs = []
+    for i, c in enumerate(B):
+        d = shard_doc(i, count=2, cells=())
+        d["benchmarks"] = [_cell("b", c, B[c]), _cell("a", c, _times(B[c], R[c]))]
+        d["specbench"]["compare"] = [["a", "b"]]
+        d["specbench"]["compare_pooled"] = pooled.figures(d)  # each shard's own: one shape
+        docs.append((f"s{i}.json", d))
+    doc, _ = merge.merge(docs)
+    (f,) = doc["specbench"]["compare_pooled"]
+    assert f["shapes"] == 2 and f["ratio"] == pytest.approx(_expected(R, 1)[0], rel=1e-9)

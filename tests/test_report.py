@@ -155,12 +155,15 @@ def test_cells_that_measured_other_work_are_not_compared(
     old.write_text(json.dumps(doc(4, 2, 500.0)))
     new.write_text(json.dumps(doc(3, 3, 400.0)))
     same.write_text(json.dumps(doc(6, 3, 400.0)))  # 2 per round, as old: compared
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.05"]) == 0
+    # the only cell did other work: nothing was gated on tok/s, the gate is inconclusive (exit 1)
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.05"]) == 1
     assert capsys.readouterr().out.splitlines()[2:] == [
         "| ar-tp1-c1-out256 | 500.0 | 400.0 | other work | - | - |",
         "- `ar-tp1-c1-out256` measured other work in the two runs (requests per round 2 -> 1): not compared",
         "",
         f"0 regression(s) against {old}",
+        "INCONCLUSIVE (exit 1): tok/s gated on no cell (1 did other work, 0 were unreliable); the gate "
+        "checked nothing it was asked to",
     ]
     assert main([str(old), str(same), "--max-tok-s-drop", "0.05"]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
@@ -215,6 +218,7 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
     new.write_text(json.dumps(_run(cells)))
     assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 1
     said = capsys.readouterr().out
+    assert said.splitlines()[-1].startswith("INCONCLUSIVE (exit 1): tok/s gated on no cell")
     assert "tok/s gated on 0 of 4 cell(s): NONE, every one was disturbed or saturated in a run" in said
     assert "fails as inconclusive (exit 1): run again on a quiet machine" in said
     old.write_text(json.dumps(_run(cells)))

@@ -60,12 +60,15 @@ class Gate:
     not_separated: list[str] = field(default_factory=list)  # below the limit, the interval reaches it
     tok_s_cells: int = 0  # cells whose tok/s was put to the gate (gated or found unreliable)
     tok_s_ungated: int = 0  # of those, the ones disturbed or saturated in a run (in unreliable)
+    tok_s_asked: bool = False  # --max-tok-s-drop was given
+    other_work: int = 0  # cells not compared: the two runs' cells did different work
 
     @property
     def inconclusive(self) -> bool:
-        """tok/s was asked for and no cell could be gated on it: the gate checked nothing it was
-        asked to, which a CI must not read as a pass (exit 1, like a regression)."""
-        return self.tok_s_cells > 0 and self.tok_s_ungated == self.tok_s_cells
+        """tok/s was asked for and no cell could be gated on it (every one unreliable, or every
+        one other work): the gate checked nothing it was asked to, which a CI must not read as a
+        pass (exit 1, like a regression)."""
+        return self.tok_s_asked and self.tok_s_ungated == self.tok_s_cells and not self.regressions
 
 
 def _rates(b: dict[str, Any]) -> list[float]:
@@ -130,7 +133,7 @@ def gate(
     when the new/old interval lies wholly below 1 - ``max_tok_s_drop``, and gets no verdict when
     either side was disturbed or saturated; the acceptance length (counted, not timed) fails below
     old x (1 - ``max_accept_drop``). A cell OLD ran only in part (dropped by a race) is left out."""
-    out = Gate()
+    out = Gate(tok_s_asked=max_tok_s_drop is not None)
     if max_tok_s_drop is None and max_accept_drop is None:
         return out
     a = {b["param"]: b for b in old.get("benchmarks", [])}
@@ -152,6 +155,7 @@ def gate(
             out.regressions.append(f"{cell}: measured in the old run, absent from the new one{why}")
             continue
         if cell in changed:
+            out.other_work += 1
             continue
         bb = b_[cell]
         if _dropped(bb["extra_info"]):
@@ -208,4 +212,12 @@ def lines(g: Gate, old_name: str) -> list[str]:
             )
         )
     out.append(f"\n{len(g.regressions)} regression(s) against {old_name}" + (":" if g.regressions else ""))
-    return out + [f"- {x}" for x in g.regressions]
+    out += [f"- {x}" for x in g.regressions]
+    if g.inconclusive:
+        why = (
+            f"tok/s gated on no cell ({g.other_work} did other work, {g.tok_s_ungated} were unreliable)"
+            if g.other_work or not g.tok_s_cells
+            else "tok/s gated on no cell"
+        )
+        out.append(f"INCONCLUSIVE (exit 1): {why}; the gate checked nothing it was asked to")
+    return out

@@ -227,6 +227,10 @@ def merge(docs: Sequence[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], l
     if len(commits - {None}) > 1:
         notes.append(f"the shards ran different commits: {', '.join(sorted(c for c in commits if c))}")
     out["datetime"] = max(str(d.get("datetime") or "") for _, d in docs) or out.get("datetime")
+    if "compare_pooled" in spec:  # pooled over every shard's shapes, not the first shard's
+        from .pooled import figures
+
+        spec["compare_pooled"] = figures(out)
     return out, notes
 
 

@@ -453,7 +453,8 @@ def server_clock(records: Sequence[RequestRecord], server: Mapping[str, Any] | N
         if late > CLIENT_BOUND_MS and late > CLIENT_BOUND_FRACTION * s:
             out["client_bound"] = (
                 f"the client read TTFT {c:.1f} ms, the server stamped {s:.1f} ms (+{late:.1f} ms, "
-                f"+{late / s:.0%}): the client's event loop, not the server, set that latency"
+                f"+{late / s:.0%}): the client (its event loop, or the way to the server), not the "
+                "server, set that part of the latency"
             )
     return out
 

@@ -497,9 +497,12 @@ def lines(doc: dict[str, Any], json_path: str | None = None, facts: Iterable[str
     for section in SECTIONS:
         rest += section(doc)
     facts, commands = list(facts), pointers(json_path)
+    import textwrap
+
     from .pooled import screen_lines
 
-    head = screen_lines(doc)  # the sentence first: each compare pair pooled over its shapes
+    # the sentence first, wrapped (never cut: its setting and what it left out are part of it)
+    head = [w for ln in screen_lines(doc) for w in textwrap.wrap(ln, WIDTH, subsequent_indent="    ")]
     budget = SCREEN_LINES - len(head) - len(rest) - len(facts) - 3
     out = [clip(ln) for ln in one_line(head + decisions(doc, budget) + rest)]
     # the facts come clipped as they need (a command in them is never cut), the pointers whole: a
