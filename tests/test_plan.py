@@ -375,3 +375,27 @@ def test_plan_matches_sglang_on_the_27b_hybrid_and_caps_running_requests(tmp_pat
         p.groups["ar-tp1"].error
     )
     assert not p.cells["ar-tp1-c32-out64"].feasible
+
+
+def test_an_include_entrys_context_length_is_what_the_plan_checks_at_its_tp(tmp_path: Path) -> None:
+    """The engine at TP1 starts with context_length 32768 (an include entry): a 100k prompt there
+    cannot run, and the plan skips it before any engine starts; TP4 has no cap."""
+    _matrix(tmp_path, QWEN3_8B, [1], [3000], [1])  # writes the model's config.json
+    doc = {
+        "models": {"m": {"path": str(tmp_path / "model"), "load_format": "dummy"}},
+        "methods": {"ar": {"backend": "sglang", "model": "m"}},
+        "tp": [1, 4],
+        "workloads": {
+            "long_context": {"context_tokens": [100000], "concurrency": [1], "output_tokens": [256]}
+        },
+        "include": [{"tp": 1, "engine_args": {"context_length": 32768}}],
+    }
+    m = parse(doc, str(tmp_path / "m.yaml"))
+    p = plan.make_plan(m.cells(), plan.GPUBudget(141 * GiB, 4.8e12))
+    by_tp = {c.tp: c for c in m.cells()}
+    why = p.skip_reason(by_tp[1])
+    assert why is not None and "needs 100256 tokens of context (100000 prompt + 256 output)" in why
+    said = "methods.ar.engine_args.context_length (its own or an include entry's for TP1) starts the engine"
+    assert f"{said} with 32768" in why
+    assert "engine_args.context_length" not in str(p.skip_reason(by_tp[4]))
+    assert p.groups["ar-tp1"].context_length == 32768

@@ -58,16 +58,25 @@ class EngineContext:
     override: bool  # length > native: max_position_embeddings overridden
 
 
+def _engine_arg_context(method: Any) -> int | None:
+    """``context_length`` among a method's engine args (its own, or an include entry's for its
+    TP): what the engine is started with, whatever the model says."""
+    v = dict(method.engine_args).get("context_length")
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+
 def engine_context(group: EngineGroup) -> EngineContext:
-    """The context length an engine gets: the model's cap from the YAML when set, else what
-    its cells need, overriding max_position_embeddings when that is more than the config's."""
+    """The context length an engine gets: engine_args' context_length (an include entry's for the
+    group's TP too) or the model's cap from the YAML when set, else what its cells need,
+    overriding max_position_embeddings when that is more than the config's."""
     m = group.method.model
     try:
         native = model_shape(m).max_position
     except Unsupported:
         native = None
-    if m.context_length:
-        return EngineContext(m.context_length, native, bool(native and m.context_length > native))
+    cap = _engine_arg_context(group.method) or m.context_length
+    if cap:
+        return EngineContext(cap, native, bool(native and cap > native))
     need = group.context_needed
     if native and need > native:
         return EngineContext(need, native, True)
@@ -77,6 +86,13 @@ def engine_context(group: EngineGroup) -> EngineContext:
 def context_reason(cell: Cell) -> str | None:
     m = cell.method.model
     need = cell.context_tokens + cell.output_tokens
+    given = _engine_arg_context(cell.method)
+    if given and need > given:
+        return (
+            f"needs {need} tokens of context ({cell.context_tokens} prompt + {cell.output_tokens} output); "
+            f"methods.{cell.method.sweep or cell.method.name}.engine_args.context_length (its own or an "
+            f"include entry's for TP{cell.tp}) starts the engine with {given}"
+        )
     if m.context_length and need > m.context_length:
         return (
             f"needs {need} tokens of context ({cell.context_tokens} prompt + {cell.output_tokens} output); "
