@@ -67,6 +67,24 @@ def test_seed_experiment_collects_and_plans(pytester: pytest.Pytester) -> None:
     )
     out = res.stdout.str()
     assert "long_context-ar-tp1-c1-ctx100k" not in out and "long_context-ar-tp4-c1-ctx100k-out256" in out
+    # GPU 0's live service: the plan says how long the hooks keep it stopped in the packed schedule
+    on8 = pytester.runpytest(
+        *args,
+        "--specbench-plan",
+        "--specbench-gpu",
+        "RTX PRO 6000",
+        "--specbench-gpus",
+        "0,1,2,3,4,5,6,7",
+        "-n",
+        "8",
+    )
+    on8.stdout.fnmatch_lines(
+        [
+            "hooks: after_group, before_group around 24 group(s) of the schedule (docs/matrix.md)",
+            "  GPU 0: 16 hooked group(s) between 0:00 and *: a service their hooks stop while they hold "
+            "GPU 0 is down * min of those * min",
+        ]
+    )
     # the 100k cells: long_context 8 methods x 3 concurrencies x TP4/TP8 = 48, ttft 8 x 2 = 16 (376
     # items: 370 cells, 3 drift sentinels, 3 bench functions without cells)
     sel = pytester.runpytest(*args, "--collect-only", "-q", "-k", ":ctx100k:")

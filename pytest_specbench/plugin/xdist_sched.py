@@ -241,7 +241,36 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
             f"  (CPU groups are packed as if each worker had its own cores; this machine has {cores}: "
             f"{k} workers running the CPU backend slow each other, and their measurements with them)",
         )
-    return sched, lines + fj.lines()
+    return sched, lines + fj.lines() + hook_windows(st, sched)
+
+
+def hook_windows(st: SpecbenchState, sched: Any) -> list[str]:
+    """The plan's lines for the matrix's group hooks: which groups run them, and per GPU of the
+    packed schedule the window from the first hooked group's start there to the last one's end
+    (a service a hook stops for the groups that lease that GPU is down that long, at most)."""
+    if st.matrix is None or sched is None:
+        return []
+    hooked = {g.id: dict(g.method.hooks) for g in st.matrix.groups() if g.method.hooks}
+    slots = [s for s in sched.slots if s.group in hooked]
+    if not slots:
+        return []
+    kinds = sorted({k for h in hooked.values() for k in h})
+    out = [f"hooks: {', '.join(kinds)} around {len(slots)} group(s) of the schedule (docs/matrix.md)"]
+    per_gpu: dict[int, list[Any]] = {}
+    for sl in slots:
+        for g in sl.gpus:
+            per_gpu.setdefault(g, []).append(sl)
+    for g in sorted(per_gpu):
+        mine = per_gpu[g]
+        first, last = min(x.start_s for x in mine), max(x.end_s for x in mine)
+        held = sum(x.end_s - x.start_s for x in mine)
+        out.append(
+            f"  GPU {g}: {len(mine)} hooked group(s) between {schedule.clock(first)} and "
+            f"{schedule.clock(last)}: "
+            f"a service their hooks stop while they hold GPU {g} is down {held / 60:.1f} min of those "
+            f"{(last - first) / 60:.1f} min"
+        )
+    return out
 
 
 # ------------------------------------------------------------------------------ xdist
