@@ -13,8 +13,36 @@ from .pareto import never_ranked
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Paired comparison of two JSON entries of one shape (paired.compare): a over b."""
-    return _compare(as_result(a), as_result(b))
+    """Paired comparison of two JSON entries of one shape (paired.compare): a over b, its
+    interval read at the looks either cell's rounds were chosen at, and its verdict withheld as
+    the run's own are where the two were measured apart inside a family's drift (drift.py)."""
+    return drift_withheld(_compare(as_result(a), as_result(b)), a, b)
+
+
+def drift_withheld(c: dict[str, Any], a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """``c`` with its verdict withheld when the two cells were measured apart (not interleaved)
+    and either sits in a family whose sentinel read a drift the verdict is not clear of: the
+    rule the run applies to each cell's verdict against its baseline (drift.apply)."""
+    import math
+
+    from . import drift
+
+    v = c.get("speedup_verdict")
+    if c.get("speedup_pairing") == "interleaved" or v not in drift.VERDICTS:
+        return c
+    drifts = [
+        d
+        for d in ((x.get("extra_info") or {}).get("speedup_drift") for x in (a, b))
+        if isinstance(d, dict) and d.get("drift") is not None and d["drift"] > -1
+    ]
+    if not drifts:
+        return c
+    d = max(drifts, key=lambda d: abs(math.log(1 + d["drift"])))
+    why = drift._not_clear(c, abs(math.log(1 + d["drift"])), v)
+    if not why:
+        return c
+    said = f"no verdict: {why} of the drift its family {d['family']} measured ({d['drift']:+.1%})"
+    return {**c, "speedup_verdict_before_drift": v, "speedup_verdict": said}
 
 
 def as_result(b: dict[str, Any]) -> dict[str, Any]:
