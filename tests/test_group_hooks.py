@@ -146,7 +146,7 @@ def test_a_failing_after_group_hook_fails_the_run_and_says_what_may_be_left_stop
     m = (project.path / "benches" / "specbench.yaml").read_text()
     (project.path / "benches" / "specbench.yaml").write_text(
         m.replace(
-            "after_group: 'echo \"start $SPECBENCH_GROUP ok=$SPECBENCH_GROUP_OK\" >> ",
+            'after_group: \'echo "start $SPECBENCH_GROUP ok=$SPECBENCH_GROUP_OK" >> ',
             "after_group: 'echo restarting the service failed; exit 3; echo ",
         )
     )
@@ -154,11 +154,18 @@ def test_a_failing_after_group_hook_fails_the_run_and_says_what_may_be_left_stop
     assert res.ret == pytest.ExitCode.TESTS_FAILED
     res.stdout.fnmatch_lines(
         [
-            "*ar-tp2: after_group hook `echo restarting the service failed; exit 3; *` failed "
-            "(exit status 3): "
-            "restarting the service failed; log: *; may be left stopped: whatever its before_group hook "
-            "stopped (that hook ran)*"
+            "HOOKS FAILED: 2 (the run failed; what they were to restore may be left stopped):",
+            "  ar-tp2: after_group hook `echo restarting the service failed; exit 3; *",
         ]
+    )
+    said = " ".join(ln.strip() for ln in res.stdout.lines)
+    assert "failed (exit status 3): restarting the service failed; log: " in said
+    assert "may be left stopped: whatever its before_group hook stopped (that hook ran)" in said
+    # the report of the JSON says the same
+    from pytest_specbench.report import screen
+
+    assert screen.hook_view(json.loads((project.path / "out.json").read_text()))[0].startswith(
+        "HOOKS FAILED: 2"
     )
     doc = json.loads((project.path / "out.json").read_text())
     failures = doc["specbench"]["hook_failures"]

@@ -12,66 +12,23 @@ A new reason to withhold adds one entry to ``REASONS``; a new section one functi
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import breakeven, decide
 from .mdtext import one_line
-
-WIDTH = 160  # no line of the screen is longer
-SCREEN_LINES = 42  # the decided shapes get what the other sections leave of this
-MIN_SHAPE_LINES = 6  # ... and at least this many (header included)
-MAX_WRAPPED = 3  # lines of one grouped list (shapes, cells) before "... and N more"
-MAX_VIEW_LINES = 4  # per extra view (break-even, the matrix's compare pairs, failed cells)
-
-
-def clip(line: str, width: int = WIDTH) -> str:
-    """``line`` on one line of at most ``width`` characters ("..." where it was cut)."""
-    text = str(line)
-    indent = text[: len(text) - len(text.lstrip(" "))]
-    line = indent + " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3].rstrip() + "..."
-
-
-def wrap(
-    head: str, items: Iterable[str], width: int = WIDTH, indent: str = "    ", max_lines: int = MAX_WRAPPED
-) -> list[str]:
-    """``head`` then ``items`` joined by ", ", continued on indented lines of at most ``width``;
-    past ``max_lines`` lines the rest is counted ("... and 12 more")."""
-    items = list(items)
-    out, line = [], head
-    for i, item in enumerate(items):
-        piece = ("" if i == 0 else ", ") + item
-        if len(line) + len(piece) > width and line.strip():
-            if len(out) + 1 == max_lines:  # the last line: what is left, counted
-                line += f", ... and {len(items) - i} more"
-                if len(line) > width:
-                    line = line[: width - 3] + "..."
-                break
-            out.append(line + ("," if i else ""))
-            line, piece = indent, item
-        line += piece
-    out.append(line)
-    return [clip(ln, width) for ln in out]
-
-
-def short_verdict(v: Any) -> str:
-    """A comparison's verdict without its details: "no verdict: the cell was disturbed (other
-    processes ...: python (pid 1): 3 s)" -> "no verdict (disturbed)"; the details are the report's."""
-    v = str(v or "")
-    if v.startswith("no verdict"):
-        for word, kind in (("drift", "drift"), ("saturated", "saturated"), ("disturbed", "disturbed")):
-            if word in v:
-                return f"no verdict ({kind})"
-        return "no verdict (withheld)"
-    if v.startswith("unpaired"):
-        return "unpaired (different requests)"
-    return v.split(" (", 1)[0]
-
-
-def withheld(v: Any) -> bool:
-    return str(v or "").startswith(("no verdict", "unpaired"))
+from .screen_text import (  # noqa: F401
+    MAX_VIEW_LINES,
+    MAX_WRAPPED,
+    MIN_SHAPE_LINES,
+    SCREEN_LINES,
+    WIDTH,
+    clip,
+    short_verdict,
+    withheld,
+    wrap,
+)
+from .withheld import care_line, hook_view, withheld_counts, withheld_lines  # noqa: F401
 
 
 def _x(c: dict[str, Any]) -> str:
@@ -274,197 +231,6 @@ def drift_view(doc: dict[str, Any]) -> list[str]:
     return [clip(ln) for ln in got]
 
 
-# ------------------------------------------------------------------- withheld, counted, once each
-
-Entry = dict[str, Any]
-
-
-def _cells(doc: dict[str, Any]) -> list[Entry]:
-    return list(doc.get("benchmarks") or [])
-
-
-def _disturbed(doc: dict[str, Any]) -> list[str]:
-    return [b["param"] for b in _cells(doc) if b["extra_info"].get("disturbed")]
-
-
-def _saturated(doc: dict[str, Any]) -> list[str]:
-    return [b["param"] for b in _cells(doc) if b["extra_info"].get("saturated")]
-
-
-def _forced(doc: dict[str, Any]) -> list[str]:
-    return [b["param"] for b in _cells(doc) if b["extra_info"].get("accept_forced") is not None]
-
-
-def _dropped(doc: dict[str, Any]) -> list[str]:
-    """Cells out of the race: in benchmarks marked dropped, or kept apart under specbench.race."""
-    ids = [b["param"] for b in _cells(doc) if (b["extra_info"].get("race") or {}).get("status") == "dropped"]
-    race = (doc.get("specbench") or {}).get("race") or {}
-    ids += [str(d.get("cell_id")) for d in race.get("dropped_cells") or () if isinstance(d, dict)]
-    return list(dict.fromkeys(ids))
-
-
-def _tuned_out(doc: dict[str, Any]) -> list[str]:
-    """Settings of a tuned sweep not carried past its deciding cells (never run)."""
-    race = (doc.get("specbench") or {}).get("race") or {}
-    return [str(t.get("cell_id")) for t in race.get("tuned_out") or () if isinstance(t, dict)]
-
-
-def dropped_lines(doc: dict[str, Any]) -> list[str]:
-    """One line per cell out of the race (at most MAX_VIEW_LINES): whom it lost to, by how much."""
-    race = (doc.get("specbench") or {}).get("race") or {}
-    cells = [(b["param"], b["extra_info"]) for b in _cells(doc) if b["param"] in _dropped(doc)]
-    cells += [(str(d.get("cell_id")), d.get("extra_info") or {}) for d in race.get("dropped_cells") or ()]
-    out, seen = [], set()
-    for cell, e in cells:
-        info = e.get("race") or {}
-        if cell in seen:
-            continue
-        seen.add(cell)
-        try:
-            why = (
-                f"lost to {info['lost_to']} by x{info['ratio']:.3f} [{info['lo']:.3f}, {info['hi']:.3f}] "
-                f"at shape {info.get('shape')}"
-            )
-        except (KeyError, TypeError, ValueError):
-            why = "lost"
-        ran = e.get("rounds_run")
-        out.append(clip(f"    {cell}: out of the race: {why}" + ("" if ran else " (not run)")))
-    if len(out) > MAX_VIEW_LINES:
-        out = out[:MAX_VIEW_LINES] + [f"    ... and {len(out) - MAX_VIEW_LINES} more (the report lists each)"]
-    return out
-
-
-def _drift(doc: dict[str, Any]) -> list[str]:
-    ids = [c for rec in (doc.get("specbench") or {}).get("drift") or () for c in rec.get("withheld") or ()]
-    ids += [
-        b["param"]
-        for b in _cells(doc)
-        if "drift" in str(b["extra_info"].get("speedup_verdict") or "")
-        and withheld(b["extra_info"].get("speedup_verdict"))
-    ]
-    return list(dict.fromkeys(ids))
-
-
-def _failed(doc: dict[str, Any]) -> list[str]:
-    fs = (doc.get("specbench") or {}).get("failed_cells") or []
-    return [str(f.get("cell") or "?") if isinstance(f, dict) else "?" for f in fs]
-
-
-def _missing(doc: dict[str, Any]) -> list[str]:
-    ms = (doc.get("specbench") or {}).get("missing_cells") or []
-    return [str(m.get("cell") or "?") if isinstance(m, dict) else "?" for m in ms]
-
-
-_SHARE = re.compile(r"took (\d+(?:\.\d+)?)\s*%")
-_PROC = re.compile(r"(?:^|, |\): )([^,;()]+?) \(pid (\d+)\)")
-
-
-def disturbed_detail(doc: dict[str, Any]) -> str:
-    """The disturbances in one clause: the range of the share other processes took, and the
-    processes named most often (each once, with the number of cells it disturbed)."""
-    texts = [str(b["extra_info"]["disturbed"]) for b in _cells(doc) if b["extra_info"].get("disturbed")]
-    shares = [float(m.group(1)) for t in texts for m in [_SHARE.search(t)] if m]
-    seen: dict[str, int] = {}
-    for t in texts:
-        for name in dict.fromkeys(f"{m.group(1).strip()} (pid {m.group(2)})" for m in _PROC.finditer(t)):
-            seen[name] = seen.get(name, 0) + 1
-    out = []
-    if shares:
-        lo, hi = min(shares), max(shares)
-        out.append(f"other processes took {lo:.0f}" + (f"-{hi:.0f}" if hi != lo else "") + "% of the cores")
-    if seen:
-        named = ""  # the processes named most often, as many as fit the line
-        for n, k in sorted(seen.items(), key=lambda kv: -kv[1]):
-            more = f"{', ' if named else ''}{n} in {k}"
-            if len(named) + len(more) > 60:
-                break
-            named += more
-        if named:
-            out.append(f"most: {named} cells")
-    return "; ".join(out)
-
-
-def failed_lines(doc: dict[str, Any]) -> list[str]:
-    """One line per failed cell (at most MAX_VIEW_LINES): the cell, its phase and the error's head."""
-    from .gate import failure_headline
-
-    fs = [f for f in (doc.get("specbench") or {}).get("failed_cells") or [] if isinstance(f, dict)]
-    out = [
-        clip(f"    {f.get('cell') or '?'} ({f.get('phase') or '?'}): {failure_headline(f) or 'no error'}")
-        for f in fs[:MAX_VIEW_LINES]
-    ]
-    if len(fs) > MAX_VIEW_LINES:
-        out.append(f"    ... and {len(fs) - MAX_VIEW_LINES} more (the report lists each)")
-    return out
-
-
-# (name, cells, what it means, extra detail or None): the withheld and never-ranked cells, by reason
-REASONS: list[
-    tuple[str, Callable[[dict[str, Any]], list[str]], str, Callable[[dict[str, Any]], str] | None]
-] = [
-    ("disturbed", _disturbed, "no verdict on their rounds", disturbed_detail),
-    ("saturated", _saturated, "open loop did not keep up: no verdict", None),
-    ("forced (never ranked)", _forced, "a set accept length measures a verify step's cost", None),
-    ("out of the race", _dropped, "lost to a shape's leader; never ranked or a baseline", None),
-    ("tuned out", _tuned_out, "a sweep's setting not carried past its deciding cells; not run", None),
-    ("drift-withheld", _drift, "verdict not clear of its family's drift (the drift lines above)", None),
-    ("failed", _failed, "measured nothing", None),
-    ("missing", _missing, "not in any merged shard", None),
-]
-
-
-def withheld_counts(doc: dict[str, Any]) -> dict[str, list[str]]:
-    """Reason -> the cells it covers (REASONS' order; every reason, empty or not)."""
-    return {name: cells(doc) for name, cells, _, _ in REASONS}
-
-
-def withheld_lines(doc: dict[str, Any]) -> list[str]:
-    counts = withheld_counts(doc)
-    out = [clip("withheld or never ranked: " + ", ".join(f"{k} {len(v)}" for k, v in counts.items()))]
-    for name, _, means, detail in REASONS:
-        ids = counts[name]
-        if not ids:
-            continue
-        extra = detail(doc) if detail else ""
-        head = f"  {name} {len(ids)} ({means})" + (f": {extra}" if extra else "")
-        if name == "failed":
-            out += [clip(head + ":"), *failed_lines(doc)]
-        elif name == "out of the race":
-            out += [clip(head + ":"), *dropped_lines(doc)]
-        elif name in ("disturbed", "forced (never ranked)", "drift-withheld") or len(ids) > 6:
-            out.append(clip(head))  # many cells: named in the full report, not here
-        else:
-            out += wrap(head + (", " if extra else ": "), ids)
-    return out
-
-
-# ------------------------------------------------------------ what needs care, counted in one line
-
-
-def care_line(doc: dict[str, Any]) -> list[str]:
-    """Counts of decide.warnings' kinds (noisy rounds, outlier rounds, unsettled warm-ups, cells
-    that often proposed no draft), one line; each is detailed in the full report."""
-    cells = [b["extra_info"] for b in _cells(doc)]
-    kinds = [
-        (
-            f"rounds CV > {decide.CV_WARN:.0%}",
-            sum(1 for e in cells if (e.get("rounds_cv") or 0) > decide.CV_WARN),
-        ),
-        ("an outlier round", sum(1 for e in cells if e.get("outlier_rounds"))),
-        ("warm-up unsettled", sum(1 for e in cells if e.get("warmup_settled") is False)),
-        (
-            "client-bound TTFT (read > 2 ms and 2 % after the server's clock)",
-            sum(1 for e in cells if e.get("client_bound")),
-        ),
-        (
-            f"no draft in >= {decide.NO_DRAFT_WARN:.0%} of steps",
-            sum(1 for e in cells if (e.get("no_draft_fraction") or 0) >= decide.NO_DRAFT_WARN),
-        ),
-    ]
-    said = [f"{what} in {n} cells" for what, n in kinds if n]
-    return [clip("care: " + "; ".join(said))] if said else []
-
-
 # ---------------------------------------------------------------------------------- pointers
 
 
@@ -481,6 +247,7 @@ def pointers(json_path: str | None) -> list[str]:
 
 
 SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [  # after the decisions, in this order
+    hook_view,
     forced_view,
     compare_view,
     drift_view,
