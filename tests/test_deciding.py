@@ -235,7 +235,7 @@ def test_five_equal_methods_give_a_false_verdict_or_drop_in_at_most_5_percent_of
     assert shapes_wrong / runs <= 0.05, shapes_wrong
 
 
-def _tuned_matrix(keep: int) -> Any:
+def _tuned_matrix(keep: int, at: dict[str, Any] | None = None) -> Any:
     doc = {
         "models": {"m": "embedded:tiny"},
         "methods": {
@@ -244,7 +244,7 @@ def _tuned_matrix(keep: int) -> Any:
                 "backend": "hf",
                 "model": "m",
                 "speculative": {"algorithm": "ngram", "num_draft_tokens": [1, 2, 3, 4]},
-                "tune": {"at": {"concurrency": 1}, "keep": keep},
+                "tune": {"at": at or {"concurrency": 1}, "keep": keep},
             },
         },
         "workloads": {"throughput": {"concurrency": [1, 4], "output_tokens": [8], "rounds": 6, "warmup": 0}},
@@ -288,21 +288,8 @@ def test_tuning_tunes_out_a_setting_only_when_separated_from_the_best() -> None:
 def test_a_tune_at_that_matches_no_cell_is_refused_before_anything_starts() -> None:
     from pytest_specbench.matrix.checks import MatrixError
 
-    doc = {
-        "models": {"m": "embedded:tiny"},
-        "methods": {
-            "ar": {"backend": "hf", "model": "m"},
-            "knob": {
-                "backend": "hf",
-                "model": "m",
-                "speculative": {"algorithm": "ngram", "num_draft_tokens": [1, 2]},
-                "tune": {"at": {"tp": 8}, "keep": 1},
-            },
-        },
-        "workloads": {"throughput": {"concurrency": [1], "output_tokens": [8]}},
-    }
     with pytest.raises(
         MatrixError,
         match=r"m.yaml: methods.knob.tune.at: tp=8 matches none of its cells \(its cells have tp: 1\)",
     ):
-        parse(doc, "m.yaml")
+        _tuned_matrix(keep=1, at={"tp": 8})

@@ -11,6 +11,16 @@ from pytest_specbench.matrix.schema import load
 
 ROOT = Path(__file__).parent.parent
 SEED = ROOT / "benches" / "examples" / "seed-experiment.yaml"
+# the seed's machine: planned on 8 x RTX PRO 6000, one worker per GPU
+PLAN_ON_8 = (
+    "--specbench-plan",
+    "--specbench-gpu",
+    "RTX PRO 6000",
+    "--specbench-gpus",
+    "0,1,2,3,4,5,6,7",
+    "-n",
+    "8",
+)
 
 
 def test_seed_experiment_cells_by_hand() -> None:
@@ -68,16 +78,7 @@ def test_seed_experiment_collects_and_plans(pytester: pytest.Pytester) -> None:
     out = res.stdout.str()
     assert "long_context-ar-tp1-c1-ctx100k" not in out and "long_context-ar-tp4-c1-ctx100k-out256" in out
     # GPU 0's live service: the plan says how long the hooks keep it stopped in the packed schedule
-    on8 = pytester.runpytest(
-        *args,
-        "--specbench-plan",
-        "--specbench-gpu",
-        "RTX PRO 6000",
-        "--specbench-gpus",
-        "0,1,2,3,4,5,6,7",
-        "-n",
-        "8",
-    )
+    on8 = pytester.runpytest(*args, *PLAN_ON_8)
     on8.stdout.fnmatch_lines(
         [
             "hooks: after_group, before_group around 24 group(s) of the schedule (docs/matrix.md)",
@@ -101,13 +102,7 @@ def test_the_shard_split_packs_drift_families_as_the_schedule_does(pytester: pyt
 
     res = pytester.runpytest(
         *_seed_args(pytester),
-        "--specbench-plan",
-        "--specbench-gpu",
-        "RTX PRO 6000",
-        "--specbench-gpus",
-        "0,1,2,3,4,5,6,7",
-        "-n",
-        "8",
+        *PLAN_ON_8,
         "--specbench-shards",
         "2",
     )

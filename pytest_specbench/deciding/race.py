@@ -3,7 +3,7 @@ swept method's settings tuned on the cells its ``tune`` names before the rest ru
 
 A ``Race`` per process; under -n every worker's and the controller's read and write one decision
 state (``store.Store``), so a drop decided on one GPU set skips the cells queued on another. Per
-cell it gives the rounds rule (``rule``: looks from min(rounds, 3) to the cap, stopping when
+cell it gives the rounds rule (``rule``: looks from ``first_look`` to the cap, stopping when
 settled, and, for a method that races, its interval against the shape's leader after every look,
 each at 5 % / the shape's family of racing methods); it records each measured cell (``record``),
 keeps the cells dropped or tuned out with why (``dropped``, ``tuned_out``, in the JSON under
@@ -252,9 +252,10 @@ class Race:
 
     def rule(self, cell: Cell) -> Rule:
         w = cell.workload
+        first = min(first_look(w.round_cap), w.rounds)
         if not self.races(cell):
-            return Rule(Looks(min(first_look(w.round_cap), w.rounds), w.round_cap))
-        looks = Looks(min(first_look(w.round_cap), w.rounds), w.round_cap, self.family(cell))
+            return Rule(Looks(first, w.round_cap))
+        looks = Looks(first, w.round_cap, self.family(cell))
 
         def race(own: list[float], ref: list[float] | None, closed: bool, lk: Looks) -> Any:
             self._seen[cell.id] = (speeds_of(own, ref, closed), ref is not None)
@@ -267,12 +268,6 @@ class Race:
         dropped, in its pool, with a verdict), in the same units; with an interleaved baseline,
         the baseline itself (1.0 every round) is in the running."""
         self.sync()
-        return self._leader(cell, relative)
-
-    def _leader(self, cell: Cell, relative: bool) -> Entry | None:
-        """The fastest cell measured so far at ``cell``'s shape that may lead (not dropped, in its
-        pool, with a verdict), in the same units; with an interleaved baseline, the baseline
-        itself (1.0 every round) is in the running."""
         shape = paired.axes(cell.params())
         rivals = [
             e
@@ -346,14 +341,10 @@ class Race:
             return out_text(cell.id, info)
         # the speeds the race read while the cell ran (a cell that does not race: from its result)
         speeds, relative = self._seen.pop(cell.id, None) or _result_speeds(result)
-        m = result["metrics"]
-        ref = m.get("reference") or {}
-        can_lead = (
-            self.races(cell)
-            and paired.no_verdict_reason(m, "the cell") is None
-            and not ref.get("errors")
-            and not ref.get("saturated")
-        ) or self.baselines.get(cell.method.name) == cell.method.name
+        # a cell with a verdict may lead (the baseline always: its own cell is its 1.0)
+        can_lead = (self.races(cell) and why is None) or self.baselines.get(
+            cell.method.name
+        ) == cell.method.name
         looks = Looks.of(result.get("extra_info"))
         self._emit(
             {

@@ -1,8 +1,9 @@
 """Tuning a swept method the way one tunes by hand (``tune: {at: {...}, keep: K}``, under
 ``--specbench-race``): its cells matching ``at`` run first; once they have, its settings are ranked
-by their geometric-mean speedup over the baseline on those cells, and only the best K run on the
-others ("tuned out at SHAPE: best was X" for the rest). The two-phase order costs an engine start
-for every kept setting whose engine group has cells in both phases (``plan_lines`` says how many).
+by their geometric-mean speedup over the baseline on those cells, and a setting separated from the
+best by an interval is tuned out ("tuned out at SHAPE: best was X"); the rest run on the others.
+The two-phase order costs an engine start for every kept setting whose engine group has cells in
+both phases (``plan_lines`` says how many).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def decision(race: Any, sweep: str, tune: Any) -> dict[str, Any]:
     for name in settings:
         logs = []
         for shape in shapes:
-            r = _relative(race, shape, name)
+            r = race.standing(name, shape)
             if r:
                 logs.append(math.log(r))
         scores.append((len(logs), math.exp(sum(logs) / len(logs)) if logs else 0.0, name))
@@ -113,16 +114,7 @@ def against(
         parts.append((statistics.fmean(la) - statistics.fmean(lb), va + vb, min(len(la), len(lb)) - 1))
     if not parts:
         return None
-    n = len(parts)
-    mean = sum(p[0] for p in parts) / n
-    se = math.sqrt(sum(p[1] for p in parts)) / n
-    t = sequential.t_quantile(sequential.ALPHA / family, min(p[2] for p in parts))
-    return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
-
-
-def _relative(race: Any, shape: tuple[Any, ...], name: str) -> float | None:
-    """A method's point speedup at a shape from the race's entries (Race.standing)."""
-    return race.standing(name, shape)
+    return paired.pooled_log_interval(parts, sequential.ALPHA / family)
 
 
 def plan_lines(matrix: Matrix, cells: list[Cell], interleaving: frozenset[str] | None = None) -> list[str]:

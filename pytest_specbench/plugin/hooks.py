@@ -263,7 +263,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             *race_lines,
             *sharding.plan_lines(st),
             *(
-                tune.plan_lines(st.matrix, cells, sentinel._interleaving(config))
+                tune.plan_lines(st.matrix, cells, sentinel.interleaving(config))
                 if st.race is not None
                 else []
             ),

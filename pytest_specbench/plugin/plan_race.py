@@ -56,9 +56,9 @@ def race_plan(
     race = bool(config.getoption("specbench_race", False))
     if not tuned and not race:
         return None, []
-    from .sentinel import _interleaving
+    from .sentinel import interleaving
 
-    beside = _interleaving(config)
+    beside = interleaving(config)
     apart = sorted(
         n for n in tuned if any(m.sweep == n and m.backend not in beside for m in st.matrix.methods)
     )

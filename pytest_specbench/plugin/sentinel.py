@@ -52,7 +52,7 @@ def sentinel_backends(config: pytest.Config) -> frozenset[str]:
     )
 
 
-def _interleaving(config: pytest.Config) -> frozenset[str]:
+def interleaving(config: pytest.Config) -> frozenset[str]:
     return frozenset() if config.getoption("specbench_no_interleave", False) else interleaving_backends()
 
 
@@ -63,7 +63,7 @@ def families_of(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) ->
     backends = sentinel_backends(config)
     if not backends:
         return []
-    return families(cells, st.matrix.baselines(), backends, _interleaving(config))
+    return families(cells, st.matrix.baselines(), backends, interleaving(config))
 
 
 # ------------------------------------------------------------------------------ collection

@@ -38,7 +38,7 @@ def drift_withheld(c: dict[str, Any], a: dict[str, Any], b: dict[str, Any]) -> d
     if not drifts:
         return c
     d = max(drifts, key=lambda d: abs(math.log(1 + d["drift"])))
-    why = drift._not_clear(c, abs(math.log(1 + d["drift"])), v)
+    why = drift.not_clear(c, abs(math.log(1 + d["drift"])), v)
     if not why:
         return c
     said = f"no verdict: {why} of the drift its family {d['family']} measured ({d['drift']:+.1%})"

@@ -113,7 +113,7 @@ def withhold(
         v = f["speedup_verdict"]
         if v not in VERDICTS:
             continue
-        why = _not_clear(f, abs(math.log(rec["ratio"])), v)
+        why = not_clear(f, abs(math.log(rec["ratio"])), v)
         if why:
             f["speedup_verdict_before_drift"] = v
             f["speedup_verdict"] = (
@@ -122,7 +122,7 @@ def withhold(
             rec["withheld"].append(r["cell_id"])
 
 
-def _not_clear(f: Mapping[str, Any], band: float, verdict: str) -> str | None:
+def not_clear(f: Mapping[str, Any], band: float, verdict: str) -> str | None:
     """Why a verdict is not clear of a drift of ``band`` (|log ratio|), or None."""
     if verdict.startswith("within"):
         if band > math.log(1 + EQUIVALENCE):

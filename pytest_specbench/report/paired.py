@@ -140,6 +140,21 @@ def unpaired_ratio_interval(
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), min(len(la), len(lb)))
 
 
+def pooled_log_interval(
+    parts: Sequence[tuple[float, float, int]], level: float
+) -> tuple[float, float, float]:
+    """The mean of several independent log-ratio estimates, each (mean log, its variance, its
+    degrees of freedom): (ratio, lo, hi), the interval at two-sided ``level`` from the standard
+    error sqrt(sum of variances) / N with the fewest degrees of freedom (conservative)."""
+    from .sequential import t_quantile
+
+    n = len(parts)
+    mean = sum(p[0] for p in parts) / n
+    se = math.sqrt(sum(p[1] for p in parts)) / n
+    t = t_quantile(level, max(1, min(p[2] for p in parts)))
+    return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
+
+
 def mean_interval(values: Sequence[float], looks: Looks | None = None) -> Interval | None:
     """The mean of paired differences with a 95 % t-interval (``looks``: over every look)."""
     if not values:

@@ -91,18 +91,14 @@ def _shape_estimate(ca: dict[str, Any], cb: dict[str, Any]) -> dict[str, Any] | 
 
 
 def _pool(est: list[dict[str, Any]], k: int) -> dict[str, Any]:
-    n = len(est)
-    mean = sum(e["log"] for e in est) / n
-    se = math.sqrt(sum(e["se"] ** 2 for e in est)) / n
-    df = min(e["df"] for e in est)
     level = min(e["level"] for e in est) / k
-    t = sequential.t_quantile(level, df)
+    ratio, lo, hi = paired.pooled_log_interval([(e["log"], e["se"] ** 2, e["df"]) for e in est], level)
     return {
-        "ratio": math.exp(mean),
-        "lo": math.exp(mean - t * se),
-        "hi": math.exp(mean + t * se),
+        "ratio": ratio,
+        "lo": lo,
+        "hi": hi,
         "level": level,
-        "shapes": n,
+        "shapes": len(est),
         "per_shape": [min(e["x"] for e in est), max(e["x"] for e in est)],
     }
 
