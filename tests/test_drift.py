@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specbench.matrix.families import families, group_order
+from pytest_specbench.deciding.families import families, group_order
 from pytest_specbench.matrix.schema import parse
 from pytest_specbench.plugin import disturbance  # imported before pytester's sys.modules snapshot
 from pytest_specbench.report import drift

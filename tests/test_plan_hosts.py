@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from pytest_specbench.deciding import raced_plan
 from pytest_specbench.matrix import shards
 from pytest_specbench.matrix.cells import Cell
 from pytest_specbench.matrix.schema import MatrixError, parse
-from pytest_specbench.planning import racing, schedule
+from pytest_specbench.planning import schedule
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -170,14 +171,14 @@ def test_tuning_runs_the_deciding_cells_in_full_and_keep_settings_elsewhere() ->
     }
     matrix = parse(doc, "m.yaml")
     cells = matrix.cells()
-    tuned = racing.tunes(matrix)
+    tuned = raced_plan.tunes(matrix)
     # a cell's seconds: its draft length x its concurrency (ar: 1 x concurrency)
     d = {"ng-d2": 2, "ng-d4": 4, "ng-d8": 8, "ar": 1}
 
     def secs(c: Cell) -> float:
         return float(d[c.method.name] * c.concurrency)
 
-    full, expected, worst = racing.variants(cells, secs, tuned)
+    full, expected, worst = raced_plan.variants(cells, secs, tuned)
     assert (len(full.cells), sum(full.cells.values())) == (12, 7 + 14 * 7)  # ar 1+2+4, settings (2+4+8) x 7
     # deciding (c1): every setting, 2 + 4 + 8; elsewhere (c2, c4) one setting: d4 (median), d8 (worst)
     assert sorted(expected.cells) == sorted(

@@ -1,6 +1,6 @@
 """The plan's racing lines (``--specbench-plan``): the makespan of the selected cells as a full
 factorial, and as a run with the matrix's ``tune`` keys and ``--specbench-race`` would make it,
-expected and at worst (planning/racing.py), each packed on the GPU pool by as many workers as the
+expected and at worst (deciding/raced_plan.py), each packed on the GPU pool by as many workers as the
 run has (-n; a raced run under -n races on every GPU set at once, its decisions shared)."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from ..deciding import raced_plan
 from ..engines import get_backend
 from ..matrix.cells import Cell
-from ..planning import racing, schedule
+from ..planning import schedule
 from .state import SpecbenchState
 
 
@@ -52,7 +53,7 @@ def race_plan(
     from .xdist_sched import skip_reason
 
     assert st.matrix is not None
-    tuned = racing.tunes(st.matrix)
+    tuned = raced_plan.tunes(st.matrix)
     race = bool(config.getoption("specbench_race", False))
     if not tuned and not race:
         return None, []
@@ -76,7 +77,7 @@ def race_plan(
     }
     lines = []
 
-    def said(t: racing.Tune) -> str:
+    def said(t: raced_plan.Tune) -> str:
         return f"{t.method}: decided on cells with {t.tune.label}, best {t.keep} carried"
 
     how = "; ".join(
@@ -91,7 +92,7 @@ def race_plan(
     )
     lines.append(f"racing/tuning ({how or 'no tune keys: racing drops are not predicted'}), {where}:")
     full_s = None
-    for v in racing.variants(runnable, eta, tuned):
+    for v in raced_plan.variants(runnable, eta, tuned):
         first = [c for c in runnable if c.id in v.phase1]
         later = [c for c in runnable if c.id in v.cells and c.id not in v.phase1]
         m1, n1 = _pack(st, first, v.cells, n)

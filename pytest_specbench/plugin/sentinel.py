@@ -1,5 +1,5 @@
 """Drift sentinels (docs/metrics.md "Drift sentinel"): where a baseline is not interleaved, its
-family (matrix/families.py) runs back to back, baseline first, on one worker, and an extra item
+family (deciding/families.py) runs back to back, baseline first, on one worker, and an extra item
 ``<baseline's first cell>-sentinel`` after the family's last group re-runs that shape for one
 timed round on a fresh start of the baseline's engine. Its tok/s against the baseline's own
 measurement is the family's drift (report/drift.py). This module owns the sentinel items
@@ -14,10 +14,17 @@ from typing import Any
 
 import pytest
 
+from ..deciding.families import (
+    SENTINEL_SUFFIX,
+    Family,
+    FamilyJobs,
+    families,
+    group_order,
+    merge_jobs,
+    rounds_s,
+)
 from ..engines import BACKENDS
 from ..matrix.cells import Cell
-from ..matrix.families import SENTINEL_SUFFIX, Family, families, group_order
-from ..planning import schedule
 from .state import STATE, SpecbenchState, interleaving_backends, jsonable
 
 SENTINEL_PROP = "specbench_sentinel"
@@ -197,80 +204,6 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ schedule and plan
 
 
-@dataclass
-class FamilyJobs:
-    """The run's jobs with each family's groups (and its sentinel) as one job on one worker."""
-
-    jobs: list[schedule.Job]
-    fams: list[Family]
-    parts: dict[str, list[tuple[str, float]]]  # family scope -> (group or sentinel label, seconds)
-    sentinel_s: dict[str, tuple[float, float]]  # family baseline -> (engine start, its rounds) planned
-    cost_s: tuple[float, float] | None = None  # (makespan with families kept, without), packed
-
-    def scope_of(self, group: str) -> str:
-        for f in self.fams:
-            if group in f.groups:
-                return f.scope
-        return group
-
-    def lease_order(self, order: list[str]) -> list[str]:
-        """Scopes -> the engine groups they start, in order (the lease pool ranks groups)."""
-        by = {f.scope: f.groups for f in self.fams}
-        return [g for s in order for g in by.get(s, (s,))]
-
-    def lease_expected(self, needs: dict[str, int]) -> dict[str, int]:
-        """A family scope about to start asks for its baseline's GPUs."""
-        by = {f.scope: f.baseline for f in self.fams}
-        return {by.get(s, s): n for s, n in needs.items()}
-
-    def expand(self, sched: schedule.Schedule) -> schedule.Schedule:
-        """A family's slot as its groups back to back on its GPUs, then its sentinel."""
-        slots = []
-        for s in sched.slots:
-            parts = self.parts.get(s.group)
-            if parts is None:
-                slots.append(s)
-                continue
-            t = s.start_s
-            extra = (s.end_s - s.start_s) - sum(d for _, d in parts)  # a first start's extra
-            for k, (label, d) in enumerate(parts):
-                d += extra if k == 0 else 0.0
-                slots.append(
-                    schedule.Slot(
-                        label, s.gpus_needed, s.gpus, s.worker, s.ready_s if k == 0 else t, t, t + d
-                    )
-                )
-                t += d
-        sched.slots = slots
-        return sched
-
-    def lines(self) -> list[str]:
-        """The sentinels' cost: one line per family, and their total."""
-        if not self.sentinel_s:
-            return []
-        out = [
-            f"drift sentinels ({len(self.sentinel_s)}; a family's groups run back to back, then its "
-            "baseline restarts for one round of its first shape):"
-        ]
-        for f in self.fams:
-            if f.baseline in self.sentinel_s:
-                start, rounds = self.sentinel_s[f.baseline]
-                out.append(
-                    f"  {f.sentinel_id}: engine start {start:.0f} s + warm-up and 1 round {rounds:.0f} s "
-                    f"(family {', '.join(f.groups)})"
-                )
-        total = sum(a + b for a, b in self.sentinel_s.values())
-        out.append(f"  sentinels in all: {total / 60:.1f} min (in the schedule above)")
-        if self.cost_s is not None:
-            kept, free = self.cost_s
-            out.append(
-                f"  keeping each family back to back on one GPU set: makespan {kept / 60:.1f} min, "
-                f"against {free / 60:.1f} min with every group packed on its own and no drift measured "
-                "(--specbench-no-sentinel)"
-            )
-        return out
-
-
 def planned_rounds_s(
     config: pytest.Config, st: SpecbenchState, plan: Any, ran: list[dict[str, Any]]
 ) -> float:
@@ -280,15 +213,7 @@ def planned_rounds_s(
     if st.matrix is None or not ran:
         return 0.0
     by_id = {f.sentinel_id: f for f in families_of(config, st, st.matrix.cells())}
-    return sum(_rounds_s(f, plan) for r in ran if (f := by_id.get(r.get("cell_id", ""))) is not None)
-
-
-def _rounds_s(f: Family, plan: Any) -> float:
-    """The plan's time for a sentinel's warm-up and round: its baseline's first cell's round."""
-    from ..planning.eta import cell_eta_s
-
-    cp = plan.cells.get(f.first.id)
-    return cell_eta_s(f.sentinel_cell(), cp.round_s) if cp is not None and cp.round_s else 0.0
+    return sum(rounds_s(f, plan) for r in ran if (f := by_id.get(r.get("cell_id", ""))) is not None)
 
 
 def merge(
@@ -302,42 +227,3 @@ def merge(
     js.jobs = fj.jobs
     plan.sentinels_s = sum(a + b for a, b in fj.sentinel_s.values())  # in the plan's ETA line
     return fj
-
-
-def merge_jobs(fams: list[Family], jobs: list[schedule.Job], plan: Any, planned_seconds: Any) -> FamilyJobs:
-    """``jobs`` with each family's jobs (its baseline's among them) as one job, back to back, its
-    sentinel's planned time added; other jobs as they are. The packed schedule and a shard's
-    one-host makespan both read families this way."""
-    by = {j.group: j for j in jobs}  # groups with a cell to run
-    fams = [f for f in fams if f.baseline in by and any(g in by for g in f.members)]
-    of = {g: f for f in fams for g in f.groups}
-    out: list[schedule.Job] = []
-    parts: dict[str, list[tuple[str, float]]] = {}
-    sent: dict[str, tuple[float, float]] = {}
-    done: set[str] = set()
-    for j in jobs:
-        f = of.get(j.group)
-        if f is None:
-            out.append(j)
-            continue
-        if f.scope in done:
-            continue
-        done.add(f.scope)
-        members = [by[g] for g in f.groups if g in by]
-        start = planned_seconds(plan, f.first.group, []).start_s
-        rounds = _rounds_s(f, plan)
-        sent[f.baseline] = (start, rounds)
-        parts[f.scope] = [(m.group, m.duration_s) for m in members] + [
-            (f"{f.baseline} (sentinel)", start + rounds)
-        ]
-        out.append(
-            schedule.Job(
-                f.scope,
-                members[0].gpus,
-                sum(m.duration_s for m in members) + start + rounds,
-                f.first.tp,
-                members[0].backend,
-                members[0].first_extra_s,
-            )
-        )
-    return FamilyJobs(out, fams, parts, sent)

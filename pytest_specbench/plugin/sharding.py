@@ -38,6 +38,7 @@ def setup(config: pytest.Config, st: SpecbenchState) -> None:
 
 
 def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
+    from ..deciding import families
     from ..planning import schedule
     from . import sentinel
     from .xdist_sched import planned_seconds, skip_reason, workers
@@ -71,7 +72,7 @@ def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
             jobs.append(
                 schedule.Job(g, gpus, p.start_s + secs, grp.tp, grp.method.backend, p.first_start_extra_s)
             )
-        jobs = sentinel.merge_jobs(fams, jobs, plan, planned_seconds).jobs
+        jobs = families.merge_jobs(fams, jobs, plan, planned_seconds).jobs
         return schedule.pack(schedule.longest_first(jobs), pool, k).makespan_s if jobs else 0.0
 
     assert st.matrix is not None and st.shard_count

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from ..deciding import families
 from ..engines import get_backend
 from ..matrix.cells import Cell, EngineGroup
 from ..planning import schedule
@@ -324,7 +325,7 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
             return cells.get(nodeid[i + 1 : -1])
         return None
 
-    fj: sentinel.FamilyJobs | None = None  # the collection's families (drift sentinels)
+    fj: families.FamilyJobs | None = None  # the collection's families (drift sentinels)
     # --specbench-race with `tune`: the cells that decide (phase 1) go out before the rest, in
     # scopes of their own (a group with cells in both phases starts twice, as in one process); a
     # carried cell's worker waits for every deciding cell (deciding/race.py, Race.wait_decided)

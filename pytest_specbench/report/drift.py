@@ -1,7 +1,7 @@
 """A family's drift, from its sentinel, and the verdicts it withholds (docs/metrics.md "Drift
 sentinel"). Pure: no pytest, no I/O.
 
-A family (matrix/families.py) is a baseline that is not interleaved plus the groups compared with
+A family (deciding/families.py) is a baseline that is not interleaved plus the groups compared with
 it, run back to back; its sentinel re-runs the baseline's first shape for one round after them.
 The drift is that round's speed over the baseline's own rounds of the shape (their geometric
 mean; closed loop tok/s, open loop p50 latency inverted), so -3 % means the machine ran 3 %
