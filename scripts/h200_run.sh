@@ -176,8 +176,8 @@ case "$PART" in
   clock)     # the client's TTFT against the server's own histograms
     bench h200-clock benches/gpu/h200-clock.yaml ;;
   residentfull)  # the same in full
-    bench h200-resident-full benches/gpu/h200-resident.yaml --junit-xml "$OUT/h200-resident-full.xml" \
-      -o junit_duration_report=call ;;
+    bench ${NAME:-h200-resident-full} benches/gpu/h200-resident.yaml --junit-xml "$OUT/h200-resident-full.xml" \
+      -o junit_duration_report=call ${KEXPR:+-k "$KEXPR"} ;;
   racelong)  # benches/gpu/h200-race-long.yaml (40 rounds a cell) with --specbench-race
     bench h200-race-long benches/gpu/h200-race-long.yaml --specbench-race --junit-xml "$OUT/h200-race-long.xml" \
       -o junit_duration_report=call ;;
