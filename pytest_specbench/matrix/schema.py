@@ -42,6 +42,7 @@ from .list_args import one_list_value
 from .selectors import excludes, group_hooks, includes, run_hooks
 from .tune import check_matches, parse_tune
 from .workload_schema import workload
+from .yaml_load import DuplicateKeyError, load_matrix_yaml
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
 METHOD_KEYS = (
@@ -464,33 +465,9 @@ def load(path: str | Path, backends: tuple[str, ...] | None = None) -> Matrix:
     except OSError as e:
         raise MatrixError(f"{p}: cannot read the matrix file: {e.strerror}") from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = load_matrix_yaml(text)  # keys unique, merge keys by the YAML spec
     except DuplicateKeyError as e:
         raise MatrixError(f"{p}: {e}") from None
     except yaml.YAMLError as e:
         raise MatrixError(f"{p}: not valid YAML: {e}") from None
     return parse(data, str(p), backends, p.parent)
-
-
-class DuplicateKeyError(yaml.YAMLError):
-    pass
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """safe_load that refuses a key given twice in one mapping (plain YAML keeps the last one:
-    a second ``ar:`` under methods would silently replace the first). Merge keys (``<<: *common``)
-    are YAML's own: keys written beside one override the merged ones."""
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *common`: its keys may be overridden
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise DuplicateKeyError(
-                    f"line {key_node.start_mark.line + 1}: key {key!r} is given twice in one mapping "
-                    f"(first on line {seen[key]}); each key may appear once"
-                )
-            seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
