@@ -155,14 +155,14 @@ def test_cells_that_measured_other_work_are_not_compared(
     old.write_text(json.dumps(doc(4, 2, 500.0)))
     new.write_text(json.dumps(doc(3, 3, 400.0)))
     same.write_text(json.dumps(doc(6, 3, 400.0)))  # 2 per round, as old: compared
-    # the only cell did other work: nothing was gated on tok/s, the gate is inconclusive (exit 1)
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.05"]) == 1
+    # the only cell did other work: nothing was gated on tok/s, the gate is inconclusive (exit 3)
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.05"]) == 3
     assert capsys.readouterr().out.splitlines()[2:] == [
         "| ar-tp1-c1-out256 | 500.0 | 400.0 | other work | - | - |",
         "- `ar-tp1-c1-out256` measured other work in the two runs (requests per round 2 -> 1): not compared",
         "",
         f"0 regression(s) against {old}",
-        "INCONCLUSIVE (exit 1): tok/s gated on no cell (1 did other work, 0 were unreliable); the gate "
+        "INCONCLUSIVE (exit 3): tok/s gated on no cell (1 did other work, 0 were unreliable); the gate "
         "checked nothing it was asked to",
     ]
     assert main([str(old), str(same), "--max-tok-s-drop", "0.05"]) == 1
@@ -216,32 +216,33 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
     everywhere = {c: {"disturbed": "other processes used 60% of the CPU"} for c in cells}
     old.write_text(json.dumps(_run(cells, **everywhere)))
     new.write_text(json.dumps(_run(cells)))
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 1
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 3
     said = capsys.readouterr().out
-    assert said.splitlines()[-1].startswith("INCONCLUSIVE (exit 1): tok/s gated on no cell")
+    assert said.splitlines()[-1].startswith("INCONCLUSIVE (exit 3): tok/s gated on no cell")
     assert "tok/s gated on 0 of 4 cell(s): NONE, every one was disturbed or saturated in a run" in said
-    assert "fails as inconclusive (exit 1): run again on a quiet machine" in said
+    assert "fails as inconclusive (exit 3): run again on a quiet machine" in said
     old.write_text(json.dumps(_run(cells)))
     # undisturbed, the same drop in every round: the interval is [0.867, 0.867], wholly below 0.9
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3})))
     assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "- ngram-c4: tok/s 100.000 -> 86.700 (new/old 0.867 [0.867, 0.867] from 3 + 3 rounds: the "
-        "whole interval below 0.900)"
+        "- ngram-c4: tok/s 100.000 -> 86.700 (new/old 0.867 [0.867, 0.867] from 3 + 3 rounds; p 0.0000 "
+        "against 0.900, Holm's bar 0.0063 of 4 cell(s): below 0.900)"
     )
     # noisy new rounds 64 and 100 against a steady 100: new/old 0.8 at the point; the logs' mean
     # is ln 0.8, their sd |ln 0.64| / sqrt 2 = 0.3156, the standard error 0.2231 with 1 degree of
-    # freedom (t 12.706): 0.8 x exp(-/+ 2.835) = [0.047, 13.628]: reaches 0.9, not a regression
+    # freedom (t 12.7062): 0.8 x exp(-/+ 2.835) = [0.047, 13.629]: reaches 0.9, not a regression
     old.write_text(json.dumps(_run({**cells, "ngram-c4": [100.0, 100.0]})))
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [64.0, 100.0]})))
     assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-6:] == [
         "1 cell(s) below the limit but not separated from it:",
-        "- ngram-c4: tok/s 100.000 -> 80.000 (new/old 0.800 [0.047, 13.628] from 2 + 2 rounds: below "
-        "0.900 at the point, the interval reaches it: not a regression)",
+        "- ngram-c4: tok/s 100.000 -> 80.000 (new/old 0.800 [0.047, 13.629] from 2 + 2 rounds; p 0.3454 "
+        "against 0.900, Holm's bar 0.0063 of 4 cell(s): below 0.900 at the point, not separated from it: "
+        "not a regression)",
         "",
-        "tok/s gated on 4 of 4 cell(s)",
+        "tok/s gated on 4 of 4 cell(s); 1 with too little power",
         "",
         f"0 regression(s) against {old}",
     ]
