@@ -72,3 +72,23 @@ def test_a_key_or_a_merge_key_given_twice_is_refused(tmp_path: Path) -> None:
     # a key written once beside a merge that also has it is an override, not a repeat
     p.write_text(MATRIX.replace("  ar: {<<: [*fast, *base]}", "  ar: {<<: [*fast, *base], model: big}"))
     assert load(p).method("ar").model.name == "big"
+
+
+def test_an_anchored_map_with_an_override_merged_then_reused_is_not_a_repeat() -> None:
+    """The anchored map is merged into ``first`` and built again as ``second``: its ``source``
+    overrides the merged one both times (building ``first`` must not rewrite the anchored map)."""
+    doc = """
+first:
+  <<: &defaults
+    <<: &base
+      source: staging.orders
+    source: production.orders
+second: *defaults
+third: {<<: [*base, *defaults]}
+"""
+    d = load_matrix_yaml(doc)
+    assert d == {
+        "first": {"source": "production.orders"},
+        "second": {"source": "production.orders"},
+        "third": {"source": "staging.orders"},  # the earlier map of the sequence wins
+    }

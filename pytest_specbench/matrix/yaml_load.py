@@ -5,10 +5,11 @@
   ``<<: [*a, *b]``.
 - Merge keys as the YAML merge-key spec (yaml.org/type/merge.html) says, on every PyYAML: keys
   written in the mapping override merged ones, and in ``<<: [*a, *b]`` a key of an earlier map
-  takes precedence over the same key of a later one. PyYAML 6.0.1 resolves this by the spec;
-  6.0.2-6.0.4 drop repeated keys by the identity of the key's string object, so whether ``*a`` or
-  ``*b`` wins depends on whether Python interned the key (``x`` follows the spec,
-  ``mem fraction`` or ``speculative-num-steps`` does not).
+  takes precedence over the same key of a later one. PyYAML 6.0.4 (the merge-key DoS fix,
+  yaml/pyyaml#937) drops repeated keys by the identity of the key's string object, so whether
+  ``*a`` or ``*b`` wins depends on whether Python interned the key (``x`` follows the spec,
+  ``mem fraction`` or ``speculative-num-steps`` does not: yaml/pyyaml#953); earlier releases
+  follow the spec. This loader does on each.
 
 No pytest, no I/O.
 """
