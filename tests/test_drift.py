@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench_project import count_starts, fake_conftest, write_project
 
 from pytest_specbench.deciding.families import families, group_order
 from pytest_specbench.matrix.schema import parse
@@ -17,13 +18,10 @@ from pytest_specbench.plugin import disturbance  # imported before pytester's sy
 from pytest_specbench.report import drift
 
 HERE = Path(__file__).parent
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-from fake_engine import FakeStepDriftEngine
-from pytest_specbench.engines import register_backend
-register_backend("fake-step", FakeStepDriftEngine, gpu=False, sentinel=True, max_tp=2)
-"""
+CONFTEST = fake_conftest(
+    "FakeStepDriftEngine",
+    'register_backend("fake-step", FakeStepDriftEngine, gpu=False, sentinel=True, max_tp=2)',
+)
 MATRIX = """
 models: {m: /nonexistent/model}
 methods:
@@ -114,8 +112,9 @@ def test_drift_is_the_sentinel_round_over_the_baselines_rounds_with_a_prediction
     half = 4.303 * math.log(1.02) * math.sqrt(4 / 3)
     assert rec["drift_ci95"] == pytest.approx([0.9 * math.exp(-half) - 1, 0.9 * math.exp(half) - 1])
     line = drift.lines({"specbench": {"drift": [rec]}})[0]
-    assert (
-        line.startswith("drift ar-tp1: -10.0% [") and " over 10.0 min (ar-tp1-c1-sentinel: 90 tok/s" in line
+    assert line.startswith("drift ar-tp1: -10.0% [") and (
+        " over 10.0 min (ar-tp1-c1-sentinel: 90 tok/s over 1 round(s) against 100 over the baseline's 3;"
+        in line
     )
     from pytest_specbench.report.summary import markdown
 
@@ -132,14 +131,20 @@ def _verdicts(sentinel_rate: float, comparison: dict[str, Any]) -> tuple[dict, d
 
 
 def test_a_verdict_smaller_than_the_drift_is_withheld_and_a_larger_one_stands() -> None:
+    """The baseline's rounds 100, 101, 99.01 (log sd = log 1.01), the sentinel's one round 90:
+    drift -10 %, its interval 0.9 x exp(-/+ 4.303 x log 1.01 x sqrt(1 + 1/3)) - 1 = [-14.3 %, -5.4 %],
+    established (it excludes 0); the band is its far end, |log 0.857| = x0.857..x1.167."""
     small = {"speedup_vs_ar": 1.08, "speedup_vs_ar_ci95": [1.05, 1.11], "speedup_verdict": "faster"}
-    got, rec = _verdicts(90.0, small)  # drift -10 %: x1.08 is inside x0.90..x1.11
-    assert got["speedup_verdict"].startswith("no verdict: x1.080 is smaller than the band x0.900..x1.111")
-    assert "of the drift its family ar-tp1 measured (-10.0% over 10.0 min)" in got["speedup_verdict"]
+    got, rec = _verdicts(90.0, small)
+    assert rec["established"] is True and rec["drift_ci95"] == pytest.approx([-0.1434, -0.0543], abs=5e-4)
+    assert got["speedup_verdict"].startswith("no verdict: x1.080 is smaller than the band x0.857..x1.167")
+    assert "of the drift its family ar-tp1 measured (-10.0% [-14.3%, -5.4%] over 10.0 min)" in got[
+        "speedup_verdict"
+    ]
     assert got["speedup_verdict_before_drift"] == "faster" and rec["withheld"] == ["m-tp1-c1"]
-    reaching = {"speedup_vs_ar": 1.15, "speedup_vs_ar_ci95": [1.08, 1.22], "speedup_verdict": "faster"}
+    reaching = {"speedup_vs_ar": 1.20, "speedup_vs_ar_ci95": [1.10, 1.30], "speedup_verdict": "faster"}
     got, _ = _verdicts(90.0, reaching)  # the point is beyond the band, the interval is not
-    assert got["speedup_verdict"].startswith("no verdict: x1.150 [1.080, 1.220] reaches into the band")
+    assert got["speedup_verdict"].startswith("no verdict: x1.200 [1.100, 1.300] reaches into the band")
     slower = {"speedup_vs_ar": 0.8, "speedup_vs_ar_ci95": [0.75, 0.85], "speedup_verdict": "slower"}
     got, rec = _verdicts(90.0, slower)
     assert got["speedup_verdict"] == "slower" and rec["withheld"] == []
@@ -151,22 +156,32 @@ def test_a_verdict_smaller_than_the_drift_is_withheld_and_a_larger_one_stands() 
     assert got["speedup_verdict"] == "within ±2%"
     got, _ = _verdicts(100.0, small)  # no drift: x1.08 [1.05, 1.11] stands
     assert got["speedup_verdict"] == "faster" and "speedup_verdict_before_drift" not in got
+    # -3 %: its interval [-7.7 %, +2.0 %] reaches 0, the rounds' spread: nothing withheld
+    got, rec = _verdicts(97.0, small)
+    assert rec["established"] is False and rec["withheld"] == [] and got["speedup_verdict"] == "faster"
+    assert "within the rounds' spread: no verdict withheld" in drift.lines({"specbench": {"drift": [rec]}})[0]
+
+
+def test_the_drift_interval_pools_the_baselines_and_the_sentinels_rounds() -> None:
+    """Baseline logs 0, ±log 1.02 and sentinel logs log 0.9 ± log 1.02 (3 rounds each): the
+    difference of means log 0.9, the pooled sd log 1.02 x sqrt(4 / 4) = log 1.02, 4 degrees of
+    freedom (t 2.776), the standard error x sqrt(1/3 + 1/3)."""
+    import math
+
+    base = _result("ar-tp1-c1", "ar-tp1", [100.0, 102.0, 100.0 / 1.02])
+    sent = _sentinel(90.0) | {"round_tokens_per_s": [90.0, 90.0 * 1.02, 90.0 / 1.02]}
+    (rec,) = drift.measure([base], [sent])
+    half = 2.776 * math.log(1.02) * math.sqrt(2 / 3)
+    assert rec["sentinel_rounds"] == 3 and rec["drift"] == pytest.approx(-0.10)
+    assert rec["drift_ci95"] == pytest.approx([0.9 * math.exp(-half) - 1, 0.9 * math.exp(half) - 1], abs=1e-3)
+    assert rec["band"] == pytest.approx(-math.log(0.9) + half, abs=1e-3)
 
 
 # ------------------------------------------------------------------------------ the plugin
 
 
 def _project(pytester: pytest.Pytester, matrix: str = MATRIX) -> None:
-    pytester.makeconftest(CONFTEST)
-    _project_files(pytester, matrix)
-
-
-def _project_files(pytester: pytest.Pytester, matrix: str) -> None:
-    (pytester.path / "benches").mkdir(exist_ok=True)
-    (pytester.path / "benches" / "specbench.yaml").write_text(matrix)
-    (pytester.path / "benches" / "test_specbench.py").write_text(
-        (HERE.parent / "benches" / "test_specbench.py").read_text()
-    )
+    write_project(pytester, matrix, CONFTEST)
 
 
 def test_a_familys_groups_run_together_and_its_sentinel_after_them(pytester: pytest.Pytester) -> None:
@@ -216,8 +231,7 @@ def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, per_start: 
     monkeypatch.setenv("FAKE_STEP_RUN", uuid.uuid4().hex)
     monkeypatch.setenv("FAKE_DRIFT_PER_START", per_start)
     monkeypatch.setenv("FAKE_TOKEN_S", "0.005")
-    starts = pytester.path / "starts.txt"
-    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(starts))
+    starts = count_starts(monkeypatch, pytester.path / "starts.txt")
     res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--benchmark-json=out.json", *args)
     doc = json.loads((pytester.path / "out.json").read_text())
     return {
@@ -288,19 +302,12 @@ def test_under_xdist_a_family_runs_on_one_worker_back_to_back(
 ) -> None:
     """-n 2: each family (its groups and its sentinel's restart of the baseline) is one unit of
     work: the starts of one worker are [ar-tpN, ngram-tpN, ar-tpN] blocks."""
-    pytester.makeconftest(
-        f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-from fake_engine import FakeEngine
-from pytest_specbench.engines import register_backend
-register_backend("fake", FakeEngine, gpu=False, sentinel=True, max_tp=2)
-"""
+    conftest = fake_conftest(
+        "FakeEngine", 'register_backend("fake", FakeEngine, gpu=False, sentinel=True, max_tp=2)'
     )
     matrix = MATRIX.replace("fake-step", "fake").replace("  fast:", "  ngram:") + "tp: [1, 2]\n"
-    _project_files(pytester, matrix)
-    starts = pytester.path / "starts.txt"
-    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(starts))
+    write_project(pytester, matrix, conftest)
+    starts = count_starts(monkeypatch, pytester.path / "starts.txt")
     res = pytester.runpytest_subprocess(
         "benches", "-p", "no:cacheprovider", "-n", "2", "--benchmark-json=out.json"
     )
@@ -333,13 +340,11 @@ def test_a_plan_without_a_gpu_pool_still_counts_the_sentinels(pytester: pytest.P
     """A GPU backend planned where no pool is known (no NVML, no --specbench-gpus): no packed
     schedule, but the serial total still holds the family's sentinel (a restart of ar and its
     round), as the same plan with a pool does."""
-    pytester.makeconftest(
-        CONFTEST.replace(
-            'register_backend("fake-step", FakeStepDriftEngine, gpu=False,',
-            'register_backend("fake-step", FakeStepDriftEngine, gpu=True,',
-        )
+    conftest = CONFTEST.replace(
+        'register_backend("fake-step", FakeStepDriftEngine, gpu=False,',
+        'register_backend("fake-step", FakeStepDriftEngine, gpu=True,',
     )
-    _project_files(pytester, MATRIX)
+    write_project(pytester, MATRIX, conftest)
     totals = []
     for pool in ([], ["--specbench-gpus", "0"]):
         res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--specbench-plan", *pool)

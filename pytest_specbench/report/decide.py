@@ -23,8 +23,6 @@ def drift_withheld(c: dict[str, Any], a: dict[str, Any], b: dict[str, Any]) -> d
     """``c`` with its verdict withheld when the two cells were measured apart (not interleaved)
     and either sits in a family whose sentinel read a drift the verdict is not clear of: the
     rule the run applies to each cell's verdict against its baseline (drift.apply)."""
-    import math
-
     from . import drift
 
     v = c.get("speedup_verdict")
@@ -37,8 +35,10 @@ def drift_withheld(c: dict[str, Any], a: dict[str, Any], b: dict[str, Any]) -> d
     ]
     if not drifts:
         return c
-    d = max(drifts, key=lambda d: abs(math.log(1 + d["drift"])))
-    why = drift.not_clear(c, abs(math.log(1 + d["drift"])), v)
+    d = max(drifts, key=drift.record_band)
+    if not drift.record_band(d):  # no family's drift established: nothing to withhold
+        return c
+    why = drift.not_clear(c, drift.record_band(d), v)
     if not why:
         return c
     said = f"no verdict: {why} of the drift its family {d['family']} measured ({d['drift']:+.1%})"

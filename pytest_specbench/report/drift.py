@@ -1,18 +1,20 @@
 """A family's drift, from its sentinel, and the verdicts it withholds (docs/metrics.md "Drift
 sentinel"). Pure: no pytest, no I/O.
 
-A family (deciding/families.py) is a baseline that is not interleaved plus the groups compared with
-it, run back to back; its sentinel re-runs the baseline's first shape for one round after them.
-The drift is that round's speed over the baseline's own rounds of the shape (their geometric
-mean; closed loop tok/s, open loop p50 latency inverted), so -3 % means the machine ran 3 %
-slower by the end of the family. Its 95 % interval is a prediction interval for one more round
-of the baseline (t with n - 1 degrees of freedom, sd of the rounds' logs x sqrt(1 + 1/n)): a
-drift inside it is within the rounds' own spread.
+A family (matrix/families.py) is a baseline that is not interleaved plus the groups compared with
+it, run back to back; its sentinel re-runs the baseline's first shape after them, for as many
+timed rounds as the baseline's cell ran (older runs: one). The drift is the sentinel's rounds'
+speed over the baseline's own rounds of the shape (ratio of their geometric means; closed loop
+tok/s, open loop p50 latency inverted), so -3 % means the machine ran 3 % slower by the end of
+the family. Its 95 % interval is a t-interval on the difference of the two sets' mean logs, their
+variance pooled (one engine, one shape: n + m - 2 degrees of freedom; with one sentinel round
+this is the prediction interval for one more round of the baseline).
 
-A member's verdict against the baseline stands only when its speedup is clear of the drift:
-"faster" / "slower" need |log speedup| >= |log drift| and the whole interval beyond
-1 / (1 + |drift|) .. 1 + |drift|; "within ±2%" needs the drift itself within the ±2 % margin.
-Otherwise the verdict is withheld, with the drift as the reason.
+The drift withholds only what its interval could overturn, and only when it is established (its
+interval excludes 0): without it, a sentinel's noise alone would withhold correct verdicts. An
+established drift's band is its interval's far end from 0 (|log|): "faster" / "slower" need
+|log speedup| >= the band and the whole interval beyond it; "within ±2%" needs the band within
+the ±2 % margin. Otherwise the verdict is withheld, with the drift as the reason.
 """
 
 from __future__ import annotations
@@ -59,21 +61,22 @@ def measure(
             rec["why"] = "no round to compare (the sentinel or the baseline measured nothing)"
             out.append(rec)
             continue
-        logs = [math.log(x) for x in own]
-        mean = statistics.fmean(logs)
-        d = math.log(then[0]) - mean
+        logs, later = [math.log(x) for x in own], [math.log(x) for x in then]
+        d = statistics.fmean(later) - statistics.fmean(logs)
         rec.update(
             metric="p50 latency (open loop; inverted)" if open_loop else "output tok/s",
-            baseline=math.exp(mean),
-            sentinel=then[0],
+            baseline=math.exp(statistics.fmean(logs)),
+            sentinel=math.exp(statistics.fmean(later)),
             rounds=len(own),
+            sentinel_rounds=len(then),
             ratio=math.exp(d),
             drift=math.exp(d) - 1,
             drift_ci95=None,
         )
-        if len(logs) >= 2:
-            half = t975(len(logs) - 1) * statistics.stdev(logs) * math.sqrt(1 + 1 / len(logs))
-            rec["drift_ci95"] = [math.exp(d - half) - 1, math.exp(d + half) - 1]
+        iv = drift_interval(logs, later)
+        if iv is not None:
+            rec["drift_ci95"] = [math.exp(iv[0]) - 1, math.exp(iv[1]) - 1]
+        rec["established"], rec["band"] = band_of(d, iv)
         if s.get("at") is not None and s.get("baseline_at") is not None:
             rec["minutes"] = (s["at"] - s["baseline_at"]) / 60
         if s.get("disturbed"):  # still withholds: a slower sentinel only widens the band
@@ -86,9 +89,55 @@ def measure(
     return out
 
 
+SENTINEL_MIN_ROUNDS = 3
+
+
+def sentinel_rounds(baseline_rounds: int) -> int:
+    """The sentinel's timed rounds: as many as the baseline's cell ran, at least SENTINEL_MIN_ROUNDS.
+    Fewer give a band as wide as the verdicts it judges: with one round, and nothing drifting, the
+    drift was established and withheld correct verdicts in 7.3 % of a simulated family
+    (tests/test_drift_sim.py), and read as a point (no interval) 17.6 %."""
+    return max(baseline_rounds, SENTINEL_MIN_ROUNDS)
+
+
+def drift_interval(before: Sequence[float], after: Sequence[float]) -> tuple[float, float] | None:
+    """The 95 % t-interval of mean(after) - mean(before) (logs), the two sets' variance pooled;
+    None without two values in all (no spread to read)."""
+    n, m = len(before), len(after)
+    if n + m < 3:
+        return None
+    ss = sum((x - statistics.fmean(before)) ** 2 for x in before)
+    ss += sum((x - statistics.fmean(after)) ** 2 for x in after)
+    df = n + m - 2
+    half = t975(df) * math.sqrt(ss / df) * math.sqrt(1 / n + 1 / m)
+    d = statistics.fmean(after) - statistics.fmean(before)
+    return d - half, d + half
+
+
+def band_of(d: float, iv: tuple[float, float] | None) -> tuple[bool, float]:
+    """(established, band): a drift is established when its interval excludes 0 (no interval: when
+    it is not 0, as a point); its band is then the interval's far end from 0 (the point without
+    one), else 0: nothing to withhold."""
+    if iv is None:
+        return d != 0, abs(d)
+    lo, hi = iv
+    if lo <= 0 <= hi:
+        return False, 0.0
+    return True, max(abs(lo), abs(hi))
+
+
+def record_band(rec: Mapping[str, Any]) -> float:
+    """The band a drift record (or a cell's ``speedup_drift``) withholds within; older records
+    without one: |log(1 + drift)|."""
+    if rec.get("band") is not None:
+        return float(rec["band"])
+    return abs(math.log(1 + rec["drift"]))
+
+
 def _says(rec: Mapping[str, Any]) -> str:
     over = f" over {rec['minutes']:.1f} min" if rec.get("minutes") is not None else ""
-    return f"{rec['drift']:+.1%}{over}"
+    ci = rec.get("drift_ci95")
+    return f"{rec['drift']:+.1%}" + (f" [{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci else "") + over
 
 
 def withhold(
@@ -97,8 +146,9 @@ def withhold(
     drifts: list[dict[str, Any]],
 ) -> None:
     """In place: each family member's comparison gets ``speedup_drift`` (its family's drift), and
-    a verdict not clear of that drift becomes "no verdict: ..." (``speedup_verdict_before_drift``
-    keeps the one withheld); the family's record lists the cells withheld."""
+    a verdict not clear of an established drift's band becomes "no verdict: ..."
+    (``speedup_verdict_before_drift`` keeps the one withheld); the family's record lists the cells
+    withheld. A drift whose interval reaches 0 withholds nothing."""
     fam = {g: rec for rec in drifts if rec.get("drift") is not None for g in rec["groups"][1:]}
     for rec in drifts:
         rec.setdefault("withheld", [])
@@ -109,11 +159,17 @@ def withhold(
             continue
         if f.get("speedup_verdict") is None:
             continue
-        f["speedup_drift"] = {"family": rec["family"], "drift": rec["drift"], "minutes": rec.get("minutes")}
+        f["speedup_drift"] = {
+            "family": rec["family"],
+            "drift": rec["drift"],
+            "drift_ci95": rec.get("drift_ci95"),
+            "band": record_band(rec),
+            "minutes": rec.get("minutes"),
+        }
         v = f["speedup_verdict"]
-        if v not in VERDICTS:
+        if v not in VERDICTS or not record_band(rec):
             continue
-        why = not_clear(f, abs(math.log(rec["ratio"])), v)
+        why = not_clear(f, record_band(rec), v)
         if why:
             f["speedup_verdict_before_drift"] = v
             f["speedup_verdict"] = (
@@ -168,12 +224,15 @@ def lines(doc: Mapping[str, Any]) -> list[str]:
         unit = "tok/s" if rec.get("metric") == "output tok/s" else "/s (1 / p50 latency)"
         withheld = rec.get("withheld") or []
         said = f"; {len(withheld)} verdicts withheld ({', '.join(withheld)})" if withheld else ""
+        if rec.get("established") is False:
+            said += "; its interval reaches 0, within the rounds' spread: no verdict withheld"
         if rec.get("sentinel_disturbed"):
             said += f"; the sentinel was disturbed: {rec['sentinel_disturbed']}"
         over = f" over {rec['minutes']:.1f} min" if rec.get("minutes") is not None else ""
         out.append(
             f"drift {rec['family']}: {rec['drift']:+.1%}{iv}{over} ({rec['sentinel_cell']}: "
-            f"{rec['sentinel']:.4g} {unit} against {rec['baseline']:.4g} over the baseline's "
-            f"{rec['rounds']} rounds; family {', '.join(rec['groups'])}{said})"
+            f"{rec['sentinel']:.4g} {unit} over {rec.get('sentinel_rounds', 1)} round(s) against "
+            f"{rec['baseline']:.4g} over the baseline's {rec['rounds']}; "
+            f"family {', '.join(rec['groups'])}{said})"
         )
     return out
