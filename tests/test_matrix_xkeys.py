@@ -32,7 +32,7 @@ workloads:
     <<: *shape
     x-comment: two concurrencies
 include:
-  - {tp: 1, engine_args: {cuda_graph_max_bs: 8}, x-why: small batches}
+  - {tp: 1, engine_args: {cuda_graph_max_bs_decode: 8}, x-why: small batches}
 """
 
 

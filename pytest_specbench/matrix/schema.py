@@ -20,26 +20,29 @@ import yaml
 
 from .accept_bound import check_expected_accept
 from .cells import (
-    ALGORITHM_KEYS,
     DEFAULT_BASELINE,
-    FORCED_ACCEPT_ALGORITHMS,
     LOAD_FORMATS,
-    SPEC_ALGORITHMS,
     SWEEP_LABELS,
     WORKLOAD_KINDS,
     Cell,
     Matrix,
     Method,
     Model,
-    Speculative,
     freeze,
-    refused_setting,
     setting_name,
 )
 from .checks import Ctx, MatrixError, did_you_mean, without_x_keys
 from .compare import parse_compare
+from .engine_args import check_matrix, unchecked_names
 from .list_args import one_list_value
 from .selectors import excludes, group_hooks, includes, run_hooks
+from .speculative import (
+    ALGORITHM_KEYS,
+    FORCED_ACCEPT_ALGORITHMS,
+    SPEC_ALGORITHMS,
+    Speculative,
+    refused_setting,
+)
 from .tune import check_matches, parse_tune
 from .workload_schema import workload
 from .yaml_load import DuplicateKeyError, load_matrix_yaml
@@ -75,7 +78,18 @@ SPEC_KEYS = (
 )
 SIMULATE_METHODS = ("match-expected", "multinomial")  # SGLANG_SIMULATE_ACC_METHOD
 MAX_FORCED_ACCEPT = 64.0
-TOP_KEYS = ("models", "methods", "tp", "workloads", "baseline", "exclude", "include", "hooks", "compare")
+TOP_KEYS = (
+    "models",
+    "methods",
+    "tp",
+    "workloads",
+    "baseline",
+    "exclude",
+    "include",
+    "hooks",
+    "compare",
+    "engine_args_unchecked",
+)
 
 
 def _model(cx: Ctx, name: str, raw: Any, base_dir: Path) -> Model:
@@ -455,6 +469,7 @@ def parse(
             )
         seen[c.id] = c
     check_matches(cx, list(seen.values()))
+    check_matrix(cx, methods, m, unchecked_names(cx, d.get("engine_args_unchecked")))
     return m
 
 
