@@ -9,9 +9,14 @@ other cells. Which K win is not known before the run, so:
 - worst case: the K most expensive settings elsewhere, and every cell of a workload with
   ``max_rounds`` running to that cap (a race that never settles);
 - full factorial: every setting everywhere, fixed rounds.
+Early stopping, expected: under ``--specbench-race`` a cell stops at its first look (deciding/race.py
+``first_look``) once its verdict is settled. The expected figure stops there every cell the caller
+says settles (``settles``: the plugin's rule is a planned speed at least 10 % away from its
+baseline's at that shape, and the baseline's own cells; their rounds' spread is assumed small enough
+to settle in three rounds), the others run to their cap; the worst case never stops early.
 Racing's drops of losing methods are not predicted (nothing is known of the losers before the
-run): a method without ``tune`` counts in full in all three. The deciding cells run first, so a
-group with cells on both sides of the decision starts twice: those extra starts are counted.
+run): a method without ``tune`` counts in every cell in all three. The deciding cells run first, so
+a group with cells on both sides of the decision starts twice: those extra starts are counted.
 Pure: no pytest; the ``tune`` keys as the matrix parsed them.
 """
 
@@ -75,9 +80,25 @@ def _kept(costs: dict[str, float], keep: int, worst: bool) -> set[str]:
     return set(ranked[mid : mid + keep])
 
 
-def variants(cells: list[Cell], eta: Callable[[Cell], float], tuned: dict[str, Tune]) -> list[Variant]:
+def first_look_share(cell: Cell) -> float:
+    """The part of a cell's planned rounds (warm-up included) run when it stops at its first look."""
+    from .race import first_look
+
+    w = cell.workload
+    warm = w.warmup + 1 if w.warmup else 0
+    first = min(first_look(w.round_cap), w.rounds)
+    return (warm + first) / (warm + w.rounds)
+
+
+def variants(
+    cells: list[Cell],
+    eta: Callable[[Cell], float],
+    tuned: dict[str, Tune],
+    settles: Callable[[Cell], bool] | None = None,
+) -> list[Variant]:
     """The full factorial, expected and worst-case cell sets of ``cells`` (the runnable selected
-    ones), each cell at its planned seconds (``eta``)."""
+    ones), each cell at its planned seconds (``eta``); in the expected set a cell ``settles`` says
+    settles at its first look runs that part of its rounds (``first_look_share``)."""
 
     def capped(c: Cell) -> float:  # a race that never settles runs every cell to its max_rounds
         w = c.workload
@@ -88,8 +109,11 @@ def variants(cells: list[Cell], eta: Callable[[Cell], float], tuned: dict[str, T
 
     full = Variant("full factorial", {c.id: eta(c) for c in cells}, frozenset(c.id for c in cells), ())
     out = [full]
+    def early(c: Cell) -> float:
+        return eta(c) * (first_look_share(c) if settles is not None and settles(c) else 1.0)
+
     for worst in (False, True):
-        cost = capped if worst else eta
+        cost = capped if worst else early
         keep: set[str] = set()
         carried: set[str] = set()
         for t in tuned.values():

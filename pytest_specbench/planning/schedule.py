@@ -37,6 +37,9 @@ class Job:
     tp: int = 0  # for the order among equal durations (defaults to gpus)
     backend: str = ""
     first_extra_s: float = 0.0  # added when it is its worker's first start of its backend
+    # its worker holds it without GPUs until then (a tuned sweep's carried cells wait for the
+    # decision, deciding/race.py): it asks for GPUs at max(taken, not_before_s)
+    not_before_s: float = 0.0
 
     @property
     def size(self) -> int:
@@ -113,10 +116,10 @@ def pack(jobs: Sequence[Job], pool: Sequence[int], workers: int) -> Schedule:
     nxt = 0
     while nxt < len(queue) or waiting or running:
         while idle and nxt < len(queue):
-            waiting.append((rank[id(queue[nxt])], queue[nxt], idle.pop(0), t))
+            waiting.append((rank[id(queue[nxt])], queue[nxt], idle.pop(0), max(t, queue[nxt].not_before_s)))
             nxt += 1
         waiting.sort(key=lambda w: w[0])
-        got = grant(free, [(w[0], w[1].gpus) for w in waiting])
+        got = grant(free, [(w[0], w[1].gpus) for w in waiting if w[3] <= t])
         for w in [w for w in waiting if w[0] in got]:
             gpus = got[w[0]]
             free = [g for g in free if g not in gpus]
@@ -127,10 +130,11 @@ def pack(jobs: Sequence[Job], pool: Sequence[int], workers: int) -> Schedule:
             slots.append(s)
             running.append((s.end_s, s))
             waiting.remove(w)
-        if not running:  # nothing can start and nothing will end: cannot happen (unplaceable)
+        later = [w[3] for w in waiting if w[3] > t]
+        if not running and not later:  # nothing can start and nothing will end: cannot happen
             break
         running.sort(key=lambda r: (r[0], r[1].worker))
-        t = running[0][0]
+        t = min(later + ([running[0][0]] if running else []))
         while running and running[0][0] <= t:
             _, s = running.pop(0)
             free = sorted(free + list(s.gpus))

@@ -5,6 +5,7 @@ run has (-n; a raced run under -n races on every GPU set at once, its decisions 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -23,10 +24,9 @@ def _workers(config: pytest.Config, st: SpecbenchState) -> int:
     return max(1, getattr(st, "plan_workers", None) or workers(config))
 
 
-def _pack(st: SpecbenchState, cells: list[Cell], secs: dict[str, float], n: int = 1) -> tuple[float, int]:
-    """(makespan, engine starts) of ``cells`` at ``secs`` by ``n`` workers on the run's GPU pool
-    (serially where the pool is unknown), their groups handed out as the schedule orders them."""
-    from .xdist_sched import planned_seconds
+def _jobs(st: SpecbenchState, cells: list[Cell], secs: dict[str, float], carried: bool) -> list[schedule.Job]:
+    """One job per engine group of ``cells`` at ``secs`` (a carried scope's id ends "(carried)")."""
+    from .xdist_sched import CARRIED, planned_seconds
 
     plan = st.get_plan()
     by_group: dict[str, list[Cell]] = {}
@@ -39,11 +39,91 @@ def _pack(st: SpecbenchState, cells: list[Cell], secs: dict[str, float], n: int 
         p = planned_seconds(plan, g, [])
         gpus = g.tp if get_backend(g.method.backend).gpu else 0
         dur = p.start_s + sum(secs[c.id] for c in run)
-        jobs.append(schedule.Job(g.id, gpus, dur, g.tp, g.method.backend, p.first_start_extra_s))
+        name = f"{g.id} {CARRIED}" if carried else g.id
+        jobs.append(schedule.Job(name, gpus, dur, g.tp, g.method.backend, p.first_start_extra_s))
+    return jobs
+
+
+def _pack(
+    st: SpecbenchState, first: list[Cell], later: list[Cell], secs: dict[str, float], n: int = 1
+) -> tuple[float, float, int]:
+    """(makespan, when the first phase is done, engine starts) of the cells at ``secs`` by ``n``
+    workers on the run's GPU pool (serially where the pool is unknown), in the run's order: the
+    first phase's groups (a tuned sweep's deciding cells and their baselines') longest first, then
+    every other group's scope longest first (xdist_sched.make_scheduler); a tuned sweep's carried
+    scope waits (its worker idle, no GPUs held) until the first phase is done."""
+    one = _jobs(st, first, secs, False)
+    two = _jobs(st, later, secs, bool(first))
+    jobs = schedule.longest_first(one) + schedule.longest_first(two)
     if not jobs:
-        return 0.0, 0
-    sched = schedule.pack(jobs, st.gpus or tuple(range(max(j.gpus for j in jobs))), n)
-    return (sched.makespan_s if st.gpus else sched.serial_s), len(jobs)
+        return 0.0, 0.0, 0
+    pool = st.gpus or tuple(range(max(j.gpus for j in jobs)))
+    tuned = {c.group.id for c in later if getattr(c.method, "tune", None) is not None}
+    sched = schedule.pack(jobs, pool, n if st.gpus else 1)
+    names = {j.group for j in one}
+    done = max((s.end_s for s in sched.slots if s.group in names), default=0.0)
+    waits = [
+        dataclasses.replace(j, not_before_s=done) if j.group.split(" ")[0] in tuned and first else j
+        for j in jobs
+    ]
+    sched = schedule.pack(waits, pool, n if st.gpus else 1)
+    done = max((s.end_s for s in sched.slots if s.group in names), default=0.0)
+    return sched.makespan_s, done, len(jobs)
+
+
+SETTLES = 1.10  # a member planned this far from its baseline (either way) is expected to settle at once
+
+
+def _settles(st: SpecbenchState, cells: list[Cell]) -> Any:
+    """The expected early stop: the baseline's own cells, and a cell whose planned round is at
+    least ``SETTLES`` times faster or slower than its baseline's at the same shape."""
+    from ..report import paired
+
+    assert st.matrix is not None
+    plan, base = st.get_plan(), st.matrix.baselines()
+    at = {(paired.axes(c.params()), c.method.name): c for c in cells}
+
+    def round_s(c: Cell | None) -> float | None:
+        cp = plan.cells.get(c.id) if c is not None else None
+        return getattr(cp, "round_s", None) if cp is not None else None
+
+    def settles(c: Cell) -> bool:
+        b = base.get(c.method.name)
+        if b is None or b == c.method.name:
+            return b is not None
+        mine, theirs = round_s(c), round_s(at.get((paired.axes(c.params()), b)))
+        if not mine or not theirs:
+            return False
+        return max(mine / theirs, theirs / mine) >= SETTLES
+
+    return settles
+
+
+def _where(cells: list[Cell], secs: dict[str, float]) -> dict[str, dict[str, float]]:
+    """GPU-minutes (a cell's planned minutes x its TP size) by workload and TP, and by method
+    (a sweep's settings together), engine starts apart."""
+    out: dict[str, dict[str, float]] = {}
+    for c in cells:
+        if c.id in secs:
+            gm = secs[c.id] / 60 * c.tp
+            for k in (c.workload.name, f"method {c.method.sweep or c.method.name}"):
+                row = out.setdefault(k, {})
+                row[f"tp{c.tp}"] = row.get(f"tp{c.tp}", 0.0) + gm
+    return out
+
+
+def _where_lines(where: dict[str, dict[str, float]]) -> list[str]:
+    def row(k: str) -> str:
+        parts = where[k]
+        tps = sorted(parts, key=lambda t: int(t[2:]))
+        return f"    {k}: {sum(parts.values()):,.0f} (" + ", ".join(f"{t} {parts[t]:,.0f}" for t in tps) + ")"
+
+    wl = [k for k in where if not k.startswith("method ")]
+    return (
+        ["  where the expected time goes, GPU-minutes of cells (minutes x TP size; engine starts apart):"]
+        + [row(k) for k in sorted(wl, key=lambda k: -sum(where[k].values()))]
+        + [row(k) for k in sorted(set(where) - set(wl), key=lambda k: -sum(where[k].values()))]
+    )
 
 
 def race_plan(
@@ -92,33 +172,46 @@ def race_plan(
     )
     lines.append(f"racing/tuning ({how or 'no tune keys: racing drops are not predicted'}), {where}:")
     full_s = None
-    for v in raced_plan.variants(runnable, eta, tuned):
-        first = [c for c in runnable if c.id in v.phase1]
-        later = [c for c in runnable if c.id in v.cells and c.id not in v.phase1]
-        m1, n1 = _pack(st, first, v.cells, n)
-        m2, n2 = _pack(st, later, v.cells, n)
-        total = m1 + m2
+    from ..deciding.tune import first_phase
+
+    first_ids = first_phase(runnable, st.matrix) if tuned else set()
+    settles = _settles(st, runnable) if race else None
+    worst_s = 0.0
+    for v in raced_plan.variants(runnable, eta, tuned, settles):
+        phased = v.name != "full factorial"  # the full factorial: a run without the race's order
+        first = [c for c in runnable if c.id in v.cells and c.id in first_ids and phased]
+        later = [c for c in runnable if c.id in v.cells and c.id not in first_ids or not phased]
+        total, done, starts = _pack(st, first, later, v.cells, n)
+        if v.name == "worst case":  # at least the expected (its other settings may pack better)
+            total = max(total, worst_s)
+        if v.name == "expected":
+            worst_s = total
         full_s = total if full_s is None else full_s
-        again = ", ".join(v.extra_starts)
-        extra = (
-            f"; {len(v.extra_starts)} extra engine start(s) for the two-phase order ({again})"
-            if again
-            else ""
-        )
-        phases = f" ({m1 / 60:.1f} min deciding and untuned, then {m2 / 60:.1f} carried)" if later else ""
+        again = sorted({c.group.id for c in first} & {c.group.id for c in later})
+        extra = f"; {len(again)} extra engine start(s) for the two-phase order ({', '.join(again)})"
+        extra = extra if again else ""
+        phases = f" (the deciding cells done by {done / 60:.1f} min)" if first and later else ""
         ratio = f", {total / full_s:.2f}x the full factorial" if v.name != "full factorial" and full_s else ""
-        counts = f"{len(v.cells)} cells, {n1 + n2} engine starts"
+        counts = f"{len(v.cells)} cells, {starts} engine starts"
         lines.append(f"  {v.name}: {total / 60:.1f} min{phases}, {counts}{ratio}{extra}")
         doc[v.name.replace(" ", "_")] = {
             "makespan_s": total,
             "cells": len(v.cells),
-            "engine_starts": n1 + n2,
-            "extra_starts": list(v.extra_starts),
+            "engine_starts": starts,
+            "extra_starts": again,
+            "gpu_min": _where(runnable, v.cells),
         }
     if race or tuned:
         lines.append(
-            "  (expected: the tuned sweeps' deciding cells in full, K settings of median cost elsewhere; "
-            "worst case: the K most expensive, every cell to its max_rounds; the carried settings start "
-            "after the first phase, a conservative order)"
+            "  (expected: the tuned sweeps' deciding cells in full, K settings of median cost elsewhere"
+            + (
+                ", a cell planned at least 10 % from its baseline (and the baseline's own) stopping at "
+                "its first look"
+                if race
+                else ""
+            )
+            + "; worst case: the K most expensive, every cell to its cap; the run's order: the deciding "
+            "cells first, the carried settings waiting for them; racing's drops not predicted)"
         )
+        lines += _where_lines(doc["expected"]["gpu_min"])
     return doc, lines

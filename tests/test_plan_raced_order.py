@@ -1,0 +1,49 @@
+"""The raced plan as the run does it: a carried job's worker waits (no GPUs held) until the
+decision (schedule.Job.not_before_s), and the expected figure stops at its first look every cell
+the caller says settles (deciding/raced_plan.py), worked out by hand."""
+
+from __future__ import annotations
+
+from pytest_specbench.deciding import raced_plan
+from pytest_specbench.matrix.cells import Cell
+from pytest_specbench.matrix.schema import parse
+from pytest_specbench.planning import schedule
+
+
+def test_a_job_held_until_the_decision_asks_for_gpus_only_then() -> None:
+    jobs = [
+        schedule.Job("decide", 1, 10.0),
+        schedule.Job("carried", 1, 5.0, not_before_s=20.0),
+        schedule.Job("other", 1, 30.0),
+    ]
+    sched = schedule.pack(jobs, (0, 1), 2)
+    by = {s.group: s for s in sched.slots}
+    # worker 0 takes decide (GPU 0, 0-10); worker 1 takes carried and holds it, no GPU, until 20;
+    # at 10 worker 0 takes other (GPU 0, 10-40); at 20 carried gets GPU 1 (20-25)
+    assert (by["carried"].ready_s, by["carried"].start_s, by["carried"].end_s) == (20.0, 20.0, 25.0)
+    assert by["carried"].gpus == (1,) and (by["other"].start_s, by["other"].gpus) == (10.0, (0,))
+    assert sched.makespan_s == 40.0
+
+
+def test_the_expected_figure_stops_settled_cells_at_their_first_look() -> None:
+    doc = {
+        "models": {"t": "embedded:tiny"},
+        "methods": {
+            "ar": {"backend": "hf", "model": "t"},
+            "ng": {"backend": "hf", "model": "t", "speculative": {"algorithm": "ngram"}},
+        },
+        "workloads": {"throughput": {"concurrency": [1, 4], "rounds": 5, "warmup": 1}},
+    }
+    cells = parse(doc, "m.yaml").cells()
+
+    def secs(c: Cell) -> float:
+        return 70.0
+
+    # warm-up 1 (+1 agreeing round) and 5 rounds; the first look at 3: (2 + 3) / (2 + 5) of 70 s
+    assert raced_plan.first_look_share(cells[0]) == 5 / 7
+    full, expected, worst = raced_plan.variants(cells, secs, {}, lambda c: c.method.name == "ar")
+    assert sum(full.cells.values()) == 4 * 70.0
+    assert sum(expected.cells.values()) == 2 * 50.0 + 2 * 70.0  # ar's two settle, ng's two run on
+    assert sum(worst.cells.values()) == 4 * 70.0  # never stops early
+    _, none, _ = raced_plan.variants(cells, secs, {})
+    assert sum(none.cells.values()) == 4 * 70.0
