@@ -5,7 +5,12 @@ Where a cell's baseline cannot run as a second engine beside it (sglang; hf with
 measured minutes or hours apart. A family is such a baseline's group plus the groups of the
 methods compared with it, at one TP size: they run back to back (baseline first), and a short
 re-run of the baseline's first shape (the sentinel) after the last of them measures how far the
-machine drifted meanwhile. Pure: the rule the plugin orders, schedules and runs sentinels by.
+machine drifted meanwhile. A bracketed family (a member of a resident backend whose baseline
+does not fit beside it, planning/residency.py; every family with --specbench-brackets) re-runs
+that shape after each member instead: each member sits between two brackets of its baseline on
+the same GPUs (the first member's first bracket is the baseline's own cell), whose drift bounds
+the member's (report/brackets.py). Pure: the rule the plugin orders, schedules and runs
+sentinels by.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ..matrix.interleave import interleaves
 from ..planning import schedule
 
 SENTINEL_SUFFIX = "-sentinel"
+BRACKET_INFIX = "-after-"
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,7 @@ class Family:
     baseline: str  # the baseline's engine group, e.g. "ar-tp1"
     members: tuple[str, ...]  # the groups compared with it, in first-appearance order
     first: Cell  # the baseline's first cell (its first shape): what the sentinel re-runs
+    brackets: bool = False  # a bracket after each member, not one sentinel after all
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -41,6 +48,21 @@ class Family:
     def sentinel_id(self) -> str:
         return self.first.id + SENTINEL_SUFFIX
 
+    def runs(self) -> list[tuple[str, str]]:
+        """(item id, the group it runs after) of each re-run of the baseline's first shape: the
+        sentinel after the last member, or a bracket after each member
+        (``<first cell>-after-<member group>-sentinel``)."""
+        if not self.brackets:
+            return [(self.sentinel_id, self.members[-1])]
+        return [(f"{self.first.id}{BRACKET_INFIX}{m}{SENTINEL_SUFFIX}", m) for m in self.members]
+
+    def before(self, member: str) -> str | None:
+        """A bracketed member's first bracket: the item id of the bracket after the member before
+        it, None for the first member (the baseline's own cell is its first bracket)."""
+        runs = self.runs()
+        k = self.members.index(member)
+        return runs[k - 1][0] if self.brackets and k > 0 else None
+
     def sentinel_cell(self) -> Cell:
         """The baseline's first shape with one timed round (its warm-up as configured): the
         round's requests are those of the baseline's first timed round."""
@@ -53,28 +75,37 @@ def families(
     baselines: Mapping[str, str | None],
     sentinel_backends: frozenset[str] | set[str],
     interleaving: frozenset[str] | set[str],
+    bracketed: frozenset[str] | set[str] = frozenset(),
+    brackets: bool = False,
 ) -> list[Family]:
     """The families of ``cells`` (in order; the selected ones): a baseline method on one of
     ``sentinel_backends``, at one TP, with every group one of whose cells compares with a cell of
     the baseline at the same shape and TP, and does not interleave its rounds with it (on
     ``interleaving``: the backends whose engines share a process, empty with
-    --specbench-no-interleave). A baseline without such a group has no family."""
+    --specbench-no-interleave). A baseline without such a group has no family. ``bracketed``:
+    member groups whose baseline does not fit beside them (planning/residency.py): members of
+    their baseline's family whatever its backend, and the family bracketed; ``brackets``: every
+    family bracketed."""
     cells = list(cells)
     by_name = {c.method.name: c.method for c in cells}
     shapes = {(c.request_key, c.tp, c.method.name) for c in cells}
     first: dict[str, Cell] = {}  # baseline group -> its first cell
     members: dict[str, dict[str, None]] = {}
+    bracketing: set[str] = set()
     for c in cells:
         first.setdefault(c.group.id, c)
     for c in cells:
         name = baselines.get(c.method.name)
         base = by_name.get(name) if name else None
-        if base is None or base.name == c.method.name or base.backend not in sentinel_backends:
+        if base is None or base.name == c.method.name or (c.request_key, c.tp, base.name) not in shapes:
             continue
-        if interleaves(c, base, interleaving) or (c.request_key, c.tp, base.name) not in shapes:
+        apart = c.group.id in bracketed
+        if not apart and (base.backend not in sentinel_backends or interleaves(c, base, interleaving)):
             continue
         members.setdefault(f"{base.name}-tp{c.tp}", {})[c.group.id] = None
-    return [Family(b, tuple(m), first[b]) for b, m in members.items()]
+        if apart:
+            bracketing.add(f"{base.name}-tp{c.tp}")
+    return [Family(b, tuple(m), first[b], brackets or b in bracketing) for b, m in members.items()]
 
 
 def family_of(fams: Sequence[Family]) -> dict[str, Family]:
@@ -107,6 +138,11 @@ class FamilyJobs:
     parts: dict[str, list[tuple[str, float]]]  # family scope -> (group or sentinel label, seconds)
     sentinel_s: dict[str, tuple[float, float]]  # family baseline -> (engine start, its rounds) planned
     cost_s: tuple[float, float] | None = None  # (makespan with families kept, without), packed
+    runs: dict[str, int] = dataclasses.field(default_factory=dict)  # family baseline -> its re-runs
+
+    def total_s(self) -> float:
+        """Every sentinel's and bracket's planned seconds: restarts of the baselines and rounds."""
+        return sum((a + b) * self.runs.get(f, 1) for f, (a, b) in self.sentinel_s.items())
 
     def scope_of(self, group: str) -> str:
         for f in self.fams:
@@ -146,22 +182,29 @@ class FamilyJobs:
         return sched
 
     def lines(self) -> list[str]:
-        """The sentinels' cost: one line per family, and their total."""
+        """The sentinels' and brackets' cost: one line per family, and their total."""
         if not self.sentinel_s:
             return []
         out = [
             f"drift sentinels ({len(self.sentinel_s)}; a family's groups run back to back, then its "
-            "baseline restarts for one round of its first shape):"
+            "baseline restarts for one round of its first shape; a bracketed family's after each member):"
         ]
         for f in self.fams:
             if f.baseline in self.sentinel_s:
                 start, rounds = self.sentinel_s[f.baseline]
+                if f.brackets:
+                    n = len(f.members)
+                    out.append(
+                        f"  brackets of {f.baseline}: {n} x (engine start {start:.0f} s + warm-up and "
+                        f"1 round {rounds:.0f} s) = {n * (start + rounds):.0f} s, one after each of "
+                        f"{', '.join(f.members)} ({f.first.id}, on the same GPUs)"
+                    )
+                    continue
                 out.append(
                     f"  {f.sentinel_id}: engine start {start:.0f} s + warm-up and 1 round {rounds:.0f} s "
                     f"(family {', '.join(f.groups)})"
                 )
-        total = sum(a + b for a, b in self.sentinel_s.values())
-        out.append(f"  sentinels in all: {total / 60:.1f} min (in the schedule above)")
+        out.append(f"  sentinels in all: {self.total_s() / 60:.1f} min (in the schedule above)")
         if self.cost_s is not None:
             kept, free = self.cost_s
             out.append(
@@ -190,6 +233,7 @@ def merge_jobs(fams: list[Family], jobs: list[schedule.Job], plan: Any, planned_
     out: list[schedule.Job] = []
     parts: dict[str, list[tuple[str, float]]] = {}
     sent: dict[str, tuple[float, float]] = {}
+    runs: dict[str, int] = {}
     done: set[str] = set()
     for j in jobs:
         f = of.get(j.group)
@@ -203,17 +247,22 @@ def merge_jobs(fams: list[Family], jobs: list[schedule.Job], plan: Any, planned_
         start = planned_seconds(plan, f.first.group, []).start_s
         rounds = rounds_s(f, plan)
         sent[f.baseline] = (start, rounds)
-        parts[f.scope] = [(m.group, m.duration_s) for m in members] + [
-            (f"{f.baseline} (sentinel)", start + rounds)
-        ]
+        if f.brackets:  # the baseline, then each member followed by its bracket
+            part = [(members[0].group, members[0].duration_s)]
+            for m in members[1:]:
+                part += [(m.group, m.duration_s), (f"{f.baseline} (bracket after {m.group})", start + rounds)]
+        else:
+            part = [(m.group, m.duration_s) for m in members] + [(f"{f.baseline} (sentinel)", start + rounds)]
+        runs[f.baseline] = len(part) - len(members)
+        parts[f.scope] = part
         out.append(
             schedule.Job(
                 f.scope,
                 members[0].gpus,
-                sum(m.duration_s for m in members) + start + rounds,
+                sum(d for _, d in part),
                 f.first.tp,
                 members[0].backend,
                 members[0].first_extra_s,
             )
         )
-    return FamilyJobs(out, fams, parts, sent)
+    return FamilyJobs(out, fams, parts, sent, runs=runs)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..matrix.cells import Cell, Matrix
 from ..report import paired, sequential
+from ..report.brackets import widen
 from ..report.sequential import Looks
 from ..workloads.rounds import Rule
 from .store import Store
@@ -151,6 +152,9 @@ class Race:
     dropped: list[dict[str, Any]] = field(default_factory=list)
     tuned_out: list[dict[str, Any]] = field(default_factory=list)
     tuning: dict[str, dict[str, Any]] = field(default_factory=dict)  # sweep -> its decision
+    # a bracketed member group -> the levels its two brackets bound (report/brackets.py): its
+    # comparisons measured apart drop on the interval widened by them, never without them
+    brackets: dict[str, tuple[float, float]] = field(default_factory=dict)
     _cells: dict[tuple[tuple[Any, ...], str], Cell] = field(default_factory=dict)
     _seen: dict[str, tuple[list[float | None], bool]] = field(default_factory=dict)
 
@@ -288,7 +292,7 @@ class Race:
     def vs_leader(
         self, cell: Cell, speeds: list[float | None], relative: bool, looks: Looks
     ) -> tuple[Any, dict[str, Any]] | None:
-        if not relative and self.drift is None:
+        if not relative and self.drift is None and cell.group.id not in self.brackets:
             return None  # measured apart from its baseline: drift between groups could decide it
         lead = self.leader(cell, relative)
         if lead is None:
@@ -313,7 +317,15 @@ class Race:
             "shape": shape_label(cell),
             "family": both.family if both is not None else 1,
         }
-        if not relative:  # widened by the drift allowed between the groups, either way
+        if not relative and cell.group.id in self.brackets:  # widened by what the brackets bound
+            lead_group = self._by_id[lead.cell_id].group.id if lead.cell_id in self._by_id else ""
+            at = (1.0, 1.0) if lead.method == self.baselines.get(cell.method.name) else None
+            if (at := at or self.brackets.get(lead_group)) is None:
+                return None  # a leader measured apart whose drift nothing bounds
+            lo, hi = widen(iv.lo, iv.hi, self.brackets[cell.group.id], at)
+            iv = paired.Interval(iv.point, lo, hi, iv.n)
+            info.update(brackets=list(self.brackets[cell.group.id]), lo=round(lo, 6), hi=round(hi, 6))
+        elif not relative:  # widened by the drift allowed between the groups, either way
             assert self.drift is not None
             iv = paired.Interval(iv.point, iv.lo * (1 - self.drift), iv.hi / (1 - self.drift), iv.n)
             info.update(drift_allowed=self.drift, lo=round(iv.lo, 6), hi=round(iv.hi, 6))

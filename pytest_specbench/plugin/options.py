@@ -203,6 +203,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "keep those groups together; no verdict is then withheld for drift. Default: sentinels run",
     )
     g.addoption(
+        "--specbench-brackets",
+        action="store_true",
+        default=False,
+        help="where a baseline is not interleaved, re-run its first shape after each member's group "
+        "(a bracket: one engine start and one round each), not once after all, and widen each "
+        "member's intervals by the drift its two brackets bound (docs/metrics.md \"Brackets\"). "
+        "Members whose baseline does not fit beside them on their GPUs are always bracketed",
+    )
+    g.addoption(
         "--specbench-race",
         action="store_true",
         default=False,

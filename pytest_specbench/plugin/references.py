@@ -88,15 +88,61 @@ class BaselineInstances:
     reference_held: dict[str, dict[int, int]]
     reference_failed: dict[str, str]
 
+    _residency: tuple[Any, dict[str, Any]] | None = None  # (the GPU budget it was sized for, it)
+
+    def residency(self) -> dict[str, Any]:
+        """Member group id -> its ``planning.residency.Residency``: whether its baseline fits
+        beside it on its GPUs (resident backends only; none under --specbench-no-interleave).
+        The plan prints it and the run starts resident baselines by it: one rule."""
+        if self.matrix is None or self.config.getoption("specbench_no_interleave", False):
+            return {}
+        if self._residency is None or self._residency[0] is not self.gpu_budget:
+            from ..planning.residency import resident_members
+
+            resident = frozenset(n for n, b in BACKENDS.items() if b.resident)
+            gpu_backends = frozenset(n for n, b in BACKENDS.items() if b.gpu)
+            self._residency = (
+                self.gpu_budget,
+                resident_members(
+                    self.matrix.cells(), self.matrix.baselines(), resident, self.gpu_budget, gpu_backends
+                ),
+            )
+        return self._residency[1]
+
+    def bracketed_groups(self) -> frozenset[str]:
+        """Member groups of a resident backend whose baseline does not fit beside them: measured
+        apart, between two brackets of their baseline (deciding/families.py)."""
+        return frozenset(g for g, r in self.residency().items() if not r.fits)
+
+    def note_residency(self, plan: Any) -> None:
+        """Each member group's plan notes say whether its baseline is resident beside it (and
+        its shares) or why it is bracketed."""
+        for g, r in self.residency().items():
+            gp = plan.groups.get(g)
+            if gp is not None:
+                gp.notes.append(r.note())
+
     def interleaved_baseline(self, cell: Any) -> Any:
         """The method whose rounds are interleaved with ``cell``'s (cells.interleaves): its
         baseline (same model and TP) where both backends can share a process, unless
-        --specbench-no-interleave; else None (also for the baseline itself)."""
+        --specbench-no-interleave or the two do not fit side by side (``residency``); else None
+        (also for the baseline itself)."""
         if self.matrix is None or self.config.getoption("specbench_no_interleave", False):
             return None
         name = self.matrix.baselines().get(cell.method.name)
         base = self.matrix.method(name) if name else None
+        if base is None or cell.group.id in self.bracketed_groups():
+            return None
         return base if interleaves(cell, base, interleaving_backends()) else None
+
+    def not_bracketed(self, interleaved: dict[str, str]) -> dict[str, str]:
+        """Cell id -> its interleaved baseline's cell (matrix.interleave.interleaved_baselines)
+        without the cells of bracketed groups (the plan's ETA counts no interleaved rounds there)."""
+        out = self.bracketed_groups()
+        if not out or self.matrix is None:
+            return interleaved
+        group = {c.id: c.group.id for c in self.matrix.cells()}
+        return {k: v for k, v in interleaved.items() if group.get(k) not in out}
 
     def reference_for(self, cell: Any, shapes: Callable[[], list[Any]]) -> Any:
         """A ``rounds.Reference`` for ``cell``: its baseline method (same model and TP) as a
@@ -197,7 +243,10 @@ class BaselineInstances:
         return out
 
     def _baseline_group_id(self, group: EngineGroup) -> str | None:
-        """The group id of ``group``'s baseline at its TP (the instance that may stay beside it)."""
+        """The group id of ``group``'s baseline at its TP (the instance that may stay beside it);
+        None for a bracketed group (its baseline does not fit beside it)."""
+        if group.id in self.bracketed_groups():
+            return None
         name = self.matrix.baselines().get(group.method.name) if self.matrix is not None else None
         return f"{name}-tp{group.tp}" if name else None
 

@@ -6,22 +6,20 @@ member's, as on the CPU; drift between engine groups then cancels in every ratio
 Memory: SGLang's ``mem_fraction_static`` is a fraction of the whole GPU that counts what other
 processes hold (KV pool = total x fraction - memory in use - weights), so each engine started
 beside another gets ``used / total + share``: its own share on top of what is already taken.
-Both engines get the same share, the group's planned fraction (its engine_args' or SGLang's
-default) halved, at most ``MAX_SHARE``; the engine event records it. One process keeps the
-baseline resident across its member groups while they lease the same GPUs; under -n it stops
-with the member's lease (another worker may lease those GPUs next).
+Each engine's share is the group's planned fraction (its engine_args' or SGLang's default)
+halved, at most ``MAX_SHARE`` (planning/residency.py: the rule the plan checks both engines'
+memory by; a member they do not fit beside is bracketed instead); the engine event records it.
+One process keeps the baseline resident across its member groups while they lease the same
+GPUs; under -n it stops with the member's lease (another worker may lease those GPUs next).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from ..engines import BACKENDS
 from ..matrix.cells import EngineGroup
-
-MAX_SHARE = 0.42  # two engines and their CUDA graphs and contexts within ~0.92 of the GPU
-DEFAULT_FRACTION = 0.85  # when the plan knows no fraction for the group
+from ..planning.residency import DEFAULT_FRACTION, MAX_SHARE, share_of, with_fraction  # noqa: F401
 
 
 def is_resident(group: EngineGroup) -> bool:
@@ -29,25 +27,11 @@ def is_resident(group: EngineGroup) -> bool:
     return b is not None and b.resident and b.gpu
 
 
-def share_of(planned_fraction: float | None, given: Any = None) -> float:
-    """An engine's own share of each GPU beside the other: the fraction it would have alone
-    (``given`` in its engine_args, else the plan's), halved, at most MAX_SHARE."""
-    alone = float(given) if given is not None else (planned_fraction or DEFAULT_FRACTION)
-    return round(min(alone / 2, MAX_SHARE), 4)
-
-
 def fraction_beside(used_mib: dict[int, int], total_mib: dict[int, int], share: float) -> float:
     """``mem_fraction_static`` for an engine started on GPUs where ``used_mib`` is already
     taken (by the engine beside it, other processes): the largest used fraction plus its share."""
     used = max((used_mib.get(i, 0) / total_mib[i] for i in total_mib if total_mib[i]), default=0.0)
     return round(min(used + share, 0.95), 4)
-
-
-def with_fraction(group: EngineGroup, fraction: float) -> EngineGroup:
-    """The group with ``mem_fraction_static`` set in its engine args (same id)."""
-    args = tuple((k, v) for k, v in group.method.engine_args if k != "mem_fraction_static")
-    method = dataclasses.replace(group.method, engine_args=(*args, ("mem_fraction_static", fraction)))
-    return dataclasses.replace(group, method=method)
 
 
 def sized(

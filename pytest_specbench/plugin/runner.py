@@ -173,7 +173,7 @@ class CellRunner:
         if dropped:  # out of the race: kept with the dropped cells, never as a measured result
             pytest.skip(f"cell {cell.id}: {dropped}")
         self.item.user_properties.append((RESULT_PROP, result))
-        sentinel.note_measured(self.item.config, cell)
+        sentinel.note_measured(self.item.config, cell, result)
         return result
 
 

@@ -2,8 +2,12 @@
 family (deciding/families.py) runs back to back, baseline first, on one worker, and an extra item
 ``<baseline's first cell>-sentinel`` after the family's last group re-runs that shape for one
 timed round on a fresh start of the baseline's engine. Its tok/s against the baseline's own
-measurement is the family's drift (report/drift.py). This module owns the sentinel items
-(collection, order, run), the family's place in the packed schedule and the plan's lines.
+measurement is the family's drift (report/drift.py). A bracketed family (a member whose baseline
+does not fit beside it, planning/residency.py; every family with --specbench-brackets) gets
+such an item after each member instead, ``<first cell>-after-<member group>-sentinel``: the
+member's brackets, whose drift widens its intervals (report/brackets.py) and, once measured,
+its race (deciding/race.py ``brackets``). This module owns the sentinel items (collection,
+order, run), the family's place in the packed schedule and the plan's lines.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 import pytest
 
 from ..deciding.families import (
+    BRACKET_INFIX,
     SENTINEL_SUFFIX,
     Family,
     FamilyJobs,
@@ -34,6 +39,9 @@ SENTINEL_PROP = "specbench_sentinel"
 class Sentinels:
     by_id: dict[str, Family] = field(default_factory=dict)  # sentinel id -> its family (all cells)
     measured_at: dict[str, float] = field(default_factory=dict)  # cell id -> when it finished (time.time)
+    # a family's first cell's result (this process's), the brackets' drift measured against it
+    first_results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bracket_ratio: dict[str, float] = field(default_factory=dict)  # bracket item id -> its level
 
 
 KEY = pytest.StashKey[Sentinels]()
@@ -70,7 +78,14 @@ def families_of(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) ->
     backends = sentinel_backends(config)
     if not backends:
         return []
-    return families(cells, st.matrix.baselines(), backends, interleaving(config))
+    return families(
+        cells,
+        st.matrix.baselines(),
+        backends,
+        interleaving(config),
+        st.bracketed_groups(),
+        bool(config.getoption("specbench_brackets", False)),
+    )
 
 
 # ------------------------------------------------------------------------------ collection
@@ -85,16 +100,23 @@ def params(config: pytest.Config, st: SpecbenchState, kind: str, marks_for: Any)
     for f in families_of(config, st, st.matrix.cells()):
         if f.first.workload.kind != kind:
             continue
-        _state(config).by_id[f.sentinel_id] = f
         cell = f.sentinel_cell()
-        out.append(pytest.param(cell.group, cell, marks=marks_for(f.first), id=f.sentinel_id))
+        for rid, _ in f.runs():
+            _state(config).by_id[rid] = f
+            out.append(pytest.param(cell.group, cell, marks=marks_for(f.first), id=rid))
     return out
 
 
 def sentinel_base(cell_of: Any, nodeid: str) -> Cell | None:
-    """The cell a sentinel's node id re-runs (``...[<cell id>-sentinel]``), or None."""
+    """The cell a sentinel's or bracket's node id re-runs (``...[<cell id>-sentinel]``,
+    ``...[<cell id>-after-<group>-sentinel]``), or None."""
     tail = SENTINEL_SUFFIX + "]"
-    return cell_of(nodeid[: -len(tail)] + "]") if nodeid.endswith(tail) else None
+    if not nodeid.endswith(tail):
+        return None
+    head = nodeid[: -len(tail)]
+    return cell_of(head + "]") or (
+        cell_of(head.rpartition(BRACKET_INFIX)[0] + "]") if BRACKET_INFIX in head else None
+    )
 
 
 def family_of_item(item: pytest.Item) -> Family | None:
@@ -116,20 +138,20 @@ def order(config: pytest.Config, items: list[pytest.Item], cell_of: Any) -> None
         for i in items
         if (c := cell_of(i)) is not None and family_of_item(i) is None and not i.get_closest_marker("skip")
     ]
-    fams = {f.sentinel_id: f for f in families_of(config, st, runs)}  # with a cell to run
-    drop = [i for i in items if (f := family_of_item(i)) is not None and f.sentinel_id not in fams]
+    fams = {rid: f for f in families_of(config, st, runs) for rid, _ in f.runs()}  # with a cell to run
+    after = {rid: g for f in fams.values() for rid, g in f.runs()}
+    drop = [i for i in items if family_of_item(i) is not None and _item_id(i) not in fams]
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = [i for i in items if i not in drop]
     groups = list(dict.fromkeys(c.group.id for c in cells))
-    rank = {g: n for n, g in enumerate(group_order(groups, list(fams.values())))}
-    last = {f.sentinel_id: max(rank[g] for g in f.groups) for f in fams.values()}
+    rank = {g: n for n, g in enumerate(group_order(groups, list({id(f): f for f in fams.values()}.values())))}
     keys: list[tuple[float, int]] = []
     for n, item in enumerate(items):
         f = family_of_item(item)
         cell = cell_of(item)
-        if f is not None:
-            keys.append((last[f.sentinel_id] + 0.5, n))
+        if f is not None:  # after the group it follows (the family's last, or its member)
+            keys.append((rank[after[_item_id(item)]] + 0.5, n))
         elif cell is None:
             keys.append((-1, n))
         else:
@@ -140,9 +162,18 @@ def order(config: pytest.Config, items: list[pytest.Item], cell_of: Any) -> None
 # ------------------------------------------------------------------------------ the run
 
 
-def note_measured(config: pytest.Config, cell: Cell) -> None:
-    """A cell finished measuring (the sentinel says how long before it its baseline ran)."""
-    _state(config).measured_at[cell.id] = time.time()
+def _item_id(item: pytest.Item) -> str:
+    cs = getattr(item, "callspec", None)
+    return cs.id if cs is not None else ""
+
+
+def note_measured(config: pytest.Config, cell: Cell, result: dict[str, Any] | None = None) -> None:
+    """A cell finished measuring (the sentinel says how long before it its baseline ran; a
+    bracket's drift is measured against a family's first cell's ``result``)."""
+    sent = _state(config)
+    sent.measured_at[cell.id] = time.time()
+    if result is not None and any(f.first.id == cell.id and f.brackets for f in sent.by_id.values()):
+        sent.first_results[cell.id] = result
 
 
 def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
@@ -174,10 +205,14 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
     )
     now = time.time()
     base_at = _state(item.config).measured_at.get(f.first.id)
+    rid = _item_id(item)
+    after = dict(f.runs()).get(rid)
     result = {
         "family": f.baseline,
-        "groups": list(f.groups),
-        "cell_id": f.sentinel_id,
+        # a bracket's drift withholds nothing by report/drift.py's band: report/brackets.py widens
+        # its member's intervals instead
+        "groups": [f.baseline] if f.brackets else list(f.groups),
+        "cell_id": rid,
         "baseline_cell": f.first.id,
         "nodeid": item.nodeid,
         "round_tokens_per_s": m.get("round_tokens_per_s"),
@@ -190,15 +225,40 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
         "engine_warm": warm,
         "worker": item.config.stash[STATE].worker,
     }
+    if f.brackets and after is not None:
+        result.update(bracket_after=after, bracket_before=f.before(after), family_groups=list(f.groups))
     result = jsonable(result)
+    if f.brackets and after is not None and not m.get("errors"):
+        _note_bracket(item.config, f, rid, after, result)
     if m.get("errors"):
         pytest.fail(
-            f"sentinel {f.sentinel_id}: {m['errors']} of {m['requests']} requests failed; first: "
+            f"sentinel {rid}: {m['errors']} of {m['requests']} requests failed; first: "
             f"{m.get('first_error')}",
             pytrace=False,
         )
     item.user_properties.append((SENTINEL_PROP, result))
     return result
+
+
+def _note_bracket(config: pytest.Config, f: Family, rid: str, member: str, record: dict[str, Any]) -> None:
+    """A bracket measured: its level against the family's first cell measured in this process,
+    and, with the bracket before the member's, the member's range for the race."""
+    from ..report import brackets, drift
+
+    sent = _state(config)
+    first = sent.first_results.get(f.first.id)
+    if first is None:
+        return
+    ratio = drift.measure([first], [record])[0].get("ratio")
+    if ratio is None:
+        return
+    sent.bracket_ratio[rid] = ratio
+    before = f.before(member)
+    if before is not None and before not in sent.bracket_ratio:
+        return
+    st = config.stash[STATE]
+    if st.race is not None:
+        st.race.brackets[member] = brackets.drift_range(sent.bracket_ratio.get(before or ""), ratio)
 
 
 # ------------------------------------------------------------------------------ schedule and plan
@@ -212,7 +272,7 @@ def planned_rounds_s(
     controller collects no sentinel items)."""
     if st.matrix is None or not ran:
         return 0.0
-    by_id = {f.sentinel_id: f for f in families_of(config, st, st.matrix.cells())}
+    by_id = {rid: f for f in families_of(config, st, st.matrix.cells()) for rid, _ in f.runs()}
     return sum(rounds_s(f, plan) for r in ran if (f := by_id.get(r.get("cell_id", ""))) is not None)
 
 
@@ -225,5 +285,5 @@ def merge(
     plan = st.get_plan()
     fj = merge_jobs(families_of(config, st, cells), js.jobs, plan, planned_seconds)
     js.jobs = fj.jobs
-    plan.sentinels_s = sum(a + b for a, b in fj.sentinel_s.values())  # in the plan's ETA line
+    plan.sentinels_s = fj.total_s()  # in the plan's ETA line
     return fj

@@ -152,7 +152,9 @@ class SpecbenchState(BaselineInstances):
             interleaved = (
                 {}
                 if self.config.getoption("specbench_no_interleave", False)
-                else interleaved_baselines(cells, self.matrix.baselines(), interleaving_backends())
+                else self.not_bracketed(
+                    interleaved_baselines(cells, self.matrix.baselines(), interleaving_backends())
+                )
             )
             self.plan = plan.make_plan(
                 cells,
@@ -163,6 +165,7 @@ class SpecbenchState(BaselineInstances):
                 interleaved,
                 previous_source=str(path or ""),
             )
+            self.note_residency(self.plan)  # per member group: its baseline beside it, or bracketed
             for c in cells:  # wider than the run's GPU pool: skipped, and not in the plan's ETA
                 why = self.gpu_skip_reason(c)
                 cp = self.plan.cells.get(c.id)

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import decide, drift
+from . import brackets, decide, drift
 from .gate import failure_headline
 from .gate import redefined as _redefined
 from .mdtext import one_line, safe_doc
@@ -56,6 +56,8 @@ SPEEDUP_KEYS = (
     "accept_vs",
     "speedup_drift",
     "speedup_verdict_before_drift",
+    "speedup_brackets",
+    "speedup_verdict_before_brackets",
 )
 
 
@@ -124,6 +126,7 @@ def build(
     ordered = sorted(results, key=lambda r: r["nodeid"])
     sp = compare_all(ordered, baseline)
     drift.apply(ordered, sp, specbench)  # a family's sentinel: its drift withholds smaller verdicts
+    brackets.apply(ordered, sp, specbench)  # a bracketed member: verdicts on the widened interval
     return {
         "machine_info": machine_info,
         "commit_info": commit_info,
