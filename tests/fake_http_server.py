@@ -9,6 +9,11 @@ launch it. The script, from the environment:
 - FAKE_TTFT_MS (default 50): first chunk this long after the request arrived;
 - FAKE_HEADERS_MS (default 0): the response headers this long after the request arrived (a
   server that answers its headers late, as one that queues the request does);
+- FAKE_TTFT_SPREAD_MS (default 0): the first chunks of requests that arrive together spread
+  over this long (the n-th request's TTFT is FAKE_TTFT_MS + (n mod 16) / 16 x this), as a
+  server's chunked prefill returns a burst's first tokens over several steps;
+- FAKE_SPIN_MS (default 2): how long before each scheduled time the server stops sleeping and
+  yields in a loop (precise times, one core busy while any request waits so);
 - FAKE_ITL_MS (default 10): per token; a chunk of k tokens follows the previous one by k x this;
 - tokens per chunk = accept length: --speculative-num-steps + 1 when speculating, else 1
   (FAKE_ACCEPT overrides); verify steps = ceil(tokens / accept length);
@@ -42,6 +47,7 @@ class FakeServer:
         self.accept = accept
         self.ttft = ttft_ms / 1e3
         self.itl = itl_ms / 1e3
+        self.spread = float(os.environ.get("FAKE_TTFT_SPREAD_MS", "0")) / 1e3
         self.in_flight = 0
         self.peak = 0
         self.generates = 0
@@ -69,9 +75,9 @@ class FakeServer:
         self.ready_at = time.monotonic() + float(os.environ.get("FAKE_START_S", "0"))
 
     # --------------------------------------------------------------- helpers
-    def schedule(self, n: int) -> list[tuple[float, int]]:
-        """(seconds after arrival, cumulative tokens) of each chunk."""
-        out, t, done = [], self.ttft, 0
+    def schedule(self, n: int, nth: int = 0) -> list[tuple[float, int]]:
+        """(seconds after arrival, cumulative tokens) of each chunk of the ``nth`` request."""
+        out, t, done = [], self.ttft + (nth % 16) / 16 * self.spread, 0
         while done < n:
             k = min(self.accept, n - done)
             if done:
@@ -106,10 +112,14 @@ class FakeServer:
         """One keep-alive connection: requests in turn, answered as the script says. A plain
         asyncio server: parsing a request takes far less than the client spends sending it, so
         a c256 burst does not queue here and the script's times are what the client sees."""
+        proto = writer.transport.get_protocol()
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                t0 = time.monotonic()
+                # the request's clock starts when its first bytes reached this process (the loop's
+                # read callback), not when this coroutine got to them: a burst of requests queues
+                # here, and that queue is the server's, as SGLang's own stamp is taken on arrival
+                t0 = getattr(proto, "arrived", None) or time.monotonic()
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {
@@ -117,6 +127,8 @@ class FakeServer:
                 }
                 n = int(headers.get("content-length", "0"))
                 body = await reader.readexactly(n) if n else b""
+                if isinstance(proto, _Stamped):
+                    proto.arrived = None  # the next request's first bytes start its clock
                 await self.route(writer, t0, method, path.split("?", 1)[0], headers, body)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -192,7 +204,7 @@ class FakeServer:
         if os.environ.get("FAKE_SHORT"):  # a server that stops early (a length cap, EOS honoured)
             n = max(1, n // 2)
         out = [(ids[-1] + 1 + i) % 1000 if ids else i for i in range(n)]
-        sched = self.schedule(n)
+        sched = self.schedule(n, nth)
         steps, hist = self.count(n)
         try:
             if not stream:
@@ -269,6 +281,17 @@ class FakeServer:
         }
 
 
+class _Stamped(asyncio.StreamReaderProtocol):
+    """A connection that notes when a request's first bytes arrived (``arrived``)."""
+
+    arrived: float | None = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.arrived is None:
+            self.arrived = time.monotonic()
+        super().data_received(data)
+
+
 def _chunk(w: asyncio.StreamWriter, data: bytes) -> None:
     w.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
@@ -284,12 +307,18 @@ async def _send(w: asyncio.StreamWriter, status: int, body: Any) -> None:
     await w.drain()
 
 
+SPIN_S = float(os.environ.get("FAKE_SPIN_MS", "2")) / 1e3
+
+
 async def _sleep_until(t: float) -> None:
     """Wake at ``t`` to well under a millisecond: the event loop's timers wake up to 1 ms late
-    (epoll's millisecond timeout), so the last 2 ms are spent yielding to other requests."""
+    (epoll's millisecond timeout), so the last FAKE_SPIN_MS (default 2) are spent yielding to
+    other requests. That spin holds a core while any request is within it: FAKE_SPIN_MS=0 gives
+    the core to the client instead (the schedule's times are then up to 1 ms late, and the
+    server's own stamps say when each chunk really left)."""
     d = t - time.monotonic()
-    if d > 0.002:
-        await asyncio.sleep(d - 0.002)
+    if d > SPIN_S:
+        await asyncio.sleep(d - SPIN_S)
     while time.monotonic() < t:
         await asyncio.sleep(0)
 
@@ -314,7 +343,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"fake server on {args.host}:{args.port}, accept {accept}", flush=True)
 
     async def serve() -> None:
-        srv = await asyncio.start_server(server.handle, args.host, args.port, backlog=1024)
+        def connection() -> _Stamped:
+            return _Stamped(asyncio.StreamReader(limit=2**16), server.handle)
+
+        loop = asyncio.get_running_loop()
+        srv = await loop.create_server(connection, args.host, args.port, backlog=1024)
         async with srv:
             await srv.serve_forever()
 

@@ -20,7 +20,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,6 +42,7 @@ T = TypeVar("T")
 WARMUP_TIMEOUT_S = 600.0
 STOP_GRACE_S = 30.0  # SIGTERM, then SIGKILL of the server's process group
 FLUSH_RETRY_S = 10.0  # /flush_cache refuses while requests are still running
+LAG_KEEP = 1_000_000  # loop-lag samples an engine keeps between two cells' meters
 
 
 def api_key(method: Any) -> dict[str, str]:
@@ -72,6 +73,11 @@ class HTTPEngine:
         self.flush_path: str | None = None  # the flush endpoint that answered
         self.loop = _new_loop()
         self.client = Client(self.url, self.api, api_key(m))
+        # the client's own clock: its event loops' lag (ms) per round, and how many processes sent
+        # each round (engines/clientpool.py); the cell's meter reads what its timed rounds added
+        self.lag_ms: list[float] = []
+        self.processes_used: list[int] = []
+        self._pool: Any = None
         t0 = time.perf_counter()
         self.server_info = self._connect()
         self._warm_up()
@@ -187,6 +193,52 @@ class HTTPEngine:
             )
         )
 
+    def submit_round(
+        self,
+        requests: Sequence[Request],
+        arrivals: Sequence[float] | None,
+        concurrency: int,
+        processes: int | None = None,
+    ) -> list[RequestRecord]:
+        """A round's requests (a closed loop of ``concurrency``, or at their ``arrivals``) from
+        ``processes`` client processes (None: clientpool.default_processes): one is this
+        engine's own event loop, more are the shared worker processes (engines/clientpool.py).
+        Records in the requests' order; the loops' lag and the process count kept for the
+        cell's meter."""
+        from .base import closed_loop, open_loop
+        from .clientpool import effective_processes, shared
+        from .clientworker import tick_lags
+
+        w = effective_processes(concurrency, len(requests), processes)
+        self.processes_used.append(w)
+        if len(self.lag_ms) > LAG_KEEP:  # an engine no cell meters (an interleaved baseline)
+            del self.lag_ms[: -LAG_KEEP // 2]
+        if w == 1:
+
+            async def ticked() -> list[RequestRecord]:
+                tick = asyncio.ensure_future(tick_lags(self.lag_ms))
+                try:
+                    if arrivals is not None:
+                        return await open_loop(self, requests, arrivals, concurrency)
+                    return await closed_loop(self, requests, concurrency)
+                finally:
+                    tick.cancel()
+
+            return self.run(ticked())
+        if self.crashed:
+            raise self._crash_error()
+        if self._pool is None:
+            self._pool = shared().acquire()
+        self._pool.grow(w)
+        target = (self.url, self.api, tuple(sorted(self.client.headers.items())), self.client.model)
+        recs, lags = self.run(self._pool.round(target, requests, arrivals, concurrency, w))
+        self.lag_ms += lags
+        from .progress import PROGRESS
+
+        for _ in recs:
+            PROGRESS.request_done()
+        return recs
+
     async def agenerate(self, request: Request) -> RequestRecord:
         try:
             return await self.client.generate(request)
@@ -234,10 +286,15 @@ class HTTPEngine:
 
     def close(self) -> None:
         try:
-            if not self.loop.is_closed():
-                self.loop.run_until_complete(self.client.close())
+            if self._pool is not None:
+                pool, self._pool = self._pool, None
+                pool.release()  # the last engine using the worker processes stops them
         finally:
-            self.loop.close()
+            try:
+                if not self.loop.is_closed():
+                    self.loop.run_until_complete(self.client.close())
+            finally:
+                self.loop.close()
 
 
 class _ServerMeter:
@@ -254,10 +311,17 @@ class _ServerMeter:
 
     def start(self) -> None:
         self.before = self._scrape()
+        del self.engine.lag_ms[:], self.engine.processes_used[:]  # what came before is no cell's
 
     def stop(self) -> dict[str, Any]:
+        from ..report.metrics import loop_lag
+
         after = self._scrape()
         out: dict[str, Any] = {"server_spec": spec_delta(self.before, after)} if after else {}
+        used = sorted(set(self.engine.processes_used))
+        if used:  # how many processes sent the timed rounds, and how late their loops ran
+            out["client_processes"] = used[0] if len(used) == 1 else used
+            out["client_loop_lag"] = loop_lag(self.engine.lag_ms)
         clock = latency_delta(self.before, after) if after else {}
         if clock:  # the server's own clock over the timed rounds, beside the client's
             out["server_latency"] = clock

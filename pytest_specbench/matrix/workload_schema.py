@@ -49,7 +49,8 @@ WORKLOAD_KEYS = (
 MAX_REQUEST_RATE = 1e6  # requests per second a client can offer
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a cell's time limit: a week at most
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_s")
-OPTION_KEYS = ("stream",)
+OPTION_KEYS = ("stream", "client_processes")
+MAX_CLIENT_PROCESSES = 256  # client processes a round of the server backends is sent from
 IGNORED_BY = {
     "context_tokens": ("agentic", "categories", "trace"),
     "prompt_tokens": ("agentic", "categories", "trace"),
@@ -204,6 +205,16 @@ def workload(cx: Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir:
         opts = cx.mapping(d["options"], f"{key}.options", OPTION_KEYS)
         if "stream" in opts and not isinstance(opts["stream"], bool):
             raise cx.err(f"{key}.options.stream", f"expected true or false; got {opts['stream']!r}")
+        n = opts.get("client_processes")
+        if "client_processes" in opts and (
+            isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CLIENT_PROCESSES
+        ):
+            raise cx.err(
+                f"{key}.options.client_processes",
+                f"expected a whole number of client processes from 1 (the engine's own event loop) to "
+                f"{MAX_CLIENT_PROCESSES}, for the http and sglang-server backends; got {n!r} (leave it out "
+                "for the default: one process up to 8 requests in flight, then one per 8)",
+            )
         kw["options"] = freeze(opts)
     for k, kinds in IGNORED_BY.items():
         if d.get(k) is not None and kind in kinds:

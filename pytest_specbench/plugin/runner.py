@@ -112,6 +112,7 @@ class CellRunner:
             roofline_tokens_per_s=cp.roofline_tokens_per_s if cp is not None else None,
             server_spec=run.extra.get("server_spec"),
             server_latency=run.extra.get("server_latency"),
+            client_lag=run.extra.get("client_loop_lag"),
             round_windows=run.round_windows,
             offered_rates=run.extra.get("offered_request_rates") or (),
             one_wave=run.one_wave,

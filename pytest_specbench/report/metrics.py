@@ -337,6 +337,7 @@ def cell_metrics(
     roofline_tokens_per_s: float | None = None,
     server_spec: Mapping[str, Any] | None = None,
     server_latency: Mapping[str, Any] | None = None,
+    client_lag: Mapping[str, Any] | None = None,
     round_windows: Sequence[Mapping[str, float] | None] = (),
     one_wave: bool = False,
     offered_rates: Sequence[float] = (),
@@ -416,7 +417,7 @@ def cell_metrics(
             m["accept_rate_by_position"] = list(server_spec["accept_rate_by_position"])
         seen = server_spec.get("requests")
         m["server_exclusive"] = seen is None or seen <= len(records)
-    m.update(server_clock(records, server_latency))
+    m.update(server_clock(records, server_latency, client_lag))
     m["per_request"] = per_request(records)
     return m
 
@@ -425,16 +426,42 @@ CLIENT_BOUND_MS = 2.0  # the client read TTFT this much later than the server's 
 CLIENT_BOUND_FRACTION = 0.02  # ... and this much of it: its own event loop held the reading
 
 
-def server_clock(records: Sequence[RequestRecord], server: Mapping[str, Any] | None) -> dict[str, Any]:
+CLIENT_LAG_MS = 2.0  # the client's event loop ran its ticks this much late on average: it was busy
+CLIENT_LAG_P99_MS = 10.0  # ... or this much late in its worst 1 %: bursts it read late
+
+
+def loop_lag(lags_ms: Sequence[float]) -> dict[str, Any]:
+    """How late the client's event loops ran a periodic tick (ms after it was due, every
+    clientworker.TICK_S) over a cell's timed rounds: mean, p99, max and how many ticks. An idle
+    loop reads up to about 1 ms (its timers' millisecond granularity); a loop busy reading
+    streams runs every callback late, chunks included."""
+    if not lags_ms:
+        return {"ticks": 0}
+    return {
+        "mean_ms": round(sum(lags_ms) / len(lags_ms), 4),
+        "p99_ms": _round(percentile(lags_ms, 99)),
+        "max_ms": round(max(lags_ms), 4),
+        "ticks": len(lags_ms),
+    }
+
+
+def server_clock(
+    records: Sequence[RequestRecord],
+    server: Mapping[str, Any] | None,
+    lag: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The server's mean TTFT and end-to-end latency over the cell's timed rounds (its /metrics
     histograms, ``httpclient.latency_delta``) beside the client's over the same requests, and
     ``client_bound`` when the client read TTFT more than 2 ms and 2 % later than the server
     stamped it. Only when the server counted exactly the cell's requests (else someone else's
-    are in its mean: ``server_latency_exclusive: False``)."""
+    are in its mean: ``server_latency_exclusive: False``). With ``lag`` (:func:`loop_lag` of the
+    client's event loops), ``client_loop_lag_ms_mean`` / ``_p99`` / ``_max``, and the cell is
+    client-bound too when its loops ran more than CLIENT_LAG_MS late on average or
+    CLIENT_LAG_P99_MS in their worst 1 % (with or without a server histogram)."""
+    out: dict[str, Any] = _lag_fields(lag)
     if not server:
-        return {}
+        return out
     ok = [r for r in records if not r.error]
-    out: dict[str, Any] = {}
     for what, client in (
         ("ttft", [r.ttft_s for r in ok if r.ttft_s is not None]),
         ("e2e", [r.latency_s for r in ok]),
@@ -451,11 +478,26 @@ def server_clock(records: Sequence[RequestRecord], server: Mapping[str, Any] | N
     if c is not None and s and out.get("server_latency_exclusive") is not False:
         late = c - s
         if late > CLIENT_BOUND_MS and late > CLIENT_BOUND_FRACTION * s:
+            said = out.get("client_bound")
             out["client_bound"] = (
                 f"the client read TTFT {c:.1f} ms, the server stamped {s:.1f} ms (+{late:.1f} ms, "
                 f"+{late / s:.0%}): the client (its event loop, or the way to the server), not the "
-                "server, set that part of the latency"
+                "server, set that part of the latency" + (f"; {said}" if said else "")
             )
+    return out
+
+
+def _lag_fields(lag: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not lag or not lag.get("ticks"):
+        return {}
+    out: dict[str, Any] = {f"client_loop_lag_ms_{k[:-3]}": lag[k] for k in ("mean_ms", "p99_ms", "max_ms")}
+    mean, p99 = lag["mean_ms"], lag["p99_ms"] or 0.0
+    if mean > CLIENT_LAG_MS or p99 > CLIENT_LAG_P99_MS:
+        out["client_bound"] = (
+            f"the client's event loop ran {mean:.1f} ms late on average, {p99:.1f} ms in its worst 1 % "
+            f"(limits {CLIENT_LAG_MS:g} and {CLIENT_LAG_P99_MS:g} ms): it read the streams late; more "
+            "client processes (options: {client_processes: N}) or a less loaded client machine"
+        )
     return out
 
 

@@ -71,9 +71,26 @@ def _plan(cell: Cell, reqs: list[Request], round_idx: int) -> RoundPlan:
 
 
 def _submit(engine: Engine, cell: Cell, plan: RoundPlan) -> list[RequestRecord]:
-    if plan.arrivals is not None:
-        return engine.run(open_loop(engine, plan.requests, plan.arrivals, cell.concurrency))
-    return run_requests(engine, plan.requests, cell.concurrency)
+    processes = dict(cell.workload.options).get("client_processes")
+    return _send(engine, plan.requests, plan.arrivals, cell.concurrency, processes)
+
+
+def _send(
+    engine: Engine,
+    requests: list[Request],
+    arrivals: list[float] | None,
+    concurrency: int,
+    processes: int | None = None,
+) -> list[RequestRecord]:
+    """A round's requests in order: through the engine's own ``submit_round`` where it has one
+    (the server backends: from several client processes, engines/clientpool.py), else on its
+    event loop (a closed loop, or an open one at ``arrivals``)."""
+    submit = getattr(engine, "submit_round", None)
+    if submit is not None:
+        return submit(requests, arrivals, concurrency, processes)
+    if arrivals is not None:
+        return engine.run(open_loop(engine, requests, arrivals, concurrency))
+    return run_requests(engine, requests, concurrency)
 
 
 def _thinking(cell: Cell, tok: Any) -> bool | None:
@@ -373,7 +390,7 @@ def warm_engine(engine: Engine, cells: list[Cell]) -> dict[str, Any]:
             Request(tuple(p), WARM_OUTPUT_TOKENS, tag=f"warm/req{i}", stream=stream) for i, p in enumerate(ps)
         ]
         t0 = time.perf_counter()
-        recs = run_requests(engine, reqs, c)
+        recs = _send(engine, reqs, None, c)
         err = next((r.error for r in recs if r.error), None)
         out["shapes"].append(
             {
