@@ -14,16 +14,15 @@ from typing import Any
 import pytest
 
 from pytest_specbench.matrix.cells import (
-    SPEC_ALGORITHMS,
     Cell,
     EngineGroup,
     Method,
     Model,
-    Speculative,
     Workload,
 )
 from pytest_specbench.matrix.interleave import interleaved_baselines
 from pytest_specbench.matrix.schema import load, parse
+from pytest_specbench.matrix.speculative import SPEC_ALGORITHMS, Speculative
 from pytest_specbench.planning import eta, plan
 from pytest_specbench.planning.text import format_plan
 

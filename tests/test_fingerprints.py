@@ -20,11 +20,11 @@ from pytest_specbench.matrix.cells import (
     EngineGroup,
     Method,
     Model,
-    Speculative,
     Workload,
 )
 from pytest_specbench.matrix.fingerprint import FINGERPRINT_FIELDS, NOT_FINGERPRINTED, fingerprint_text
 from pytest_specbench.matrix.schema import parse
+from pytest_specbench.matrix.speculative import Speculative
 
 ROOT = Path(__file__).parents[1]
 RESULTS = ROOT / "docs" / "results"

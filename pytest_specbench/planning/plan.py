@@ -26,8 +26,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..matrix.cells import SPEC_ALGORITHMS, Cell, EngineGroup
+from ..matrix.cells import Cell, EngineGroup
 from ..matrix.schema import ENDPOINT_BACKENDS
+from ..matrix.speculative import SPEC_ALGORITHMS
 from . import eta, structure
 from .eta import ENGINE_START_S
 from .previous import apply_previous
