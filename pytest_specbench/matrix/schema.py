@@ -35,7 +35,7 @@ from .checks import Ctx, MatrixError, did_you_mean, without_x_keys
 from .compare import parse_compare
 from .engine_args import check_matrix, unchecked_names
 from .list_args import one_list_value
-from .selectors import excludes, group_hooks, includes, run_hooks
+from .selectors import add_groups, excludes, group_hooks, includes, run_hooks
 from .speculative import (
     ALGORITHM_KEYS,
     FORCED_ACCEPT_ALGORITHMS,
@@ -451,10 +451,12 @@ def parse(
     )
     everything = m.cells()
     ex = excludes(cx, d.get("exclude"), everything)
+    inc, added = includes(cx, d.get("include"), everything, ex)
     m = dataclasses.replace(
         m,
+        methods=add_groups(m.methods, added, m.tp),  # include entries that add a method at a TP
         exclude=ex,
-        include=includes(cx, d.get("include"), everything, ex),
+        include=inc,
         hooks=run_hooks(cx, d.get("hooks")),
     )
     seen: dict[str, Cell] = {}

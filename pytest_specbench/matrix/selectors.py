@@ -1,9 +1,10 @@
 """The matrix's top-level ``exclude:`` and ``include:`` lists (GitHub Actions' convention): maps
 over axis values keyed by the axis names. An exclude entry removes the cells it matches; an
 include entry adds or overrides per-group settings (``engine_args``, ``env``, ``hooks``) of the
-engine groups it matches, without renaming the method. Parsed against the matrix's cells, so
-an unknown axis, a value no cell has, or an entry matching nothing is an error naming the entry
-and what is valid. No pytest, no I/O.
+engine groups it matches, without renaming the method, or adds the group it names (one method
+at one more TP size). Parsed against the matrix's cells, so an unknown axis, a value no cell
+has, or an entry matching nothing it could add to is an error naming the entry and what is
+valid. No pytest, no I/O.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def apply_includes(method: Any, tp: int, include: tuple[Override, ...]) -> Any:
     )
 
 
-def _values(cx: Ctx, where: str, axis: str, raw: Any, known: list[Any]) -> tuple[Any, ...]:
+def _values(cx: Ctx, where: str, axis: str, raw: Any, known: list[Any], tail: str = "") -> tuple[Any, ...]:
     items = raw if isinstance(raw, list) else [raw]
     if not items:
         raise cx.err(
@@ -126,7 +127,9 @@ def _values(cx: Ctx, where: str, axis: str, raw: Any, known: list[Any]) -> tuple
         if isinstance(v, (dict, list)) or v is None or not any(_same(v, k) for k in known):
             shown = ", ".join(str(k) for k in known)
             hint = did_you_mean(v, [str(k) for k in known]) if isinstance(v, str) else ""
-            raise cx.err(f"{where}.{axis}", f"{v!r} is not a value of this axis{hint}; its values: {shown}")
+            raise cx.err(
+                f"{where}.{axis}", f"{v!r} is not a value of this axis{hint}; its values: {shown}{tail}"
+            )
     return tuple(items)
 
 
@@ -157,7 +160,12 @@ def _selector(
         if k not in allowed:
             hint = did_you_mean(k, (*allowed, *INCLUDE_SETS) if allowed is GROUP_AXES else allowed)
             raise cx.err(f"{where}.{k}", f"unknown axis{hint}; axes: {', '.join(allowed)}")
-        axes.append((str(k), _values(cx, where, str(k), v, known.get(str(k), []))))
+        tail = (
+            " (an include entry naming one method and one TP size adds that method at that TP)"
+            if allowed is GROUP_AXES and k == "tp"
+            else ""
+        )
+        axes.append((str(k), _values(cx, where, str(k), v, known.get(str(k), []), tail)))
     return Selector(where, tuple(axes))
 
 
@@ -185,12 +193,19 @@ def excludes(cx: Ctx, raw: Any, cells: list[Any]) -> tuple[Selector, ...]:
     return tuple(out)
 
 
-def includes(cx: Ctx, raw: Any, cells: list[Any], excluded: tuple[Selector, ...]) -> tuple[Override, ...]:
-    """The ``include:`` list: per-group settings for the engine groups (method, tp) each entry
-    matches among the cells left after ``exclude``; an entry matching none of them is refused
-    (it would add a combination, which the axes and ``exclude`` already say)."""
+def includes(
+    cx: Ctx, raw: Any, cells: list[Any], excluded: tuple[Selector, ...]
+) -> tuple[tuple[Override, ...], tuple[tuple[str, int], ...]]:
+    """The ``include:`` list, as GitHub Actions reads it where a combination is an engine group
+    (one method at one TP size): an entry whose values match groups among the cells left after
+    ``exclude`` adds its settings to each of them; an entry that matches none, naming one method
+    and one TP size it does not run at, adds that combination: the method runs at that TP too
+    (every shape its workloads give it), with the entry's settings. Returns the settings
+    (Override per entry) and the (method, tp) combinations added. What GitHub Actions would do
+    and a matrix cannot (a combination of only some axes, an excluded one added back) is refused
+    naming the difference and what to write instead."""
     if raw is None:
-        return ()
+        return (), ()
     if not isinstance(raw, list):
         raise cx.err(
             "include",
@@ -200,6 +215,7 @@ def includes(cx: Ctx, raw: Any, cells: list[Any], excluded: tuple[Selector, ...]
     known = _known(cells)
     kept = [c for c in cells if not any(s.matches(c) for s in excluded)]
     out = []
+    added: list[tuple[str, int]] = []
     for i, entry in enumerate(raw):
         where = f"include[{i}]"
         if isinstance(entry, dict):
@@ -208,20 +224,31 @@ def includes(cx: Ctx, raw: Any, cells: list[Any], excluded: tuple[Selector, ...]
                     raise cx.err(
                         f"{where}.{k}",
                         "an include entry sets engine_args, env and hooks, which are per engine group "
-                        f"(one method at one TP): match on {' and '.join(GROUP_AXES)} only",
+                        f"(one method at one TP): match on {' and '.join(GROUP_AXES)} only; unlike GitHub "
+                        "Actions, an include entry does not add workload shapes: give them as values on "
+                        "the workload's axes (and exclude the ones not wanted)",
                     )
-        s = _selector(cx, where, entry, GROUP_AXES, known)
-        sets = {k: entry[k] for k in INCLUDE_SETS if k in entry}
-        if not sets:
-            raise cx.err(where, f"sets nothing; give {', '.join(INCLUDE_SETS)} for the groups it matches")
-        hit = [c for c in kept if s.matches(c)]
-        if not hit:
-            why = "no cell" if not any(s.matches(c) for c in cells) else "only excluded cells"
+        new = _addition(cx, where, entry, cells)
+        if new is not None and new in added:
+            first = raw.index(next(e for e in raw if _addition(cx, where, e, cells) == new))
             raise cx.err(
                 where,
-                f"matches {why} ({_text(s)}): an include entry adds settings to existing engine groups; "
-                "new combinations come from the axes",
+                f"adds method {new[0]} at TP {new[1]} again (include[{first}] adds it): give all its "
+                "settings in that entry (include entries match the matrix's own groups, as in GitHub "
+                "Actions, not the ones other entries add)",
             )
+        if new is not None:
+            s = Selector(where, (("method", (new[0],)), ("tp", (new[1],))))
+            hit = [c for c in cells if any(_same(new[0], x) for x in cell_axes(c)["method"])]
+            added.append(new)
+        else:
+            s = _selector(cx, where, entry, GROUP_AXES, known)
+            hit = [c for c in kept if s.matches(c)]
+            if not hit:
+                raise cx.err(where, _no_group(s, cells))
+        sets = {k: entry[k] for k in INCLUDE_SETS if k in entry}
+        if not sets and new is None:
+            raise cx.err(where, f"sets nothing; give {', '.join(INCLUDE_SETS)} for the groups it matches")
         args = sets.get("engine_args") or {}
         if not isinstance(args, dict):
             raise cx.err(
@@ -245,6 +272,54 @@ def includes(cx: Ctx, raw: Any, cells: list[Any], excluded: tuple[Selector, ...]
                 hooks=group_hooks(cx, f"{where}.hooks", sets["hooks"]) if "hooks" in sets else (),
             )
         )
+    return tuple(out), tuple(added)
+
+
+def _one(value: Any) -> Any:
+    return value[0] if isinstance(value, list) and len(value) == 1 else value
+
+
+def _addition(cx: Ctx, where: str, entry: Any, cells: list[Any]) -> tuple[str, int] | None:
+    """(method, tp) when ``entry`` names one method that has cells and one TP size at which
+    no cell of it exists (excluded or not): the combination it adds; else None."""
+    if not isinstance(entry, dict) or any(k not in (*GROUP_AXES, *INCLUDE_SETS) for k in entry):
+        return None  # an unknown key: _selector names it
+    m, tp = _one(entry.get("method")), _one(entry.get("tp"))
+    if not isinstance(m, str) or isinstance(tp, bool) or not isinstance(tp, int):
+        return None
+    mine = [c for c in cells if any(_same(m, x) for x in cell_axes(c)["method"])]
+    if not mine or any(c.tp == tp for c in mine):
+        return None
+    cx.pos_int(tp, f"{where}.tp")
+    return m, tp
+
+
+def _no_group(s: Selector, cells: list[Any]) -> str:
+    """Why an entry that adds nothing and matches no kept group is refused: what GitHub Actions
+    would do with it, and what to write here."""
+    if any(s.matches(c) for c in cells):
+        return (
+            f"matches only excluded cells ({_text(s)}): in GitHub Actions an include entry adds an excluded "
+            "combination back; here exclude has the last word (it may have removed only some shapes of the "
+            "group): narrow or remove the exclude entry"
+        )
+    return (
+        f"matches no engine group ({_text(s)}): each value exists, but no method runs at that TP size; "
+        "GitHub Actions would add a combination of only these keys, and a cell needs one method at one TP: "
+        "name one method and one TP size ({method: NAME, tp: N}) to run that method at that TP too"
+    )
+
+
+def add_groups(methods: tuple[Any, ...], added: tuple[tuple[str, int], ...], tp: tuple[int, ...]) -> tuple:
+    """``methods`` with each (method, tp) of ``added`` among its TP sizes (the method's own list,
+    else the matrix's): the method's name, a sweep's name (every setting) or one setting's."""
+    out = []
+    for m in methods:
+        sizes = list(m.tp or tp)
+        for name, t in added:
+            if name in (m.name, m.sweep) and t not in sizes:
+                sizes.append(t)
+        out.append(replace(m, tp=tuple(sizes)) if sizes != list(m.tp or tp) else m)
     return tuple(out)
 
 
@@ -290,9 +365,17 @@ RUN_HOOKS = ("before_run", "after_run")
 
 
 def group_hooks(cx: Ctx, key: str, raw: Any) -> tuple[tuple[str, str], ...]:
-    """``hooks: {before_group: CMD, after_group: CMD}``: shell commands around an engine group."""
-    d = cx.mapping(raw, key, GROUP_HOOKS)
-    return tuple((k, cx.string(d[k], f"{key}.{k}")) for k in GROUP_HOOKS if d.get(k) is not None)
+    """``hooks: {before_group: CMD, after_group: CMD, gpus: [0]}``: shell commands around an engine
+    group; with ``gpus`` (NVML indices) only around the groups that lease one of them, which the
+    schedule runs in one window (plugin/group_hooks.py), kept as ``("gpus", "0,3")``."""
+    d = cx.mapping(raw, key, (*GROUP_HOOKS, "gpus"))
+    out = tuple((k, cx.string(d[k], f"{key}.{k}")) for k in GROUP_HOOKS if d.get(k) is not None)
+    if d.get("gpus") is None:
+        return out
+    gpus = d["gpus"] if isinstance(d["gpus"], list) else [d["gpus"]]
+    if not gpus or any(isinstance(g, bool) or not isinstance(g, int) or g < 0 for g in gpus):
+        raise cx.err(f"{key}.gpus", f"expected GPU indices (NVML's, e.g. [0]); got {d['gpus']!r}")
+    return (*out, ("gpus", ",".join(str(g) for g in sorted(set(gpus)))))
 
 
 def run_hooks(cx: Ctx, raw: Any) -> tuple[tuple[str, str], ...]:
