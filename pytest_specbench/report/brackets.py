@@ -83,19 +83,20 @@ def apply(
         f = comparisons.get(i)
         if rec is None or f is None or f.get("speedup_pairing") == "interleaved":
             continue
+        f["speedup_brackets"] = {k: rec[k] for k in ("before", "after", "drift") if k in rec}
+        ci = f.get("speedup_vs_ar_ci95")
+        if "range" in rec and ci:
+            f["speedup_brackets"]["ci95"] = list(widen(ci[0], ci[1], rec["range"]))
         v = f.get("speedup_verdict")
         if v is None or v not in VERDICTS:
             continue
-        f["speedup_brackets"] = {k: rec[k] for k in ("before", "after", "drift") if k in rec}
         if "range" not in rec:
             f["speedup_verdict_before_brackets"] = v
             f["speedup_verdict"] = f"no verdict: {rec['why']}"
             continue
-        ci = f.get("speedup_vs_ar_ci95")
         if not ci:
             continue
-        lo, hi = widen(ci[0], ci[1], rec["range"])
-        f["speedup_brackets"]["ci95"] = [lo, hi]
+        lo, hi = f["speedup_brackets"]["ci95"]
         point = f["speedup_vs_ar"] / math.sqrt(rec["range"][0] * rec["range"][1])
         widened = Interval(point, lo, hi, f.get("speedup_pairs") or 0).verdict()
         if widened != v:
