@@ -1,8 +1,10 @@
-"""What every plot shares: a figure on the Agg canvas without pyplot, and one colour and marker
-per method across the plots of a run. Imports matplotlib only when a figure is made."""
+"""What every plot shares: a figure on the Agg canvas without pyplot, one colour and marker per
+method across the plots of a run, and the run's title (matrix, GPUs, library versions). Imports
+matplotlib only when a figure is made."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
@@ -31,3 +33,17 @@ def _new_figure(size: tuple[float, float]) -> Any:
     fig = Figure(figsize=size)
     FigureCanvasAgg(fig)
     return fig
+
+
+def run_title(doc: dict[str, Any]) -> str:
+    spec = (doc.get("machine_info") or {}).get("specbench") or {}
+    matrix = Path(str((doc.get("specbench") or {}).get("matrix") or "?")).name
+    gpus = [g.get("name", "?") for g in spec.get("gpus") or []]
+    where = (
+        f"{len(gpus)} x {gpus[0]}"
+        if gpus
+        else f"CPU ({(doc.get('machine_info') or {}).get('cpu', {}).get('count', '?')} cores)"
+    )
+    v = spec.get("versions") or {}
+    libs = ", ".join(f"{k} {v[k]}" for k in ("sglang", "torch", "transformers") if v.get(k))
+    return f"{matrix} on {where} ({libs})" if libs else f"{matrix} on {where}"

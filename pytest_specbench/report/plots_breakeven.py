@@ -1,7 +1,7 @@
 """The break-even map: per method family, TP and output length, the break-even accept length
 (breakeven.py) at each (concurrency, context) of the run, as a grid of numbered squares; where a
 family pays at every forced length "<= min", at none "> max". Drawn with matplotlib's object API
-(plots._new_figure), with its data as CSV."""
+(figure._new_figure), with its data as CSV."""
 
 from __future__ import annotations
 
@@ -46,8 +46,7 @@ def plot_map(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     rows = map_rows(doc)
     if not rows:
         return []
-    from .figure import _new_figure
-    from .plots import _title
+    from .figure import _new_figure, run_title
 
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / "break_even_map.png"
@@ -86,7 +85,7 @@ def plot_map(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         ax.set_title(panel, fontsize=9)
         fig.colorbar(im, ax=ax, label="break-even accept length")
     fig.suptitle(
-        "Break-even accept length (speedup over AR = 1; lower: speculation pays sooner)\n" + _title(doc),
+        "Break-even accept length (speedup over AR = 1; lower: speculation pays sooner)\n" + run_title(doc),
         fontsize=9,
     )
     fig.tight_layout(rect=(0, 0, 1, 0.93))

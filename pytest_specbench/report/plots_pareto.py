@@ -29,8 +29,7 @@ def plot_pareto(doc: dict[str, Any], out_dir: Path) -> list[Path]:
 
 def draw(doc: dict[str, Any], panels: dict[str, list[Point]]) -> Any:
     """The figure: a panel per shape, each method in its colour and marker of the run."""
-    from .figure import _new_figure, method_styles
-    from .plots import _title
+    from .figure import _new_figure, method_styles, run_title
 
     styles = method_styles(doc)
     where = hosts(doc)
@@ -85,7 +84,7 @@ def draw(doc: dict[str, Any], panels: dict[str, list[Point]]) -> Any:
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(
         "Interactivity against cost: each point a (method, TP, concurrency); up and right is better\n"
-        + _title(doc),
+        + run_title(doc),
         fontsize=9,
     )
     fig.tight_layout()  # (it leaves room for the suptitle)

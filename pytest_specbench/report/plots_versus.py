@@ -1,6 +1,6 @@
 """versus.png: each comparison between two methods (report/versus.py: the matrix's ``compare``
 pairs and ``--versus``) by concurrency, A over B with its paired-rounds interval, a panel per pair
-and shape, the dashed line at 1. matplotlib is imported by plots.py's figure code only.
+and shape, the dashed line at 1. matplotlib is imported by the figure code (panels.py) only.
 """
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from . import panels
+from .figure import run_title
 from .versus import plot_rows
 
 
@@ -16,11 +18,11 @@ def plot_versus(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     rows = plot_rows(doc)
     if not rows:
         return []
-    from .plots import _failed_ids, _figure, _title, _write_csv
-
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / "versus.png"
-    _write_csv(png.with_suffix(".csv"), rows)
-    title = f"Method against method (A over B, paired rounds, 95% interval)\n{_title(doc)}"
-    _figure(rows, title, "concurrency", "A over B", png, _failed_ids(doc), logx=True, logy=True, hline=1.0)
+    panels.write_csv(png.with_suffix(".csv"), rows)
+    title = f"Method against method (A over B, paired rounds, 95% interval)\n{run_title(doc)}"
+    panels.draw(
+        rows, title, "concurrency", "A over B", png, panels.failed_ids(doc), logx=True, logy=True, hline=1.0
+    )
     return [png]
