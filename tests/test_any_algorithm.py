@@ -7,19 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from bench_project import fake_conftest, write_project
 
 from pytest_specbench.matrix.checks import MatrixError
 from pytest_specbench.matrix.schema import parse
 from pytest_specbench.report import provenance
 
 HERE = Path(__file__).parent
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-from fake_engine import FakeArgsEngine
-from pytest_specbench.engines import register_backend
-register_backend("fake-args", FakeArgsEngine, gpu=False)
-"""
+CONFTEST = fake_conftest("FakeArgsEngine", 'register_backend("fake-args", FakeArgsEngine, gpu=False)')
 MATRIX = """
 models: {m: /nonexistent/model}
 methods:
@@ -43,12 +38,7 @@ IDS = [
 
 
 def _project(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir(exist_ok=True)
-    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
-    (pytester.path / "benches" / "test_specbench.py").write_text(
-        (HERE.parent / "benches" / "test_specbench.py").read_text()
-    )
+    write_project(pytester, MATRIX, CONFTEST)
 
 
 def test_an_unknown_algorithm_swept_over_an_engine_argument_and_a_variable_is_four_groups(
@@ -188,11 +178,7 @@ def test_a_name_close_to_a_known_algorithm_is_planned_with_a_question() -> None:
 def test_a_gpu_named_on_the_command_line_plans_without_nvml(pytester: pytest.Pytester) -> None:
     """--specbench-gpu NAME: memory, bandwidth and FLOP/s from the datasheet table, so the plan
     has an ETA for every cell; a name not in the table is a usage error listing the known ones."""
-    pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir()
-    (pytester.path / "benches" / "test_specbench.py").write_text(
-        (HERE.parent / "benches" / "test_specbench.py").read_text()
-    )
+    write_project(pytester, None, CONFTEST)  # the matrix: --specbench-matrix
     seed = str(HERE.parent / "benches" / "examples" / "seed-27b-hybrid.yaml")
     res = pytester.runpytest(
         "benches", "--specbench-matrix", seed, "--specbench-plan", "--specbench-gpu", "B200"

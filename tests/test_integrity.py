@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bench_project import count_starts, fake_conftest, write_project
 
 from pytest_specbench.matrix.schema import parse
 from pytest_specbench.planning import eta, plan
@@ -19,30 +20,16 @@ from pytest_specbench.planning.text import format_plan
 
 HERE = Path(__file__).parent
 
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-from fake_engine import FakeEngine
-from pytest_specbench.engines import register_backend
-register_backend("fake", FakeEngine, max_tp=4, gpu=False)
-"""
-
-BENCH = (HERE.parent / "benches" / "test_specbench.py").read_text()  # one bench function per kind
+CONFTEST = fake_conftest("FakeEngine", 'register_backend("fake", FakeEngine, max_tp=4, gpu=False)')
 
 
 def _project(pytester: pytest.Pytester, matrix: str) -> pytest.Pytester:
-    pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir(exist_ok=True)
-    (pytester.path / "benches" / "specbench.yaml").write_text(matrix)
-    (pytester.path / "benches" / "test_b.py").write_text(BENCH)
-    return pytester
+    return write_project(pytester, matrix, CONFTEST, bench_file="test_b.py")
 
 
 @pytest.fixture
 def starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    p = tmp_path / "starts.txt"
-    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(p))
-    return p
+    return count_starts(monkeypatch, tmp_path / "starts.txt")
 
 
 def _lines(p: Path) -> list[str]:

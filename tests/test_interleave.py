@@ -8,15 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
+from bench_project import fake_conftest, write_project
 
 HERE = Path(__file__).parent
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-from fake_engine import FakeDriftingEngine
-from pytest_specbench.engines import register_backend
-register_backend("fake-drifting", FakeDriftingEngine, gpu=False, interleave=True)
-"""
+CONFTEST = fake_conftest(
+    "FakeDriftingEngine", 'register_backend("fake-drifting", FakeDriftingEngine, gpu=False, interleave=True)'
+)
 MATRIX = """
 models: {m: /nonexistent/model}
 methods:
@@ -43,12 +40,7 @@ workloads:
 
 
 def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> dict:
-    pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir(exist_ok=True)
-    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
-    (pytester.path / "benches" / "test_specbench.py").write_text(
-        (HERE.parent / "benches" / "test_specbench.py").read_text()
-    )
+    write_project(pytester, MATRIX, CONFTEST)
     # the machine slows by half of its speed per second of the run: the twin's cells, run after
     # ar's, would read about x0.6 against ar's own cells
     monkeypatch.setenv("FAKE_DRIFT_T0", str(time.monotonic()))

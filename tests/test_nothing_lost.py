@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from bench_project import count_starts, write_project
 
 HERE = Path(__file__).parent
 
@@ -48,13 +49,7 @@ CELLS = 8
 
 
 def _project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir(exist_ok=True)
-    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
-    (pytester.path / "benches" / "test_b.py").write_text(
-        (HERE.parent / "benches" / "test_specbench.py").read_text()
-    )
-    return pytester
+    return write_project(pytester, MATRIX, CONFTEST, bench_file="test_b.py")
 
 
 def test_a_disk_full_mid_run_loses_no_cell_and_the_next_write_catches_up(
@@ -104,10 +99,10 @@ def test_a_plot_that_fails_costs_the_pictures_not_the_run(pytester: pytest.Pytes
     _project(pytester)
     (pytester.path / "conftest.py").write_text(
         (pytester.path / "conftest.py").read_text()
-        + "\nfrom pytest_specbench.report import plots as _plots\n"
+        + "\nfrom pytest_specbench.report import panels as _panels\n"
         "def _broken(*a, **k):\n"
         "    raise AttributeError(\"module 'IPython' has no attribute 'get_ipython'\")\n"
-        "_plots._figure = _broken\n"
+        "_panels.draw = _broken\n"
     )
     res = pytester.runpytest_subprocess(
         "benches", "--benchmark-json", "out.json", "--specbench-plots", "plots", "-p", "no:cacheprovider"
@@ -123,8 +118,7 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_any_engine_starts(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _project(pytester)
-    starts = tmp_path / "starts.txt"
-    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(starts))
+    starts = count_starts(monkeypatch, tmp_path / "starts.txt")
     res = pytester.runpytest_subprocess("benches", "--benchmark-json", "/nonexistent_dir/out.json")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(
@@ -298,12 +292,7 @@ def test_a_worker_killed_mid_cell_is_a_crashed_failed_cell_in_the_json(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     pytest.importorskip("xdist")
-    pytester.makeconftest(KILLER_CONFTEST)
-    (pytester.path / "benches").mkdir()
-    (pytester.path / "benches" / "specbench.yaml").write_text(KILLER_MATRIX)
-    (pytester.path / "benches" / "test_b.py").write_text(
-        (HERE.parent / "benches" / "test_specbench.py").read_text()
-    )
+    write_project(pytester, KILLER_MATRIX, KILLER_CONFTEST, bench_file="test_b.py")
     monkeypatch.setenv("FAKE_KILL_ONCE", str(tmp_path / "killed"))
     res = pytester.runpytest_subprocess(
         "benches", "-n", "2", "--benchmark-json", "out.json", "-p", "no:cacheprovider"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from bench_project import fake_conftest, write_project
 
 from pytest_specbench.matrix import cells, schema
 from pytest_specbench.report import paired
@@ -137,13 +138,7 @@ def test_request_seed_depends_on_the_shape_not_the_method_or_tp() -> None:
 
 # ----------------------------------------------------------------------------- end to end
 
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-from fake_engine import FakeTimedEngine
-from pytest_specbench.engines import register_backend
-register_backend("fake-timed", FakeTimedEngine, gpu=False)
-"""
+CONFTEST = fake_conftest("FakeTimedEngine", 'register_backend("fake-timed", FakeTimedEngine, gpu=False)')
 
 
 def _twin_matrix() -> dict:
@@ -182,15 +177,10 @@ def _twin_matrix() -> dict:
 def test_two_identical_engines_compare_one_under_every_workload(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir()
     doc = _twin_matrix()
     kinds = {w.get("kind", n) for n, w in doc["workloads"].items()}
     assert kinds == set(cells.WORKLOAD_KINDS)
-    (pytester.path / "benches" / "specbench.yaml").write_text(yaml.safe_dump(doc))
-    (pytester.path / "benches" / "test_specbench.py").write_text(
-        (ROOT / "benches" / "test_specbench.py").read_text()
-    )
+    write_project(pytester, yaml.safe_dump(doc), CONFTEST)
     log = tmp_path / "requests.log"
     monkeypatch.setenv("FAKE_REQUEST_LOG", str(log))
     # 100 ms requests: the client's own per-round overhead (about 1 ms, slightly different per

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_project import THROUGHPUT_BENCH, count_starts, write_project
 from fake_engine import CONFTEST
 
 HERE = Path(__file__).parent
@@ -31,19 +32,10 @@ workloads:
     warmup: 1
 """
 
-BENCH = """
-def test_throughput(engine, cell, specbench):
-    specbench.run(engine, cell)
-"""
-
-
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
-    pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir()
-    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
-    (pytester.path / "benches" / "test_throughput.py").write_text(BENCH)
-    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(tmp_path / "starts.txt"))
+    write_project(pytester, MATRIX, CONFTEST, THROUGHPUT_BENCH, "test_throughput.py")
+    count_starts(monkeypatch, tmp_path / "starts.txt")
     return pytester
 
 

@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from bench_project import write_project
 
 from pytest_specbench.report import pooled, screen, sequential
 
@@ -154,11 +155,7 @@ workloads:
 def test_the_embedded_model_prints_the_pooled_line_first_and_the_json_has_it(
     pytester: pytest.Pytester,
 ) -> None:
-    (pytester.path / "benches").mkdir()
-    (pytester.path / "benches" / "specbench.yaml").write_text(EMBEDDED)
-    (pytester.path / "benches" / "test_specbench.py").write_text(
-        (HERE.parent / "benches" / "test_specbench.py").read_text()
-    )
+    write_project(pytester, EMBEDDED, None)  # the embedded model's backend needs no conftest
     res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--benchmark-json", "out.json")
     res.assert_outcomes(passed=8)
     doc = json.loads((pytester.path / "out.json").read_text())

@@ -9,15 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
+from bench_project import count_starts, fake_conftest, write_project
 
 HERE = Path(__file__).parent
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-from fake_engine import FakeRacingEngine
-from pytest_specbench.engines import register_backend
-register_backend("fake-racing", FakeRacingEngine, gpu=False, interleave=True)
-"""
+CONFTEST = fake_conftest(
+    "FakeRacingEngine", 'register_backend("fake-racing", FakeRacingEngine, gpu=False, interleave=True)'
+)
 MATRIX = """
 models: {m: /nonexistent/model}
 methods:
@@ -56,13 +53,8 @@ workloads:
 def _run(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, matrix: str, speeds: str, *args: str
 ) -> tuple[dict, str, Path]:
-    if not (pytester.path / "conftest.py").exists():
-        pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir(exist_ok=True)
-    (pytester.path / "benches" / "specbench.yaml").write_text(matrix)
-    (pytester.path / "benches" / "test_specbench.py").write_text(
-        (HERE.parent / "benches" / "test_specbench.py").read_text()
-    )
+    # a test that wrote its own conftest.py keeps it
+    write_project(pytester, matrix, None if (pytester.path / "conftest.py").exists() else CONFTEST)
     from pytest_specbench.plugin import runner
     from pytest_specbench.workloads import rounds
 
@@ -76,8 +68,7 @@ def _run(
         ),
     )
     monkeypatch.setattr(runner, "_meters", lambda st, cell: None)  # no disturbance check: no verdict withheld
-    starts = pytester.path / "starts.txt"
-    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(starts))
+    starts = count_starts(monkeypatch, pytester.path / "starts.txt")
     monkeypatch.setenv("FAKE_TOKEN_S", "0.002")
     monkeypatch.setenv("FAKE_RACE_SPEED", speeds)
     res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--benchmark-json=out.json", *args)

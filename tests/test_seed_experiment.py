@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from bench_project import write_project
 
 from pytest_specbench.matrix.schema import load
 
@@ -56,10 +57,7 @@ def test_seed_experiment_cells_by_hand() -> None:
 def _seed_args(pytester: pytest.Pytester) -> tuple[str, ...]:
     """The repository's bench file in a pytester project, and the arguments that run it on the
     seed's matrix."""
-    (pytester.path / "benches").mkdir()
-    (pytester.path / "benches" / "test_specbench.py").write_text(
-        (ROOT / "benches" / "test_specbench.py").read_text()
-    )
+    write_project(pytester, None, None)
     return ("benches", "--specbench-matrix", str(SEED), "-p", "no:cacheprovider")
 
 

@@ -15,6 +15,7 @@ import psutil
 import pytest
 import torch  # noqa: F401  (the inner runs' tokenizer imports them; pytester's module snapshot would
 import transformers  # noqa: F401  drop them between runs, and numpy and torch load once per process)
+from bench_project import write_project
 
 from pytest_specbench.engines.base import Request
 from pytest_specbench.engines.httpclient import (
@@ -31,7 +32,6 @@ from pytest_specbench.matrix.schema import MatrixError, parse
 
 HERE = Path(__file__).parent
 FAKE = HERE / "fake_http_server.py"
-BENCH = (HERE.parent / "benches" / "test_specbench.py").read_text()
 CONFTEST = f"""
 import sys
 sys.path.insert(0, {str(HERE)!r})
@@ -49,11 +49,7 @@ register_backend("sglang-server", FakeLaunchedServer, local_models=True, gpu=Fal
 
 
 def _project(pytester: pytest.Pytester, matrix: str) -> pytest.Pytester:
-    pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir(exist_ok=True)
-    (pytester.path / "benches" / "specbench.yaml").write_text(matrix)
-    (pytester.path / "benches" / "test_b.py").write_text(BENCH)
-    return pytester
+    return write_project(pytester, matrix, CONFTEST, bench_file="test_b.py")
 
 
 class FakeServerProcess:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_project import count_starts, write_project
 from fake_engine import CONFTEST
 
 from pytest_specbench.matrix import schema, shards
@@ -110,11 +111,8 @@ SLURM_VARS = tuple(f"SLURM_ARRAY_TASK_{k}" for k in ("ID", "COUNT", "MIN", "MAX"
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
-    pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir()
-    (pytester.path / "benches" / "specbench.yaml").write_text(MATRIX)
-    (pytester.path / "benches" / "test_bench.py").write_text(BENCH)
-    monkeypatch.setenv("FAKE_ENGINE_STARTS", str(tmp_path / "starts.txt"))
+    write_project(pytester, MATRIX, CONFTEST, BENCH, "test_bench.py")
+    count_starts(monkeypatch, tmp_path / "starts.txt")
     for k in ("JOB_COMPLETION_INDEX", "SPECBENCH_SHARDS", *SLURM_VARS):
         monkeypatch.delenv(k, raising=False)
     return pytester

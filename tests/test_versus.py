@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from bench_project import THROUGHPUT_BENCH, fake_conftest, write_project
 
 from pytest_specbench.matrix.schema import MatrixError, parse
 from pytest_specbench.report import summary, versus
@@ -188,27 +189,16 @@ def test_versus_must_name_a_method_of_the_run(capsys: pytest.CaptureFixture[str]
     assert "--versus with several JSONs prints their comparisons only" in capsys.readouterr().err
 
 
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(HERE)!r})
-from fake_engine import FakeEngine
-from pytest_specbench.engines import register_backend
-register_backend("fake", FakeEngine, gpu=False)
-"""
+CONFTEST = fake_conftest("FakeEngine", 'register_backend("fake", FakeEngine, gpu=False)')
 
 
 def test_a_run_records_its_compare_pairs_and_prints_them(pytester: pytest.Pytester) -> None:
     """`compare: [[ngram, ar]]` travels into the results JSON (specbench.compare, beside the matrix)
     and the summary prints ngram's best setting against ar."""
-    pytester.makeconftest(CONFTEST)
-    (pytester.path / "benches").mkdir()
     matrix = MATRIX.replace("sglang", "fake").replace(
         "  dflash: {backend: fake, model: t, speculative: {algorithm: dflash, draft_model: t}}\n", ""
     )
-    (pytester.path / "benches" / "specbench.yaml").write_text(matrix + "compare: [[ngram, ar]]\n")
-    (pytester.path / "benches" / "test_b.py").write_text(
-        "def test_throughput(engine, cell, specbench):\n    specbench.run(engine, cell)\n"
-    )
+    write_project(pytester, matrix + "compare: [[ngram, ar]]\n", CONFTEST, THROUGHPUT_BENCH, "test_b.py")
     res = pytester.runpytest("benches", "--benchmark-json", "out.json")
     res.assert_outcomes(passed=3)
     doc = json.loads((pytester.path / "out.json").read_text())
