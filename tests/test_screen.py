@@ -66,13 +66,17 @@ def test_each_shape_is_decided_as_decide_ranks_and_compares_it(path: Path) -> No
             if win.get("speedup_vs_ar") is not None and not screen._is_baseline(win):
                 verdict = screen.short_verdict(win["speedup_verdict"])
                 assert f"x{win['speedup_vs_ar']:.2f}" in line and f"{verdict} vs " in line, line
-            assert f"; {decide.relation(rows[0], rows[1]).strip()} {run['method']} " in line, line
+            if screen._is_baseline(run):
+                assert f"; next {run['method']} (the baseline)" in line, line
+            else:  # the runner-up's own x over the winner, read left to right
+                x = decide.compare(run["_entry"], win["_entry"])["speedup_vs_ar"]
+                assert f"; next {run['method']} x{x:.2f}" in line and f" vs {win['method']}" in line, line
         else:
             assert own == [], label
     if path.name == "h200-paired.json":  # the ratios decide computed, as the full report prints them
         assert (
-            "  throughput tp1 c1 in128 out256: ngram-d12 x4.41 [4.30, 4.53] faster vs ar; > ngram-d8 x1.40 "
-            "[1.25, 1.57] faster; also faster: ngram-d4"
+            "  throughput tp1 c1 in128 out256: ngram-d12 x4.41 [4.30, 4.53] faster vs ar; next ngram-d8 x0.71 "
+            "[0.64, 0.80] slower vs ngram-d12; also faster: ngram-d4"
         ) in text.splitlines()[2]
     if path.parent.name == "cpu-drift":  # the family's drift, once, without the sentinel's process list
         assert (

@@ -56,14 +56,27 @@ def as_result(b: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def fmt_interval(ci: Any) -> str:
+MIN_INTERVAL_PAIRS = 3  # an interval from fewer paired rounds (t with 1 degree of freedom) is not shown
+
+
+def fmt_interval(ci: Any, pairs: Any = None) -> str:
+    """ " [1.10, 1.27]"; from fewer than MIN_INTERVAL_PAIRS rounds (``pairs``) said as such: two
+    rounds give t = 12.7 and intervals like [0.00, 1492.05], which say nothing."""
+    if ci and isinstance(pairs, int) and 0 < pairs < MIN_INTERVAL_PAIRS:
+        return f" (interval: {pairs} rounds, too few)"
     return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+
+
+def open_loop_ratio(c: dict[str, Any]) -> bool:
+    """Whether a comparison's x is a p50-latency ratio (open loop: the baseline's p50 ÷ the
+    method's), not a tok/s speedup."""
+    return str(c.get("speedup_metric") or "").startswith("latency")
 
 
 def fmt_speedup(c: dict[str, Any]) -> str:
     """ "x1.18 [1.10, 1.27] faster" from a cell's (or a comparison's) speedup fields."""
     return (
-        f"x{c['speedup_vs_ar']:.2f}{fmt_interval(c.get('speedup_vs_ar_ci95'))} "
+        f"x{c['speedup_vs_ar']:.2f}{fmt_interval(c.get('speedup_vs_ar_ci95'), c.get('speedup_pairs'))} "
         f"{c.get('speedup_verdict') or ''}".strip()
     )
 
@@ -338,17 +351,16 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     method ranked, then each method's tok/s by TP size (tp_scaling). Empty when neither applies."""
     out = []
     shapes = ranked_shapes(doc)
-    rows = [
-        f"| {label} | **{ranked[0]['method']}**{_runner_up(ranked)} | {ranking(ranked)} |"
-        for label, ranked in shapes
-    ]
+    rows = [f"| {label} | {fastest_cell(ranked)} | {ranking(ranked)} |" for label, ranked in shapes]
     if rows:
         out += [
             "",
             "Fastest method per cell shape, by the quantity each row leads with: closed loop output tok/s,",
             "or x over the baseline's rounds interleaved with each cell's where every method has it (with",
             "the cell's and those rounds' tok/s); open loop p50 E2E latency. x: vs the AR method of the same",
-            "model [95% interval over paired rounds]; >/<: paired rounds separate the neighbours; ≈: not:",
+            "model [95% interval over paired rounds] (closed loop: output tok/s; open loop: the AR method's",
+            "p50 latency ÷ the method's, > 1 faster); >/<: paired rounds separate the neighbours; ≈: not.",
+            "Fastest in bold only where the paired rounds put it ahead of the next; else no verdict:",
             "",
             "| shape | fastest | all methods, fastest first |",
             "|---|---|---|",
@@ -400,10 +412,13 @@ INTERLEAVED_NOTE = (
 )
 
 
-def _runner_up(ranked: list[dict[str, Any]]) -> str:
-    """ " ≈ B" / " < B" after the first method when a paired comparison does not put it ahead."""
+def fastest_cell(ranked: list[dict[str, Any]]) -> str:
+    """The "fastest" column: the first method in bold only when a paired comparison puts it ahead
+    of the second (a verdict); otherwise no method is called fastest: "no verdict (A ≈ B)"."""
     rel = relation(ranked[0], ranked[1])
-    return "" if rel == " > " else rel + ranked[1]["method"]
+    if rel == " > ":
+        return f"**{ranked[0]['method']}**"
+    return f"no verdict ({ranked[0]['method']}{rel}{ranked[1]['method']})"
 
 
 def warnings(doc: dict[str, Any]) -> list[str]:

@@ -32,11 +32,15 @@ from .withheld import care_line, hook_view, withheld_counts, withheld_lines  # n
 
 
 def _x(c: dict[str, Any]) -> str:
-    """ "x1.33 [1.03, 1.72] faster" from comparison fields, the verdict shortened."""
+    """ "x1.33 [1.03, 1.72] faster" from comparison fields (output tok/s, as the legend says; open
+    loop "x1.17 by p50 latency": the other's p50 ÷ its own), the verdict shortened; an interval
+    from too few rounds said as such."""
     if c.get("speedup_vs_ar") is None:
         return short_verdict(c.get("speedup_verdict")) or "no paired comparison"
+    unit = " by p50 latency" if decide.open_loop_ratio(c) else ""  # else tok/s, as the legend says
     return (
-        f"x{c['speedup_vs_ar']:.2f}{decide.fmt_interval(c.get('speedup_vs_ar_ci95'))} "
+        f"x{c['speedup_vs_ar']:.2f}{unit}"
+        f"{decide.fmt_interval(c.get('speedup_vs_ar_ci95'), c.get('speedup_pairs'))} "
         f"{short_verdict(c.get('speedup_verdict'))}"
     ).strip()
 
@@ -50,14 +54,17 @@ def _is_baseline(r: dict[str, Any]) -> bool:
 
 def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Per shape of decide.ranked_shapes: its label, winner (decide's first), the winner's
-    comparison with the baseline (the cell's own fields, as the report shows them), the runner-up
-    and decide.compare of the winner over it, and ``status``: "decided" (some verdict in the shape
-    separates), "withheld" (the winner's verdict was withheld), "no interval" (no comparison in
-    the shape has one: one round a cell) or "not separated"."""
+    comparison with the baseline (the cell's own fields, as the report shows them), the runner-up,
+    decide.compare of the winner over it (``pair``) and of the runner-up over the winner
+    (``runner``), and ``status``: "withheld" (the winner's verdict or the pair's was withheld, or
+    no verdict in the shape stands and one was withheld), "decided" (some verdict in the shape
+    separates), "no interval" (no comparison in the shape has one: one round a cell) or "not
+    separated" (every verdict of the shape stands, and none separates)."""
     out = []
     for label, rows in decide.ranked_shapes(doc):
         win, run = rows[0], rows[1]
         pair = decide.compare(win["_entry"], run["_entry"])
+        runner = decide.compare(run["_entry"], win["_entry"])
         sign = decide.relation(win, run).strip()
         verdicts = [str(r.get("speedup_verdict") or "") for r in rows if not _is_baseline(r)]
         separated = sign in (">", "<") or any(
@@ -69,10 +76,12 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
         status = (
             "withheld"
             if withheld(win.get("speedup_verdict")) or withheld(pair.get("speedup_verdict"))
-            else "no interval"  # e.g. one round a cell, no baseline in the shape: nothing to decide
-            if no_interval
             else "decided"
             if separated
+            else "withheld"  # nothing separates, and a verdict of the shape was withheld
+            if any(withheld(v) for v in verdicts)
+            else "no interval"  # e.g. one round a cell, no baseline in the shape: nothing to decide
+            if no_interval
             else "not separated"
         )
         out.append(
@@ -83,6 +92,7 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "rows": rows,
                 "sign": sign,
                 "pair": pair,
+                "runner": runner,
                 "status": status,
             }
         )
@@ -100,14 +110,15 @@ def _winner_text(r: dict[str, Any]) -> str:
 
 
 def decision_line(d: dict[str, Any]) -> str:
-    """ "sampled tp1 c4 in64 out32: draft x1.33 [1.03, 1.72] faster vs ar; > ngram-d4 x1.23 [...]
-    faster" (the runner-up after the sign of the winner over it, and that comparison)."""
+    """ "sampled tp1 c4 in64 out32: draft x1.33 tok/s [1.03, 1.72] faster vs ar; next ngram-d4 x0.81
+    tok/s [0.75, 0.88] slower vs draft" (the runner-up, "next", with its own comparison against the
+    method before it, read left to right: a ratio below 1 is the runner-up slower)."""
     win, run = d["winner"], d["runner_up"]
     line = f"  {d['label']}: {_winner_text(win)}"
     if _is_baseline(run):  # the winner's own comparison with it is already said
-        line += f"; {d['sign']} {run['method']} (the baseline)"
+        line += f"; next {run['method']} (the baseline)"
     else:
-        line += f"; {d['sign']} {run['method']} {_x(d['pair'])}"
+        line += f"; next {run['method']} {_x(d['runner'])} vs {win['method']}"
     for v in ("faster", "slower"):  # the shape's other methods the paired rounds separate from it
         rest = [r["method"] for r in d["rows"][2:] if r.get("speedup_verdict") == v]
         if rest:
@@ -147,11 +158,7 @@ def decisions(doc: dict[str, Any], budget: int = SCREEN_LINES) -> list[str]:
     if not ds:
         return []
     n_cells = len(doc.get("benchmarks") or [])
-    out = [
-        f"decision per cell shape ({n_cells} cells, {len(ds)} shapes with two or more methods):",
-        "  (x: speedup over the shape's baseline, paired rounds [95% CI]; then the runner-up after"
-        " >, < or ≈: the winner over it separates, in that direction, or not)",
-    ]
+    out = [f"decision per cell shape ({n_cells} cells, {len(ds)} shapes with two or more methods):"]
     grouped = []
     for status, head in (
         ("not separated", "nothing separated (every interval spans 1; more rounds narrow them)"),
@@ -162,14 +169,29 @@ def decisions(doc: dict[str, Any], budget: int = SCREEN_LINES) -> list[str]:
         if labels:
             grouped += wrap(f"  {head}, {len(labels)} shapes: ", _merge_labels(labels))
     decided = [d for d in ds if d["status"] == "decided"]
-    room = max(MIN_SHAPE_LINES, budget) - len(out) - len(grouped)
+    room = max(MIN_SHAPE_LINES, budget) - len(out) - len(grouped) - (1 if decided else 0)
     if len(decided) > room:
         room = max(room - 1, 1)
-        shown = [decision_line(d) for d in decided[:room]]
+        shown_ds = decided[:room]
+        shown = [decision_line(d) for d in shown_ds]
         shown.append(f"  ... and {len(decided) - room} more decided shapes (the full report lists each)")
     else:
+        shown_ds = decided
         shown = [decision_line(d) for d in decided]
-    return out + shown + grouped
+    return out + legend(shown_ds) + shown + grouped
+
+
+def legend(shown: list[dict[str, Any]]) -> list[str]:
+    """What the decided lines' x means, only when one is shown, naming only the units shown."""
+    if not shown:
+        return []
+    cs = [c for d in shown for c in (d["winner"], d["runner"]) if c.get("speedup_vs_ar") is not None]
+    text = "  (x: a method over the shape's baseline, paired rounds [95% CI]"
+    if any(not decide.open_loop_ratio(c) for c in cs):
+        text += ", in output tok/s"
+    if any(decide.open_loop_ratio(c) for c in cs):
+        text += "; x by p50 latency (open loop): the other's p50 latency ÷ its own, > 1 faster"
+    return [clip(text + "; next: the runner-up, its x over the method before it)")]
 
 
 # ------------------------------------------------------------------ other views, one line each

@@ -278,6 +278,46 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     return one_line(_markdown(safe_doc(doc)))
 
 
+def load_counts(doc: dict[str, Any]) -> list[str]:
+    """The disturbed cells as the screen counts them: those without a verdict on their rounds, and
+    apart from them the verdicts kept under load (withheld.py)."""
+    from .withheld import _disturbed, kept_head
+
+    out = []
+    gone = _disturbed(doc)
+    if gone:
+        out.append(f"- disturbed {len(gone)} (no verdict on their rounds; each cell's warning below)")
+    kept = kept_head(doc)
+    if kept:
+        out.append(f"- {kept[0]}{', '.join(kept[1])}")
+    return out
+
+
+def _md_value(e: dict[str, Any], key: str, spec: str) -> str:
+    """A Markdown table cell: "vs ar" names what it divides where that is not the two tok/s shown
+    (open loop: p50 latency; interleaved: the baseline's rounds beside the cell, with their figure);
+    an interval from too few rounds is said as such."""
+    if key == "speedup_vs_ar_ci95" and e.get(key):
+        pairs = e.get("speedup_pairs")
+        if isinstance(pairs, int) and 0 < pairs < decide.MIN_INTERVAL_PAIRS:
+            return f"{pairs} rounds: too few"
+    out = _fmt(e.get(key), spec)
+    if key != "speedup_vs_ar" or e.get(key) is None or e.get("speedup_verdict") == "baseline":
+        return out
+    open_loop = decide.open_loop_ratio(e)
+    if open_loop:
+        out += " (p50 latency)"
+    ref = e.get("reference") or {}
+    if e.get("speedup_pairing") == "interleaved" and ref:
+        key_, fmt = (
+            ("round_latency_s_p50", "p50 {:.3f} s") if open_loop else ("round_tokens_per_s", "{:.1f} tok/s")
+        )
+        vals = [x for x in ref.get(key_) or () if x]
+        if vals:
+            out += f" vs {ref.get('method')}'s interleaved {fmt.format(sum(vals) / len(vals))}"
+    return out
+
+
 def _markdown(doc: dict[str, Any]) -> list[str]:
     columns = _columns(doc, terminal=False)
     lines = [
@@ -285,7 +325,7 @@ def _markdown(doc: dict[str, Any]) -> list[str]:
         "|---" * (len(columns) + 2) + "|",
     ]
     for cell, e in _rows(doc).items():
-        cols = [cell, *(_fmt(e.get(k), f) for _, k, f, _ in columns), str(e.get("errors", 0))]
+        cols = [cell, *(_md_value(e, k, f) for _, k, f, _ in columns), str(e.get("errors", 0))]
         lines.append(f"| {' | '.join(cols)} |")
     lines += ["", *legend(doc), ""] if legend(doc) else []
     spec = doc.get("specbench") or {}
@@ -294,6 +334,7 @@ def _markdown(doc: dict[str, Any]) -> list[str]:
         lines.append(f"- missing `{m.get('cell') or '?'}`: {m.get('why')}")
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
+    lines += load_counts(doc)
     lines += [f"- {ln}" for ln in drift.lines(doc)]
     from .provenance import markdown as settings_table
     from .tuning import section as tuning_section

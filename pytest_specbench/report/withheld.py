@@ -19,7 +19,41 @@ def _cells(doc: dict[str, Any]) -> list[Entry]:
 
 
 def _disturbed(doc: dict[str, Any]) -> list[str]:
-    return [b["param"] for b in _cells(doc) if b["extra_info"].get("disturbed")]
+    """Disturbed cells without a verdict on their rounds (a verdict kept under load is not one)."""
+    return [b["param"] for b in _cells(doc) if b["extra_info"].get("disturbed") and not _kept(b)]
+
+
+def _kept(b: Entry) -> bool:
+    e = b["extra_info"]
+    return bool(e.get("speedup_under_load")) and not withheld(e.get("speedup_verdict"))
+
+
+def kept_under_load(doc: dict[str, Any]) -> list[str]:
+    """Disturbed cells whose interleaved verdict was kept: both halves of every pair bore the load
+    alike (paired.load_spread); not withheld, so counted apart from the withheld ones."""
+    return [b["param"] for b in _cells(doc) if b["extra_info"].get("disturbed") and _kept(b)]
+
+
+def kept_head(doc: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """The verdicts kept under load (the screen's and the report's): a head and, per cell, its
+    verdict shortened; None without any."""
+    from .paired import LOAD_BIAS
+
+    kept = kept_under_load(doc)
+    if not kept:
+        return None
+    return (
+        f"kept under load {len(kept)} (disturbed, but both halves of every pair bore the load alike: "
+        f"faster/slower only beyond x{LOAD_BIAS:.2f}..x{1 / LOAD_BIAS:.2f}): ",
+        [f"{c} {_short(doc, c)}" for c in kept],
+    )
+
+
+def _short(doc: dict[str, Any], cell: str) -> str:
+    from .screen_text import short_verdict
+
+    e = next(b["extra_info"] for b in _cells(doc) if b["param"] == cell)
+    return short_verdict(e.get("speedup_verdict"))
 
 
 def _saturated(doc: dict[str, Any]) -> list[str]:
@@ -97,7 +131,8 @@ _PROC = re.compile(r"(?:^|, |\): )([^,;()]+?) \(pid (\d+)\)")
 def disturbed_detail(doc: dict[str, Any]) -> str:
     """The disturbances in one clause: the range of the share other processes took, and the
     processes named most often (each once, with the number of cells it disturbed)."""
-    texts = [str(b["extra_info"]["disturbed"]) for b in _cells(doc) if b["extra_info"].get("disturbed")]
+    ids = set(_disturbed(doc))  # those without a verdict: the kept ones are counted apart
+    texts = [str(b["extra_info"]["disturbed"]) for b in _cells(doc) if b["param"] in ids]
     shares = [float(m.group(1)) for t in texts for m in [_SHARE.search(t)] if m]
     seen: dict[str, int] = {}
     for t in texts:
@@ -156,6 +191,9 @@ def withheld_counts(doc: dict[str, Any]) -> dict[str, list[str]]:
 def withheld_lines(doc: dict[str, Any]) -> list[str]:
     counts = withheld_counts(doc)
     out = [clip("withheld or never ranked: " + ", ".join(f"{k} {len(v)}" for k, v in counts.items()))]
+    kept = kept_head(doc)
+    if kept:  # not withheld: its own lines, before the withheld ones
+        out[0:0] = wrap(*kept)
     for name, _, means, detail in REASONS:
         ids = counts[name]
         if not ids:
