@@ -46,6 +46,8 @@
 #   resident   benches/gpu/h200-resident.yaml raced (--specbench-race): AR's server resident beside each member's
 #              (AR, its twin, EAGLE3 forced 1-4; c1/c16; KEXPR a -k, NAME the JSON's); residentfull: in full
 #   clock      benches/gpu/h200-clock.yaml: one AR server at c1/c64/c256, the client's TTFT beside the server's histograms
+#   clock2     scripts/h200_clock.sh: one AR server started outside pytest; backend http with client worker processes
+#              and from one process, SGLang's bench_serving on the same server, then the in-process backend
 #   srvresume  benches/gpu/h200-server.yaml resumed from $RESUME (the cells a first run did not reach)
 #   FLIMIT limits the fidelity script; LIMIT is each pytest's time limit in seconds; KEXPR adds a -k to dense/workloads.
 set -uo pipefail
@@ -175,6 +177,8 @@ case "$PART" in
       -o junit_duration_report=call ${KEXPR:+-k "$KEXPR"} ;;
   clock)     # the client's TTFT against the server's own histograms
     bench h200-clock benches/gpu/h200-clock.yaml ;;
+  clock2)    # the same server for the plugin's client processes, one process and bench_serving; in-process after
+    OUT=$OUT bash scripts/h200_clock.sh ;;
   residentfull)  # the same in full
     bench ${NAME:-h200-resident-full} benches/gpu/h200-resident.yaml --junit-xml "$OUT/h200-resident-full.xml" \
       -o junit_duration_report=call ${KEXPR:+-k "$KEXPR"} ;;

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The client's clock against the server's on one GPU, load from several client processes:
+#   OUT=out bash scripts/h200_clock.sh            (or: PARTS=clock2 bash scripts/h200_run.sh)
+# 1. ONE `python -m sglang.launch_server --enable-metrics` on 127.0.0.1:$PORT with the engine
+#    arguments the plugin renders for benches/gpu/h200-clock.yaml (AR, Qwen3-1.7B-shaped, dummy
+#    weights);
+# 2. against it, the plugin's http backend (benches/gpu/h200-clock-http.yaml): c1, c64, c256, 512 in
+#    / 128 out, streamed, one wave a round, 3 timed rounds; `procs` with the default client worker
+#    processes, `oneproc` from one event loop; each cell's client TTFT beside the server's histogram;
+# 3. against the same server, SGLang's own python -m sglang.bench_serving (random-ids: the `random`
+#    dataset samples ShareGPT, a download this host cannot make) at each concurrency, 3 x C prompts,
+#    its JSON kept: output throughput beside the plugin's;
+# 4. the server stopped, the in-process sglang backend at the same shapes with enable_metrics
+#    (scripts/inproc_clock.py): its TTFT beside SGLang's own histogram, read in process.
+# Everything under $OUT: summary.txt, h200-clock-http.json, bench-serving.jsonl, inproc-clock.json,
+# and clock-logs.tgz (the server's command and log, the pytest and bench_serving logs, wall times).
+# TLIMIT (default 420) bounds the whole.
+set -uo pipefail
+OUT=${OUT:-out}; L=$OUT/clock-logs; mkdir -p "$L"
+PORT=${PORT:-30123}
+TLIMIT=${TLIMIT:-420}
+export PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:$PWD
+T0=$SECONDS
+left() { echo $((TLIMIT - (SECONDS - T0))); }
+upto() { local x=$(( $(left) - $1 )); [ "$x" -gt "$2" ] && x=$2; [ "$x" -lt 30 ] && x=30; echo "$x"; }  # RESERVE CAP
+if ! python3 -c "import sglang, aiohttp" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+[ -d .model/qwen3-1.7b ] || python3 scripts/make_dummy_model.py .model/qwen3-1.7b --preset qwen3-1.7b \
+  > "$L/make-model.log" 2>&1
+echo "setup done at $((SECONDS - T0)) s" | tee "$L/walltimes.txt"
+
+SRV=
+alive() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null); [ -n "$s" ] && [ "${s#Z}" = "$s" ]; }  # not a zombie
+stop_server() {  # SIGTERM to the server's process group (it leads its own session), SIGKILL after 20 s
+  [ -n "$SRV" ] || return 0
+  kill -TERM -- "-$SRV" 2>/dev/null || kill -TERM "$SRV" 2>/dev/null
+  for _ in $(seq 40); do alive "$SRV" || break; sleep 0.5; done
+  kill -KILL -- "-$SRV" 2>/dev/null
+  wait "$SRV" 2>/dev/null
+  SRV=
+}
+pack() {  # the logs as one file: at most a few files come back from the GPU host
+  tar czf "$OUT/clock-logs.tgz" -C "$OUT" clock-logs 2>/dev/null && rm -rf "$L"
+}
+trap 'stop_server; pack' EXIT
+trap 'exit 130' INT TERM
+
+# the server's flags: exactly what the plugin's sglang-server backend renders for h200-clock.yaml
+mapfile -t ARGS < <(python3 - <<'EOF'
+from pytest_specbench.engines.server import cli_args
+from pytest_specbench.engines.sglang import engine_kwargs
+from pytest_specbench.matrix.schema import load
+
+kw = engine_kwargs(load("benches/gpu/h200-clock.yaml").cells()[0].group)
+kw.setdefault("enable_metrics", True)
+print("\n".join(cli_args(kw)))
+EOF
+)
+[ "${#ARGS[@]}" -gt 0 ] || { echo "could not render the server's arguments"; exit 1; }
+echo "python3 -m sglang.launch_server ${ARGS[*]} --host 127.0.0.1 --port $PORT" | tee "$L/server-cmd.txt"
+setsid python3 -m sglang.launch_server "${ARGS[@]}" --host 127.0.0.1 --port "$PORT" \
+  > "$L/server.log" 2>&1 < /dev/null &
+SRV=$!
+up=
+for _ in $(seq 300); do
+  alive "$SRV" || break
+  if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$PORT/health', timeout=2)" 2>/dev/null; then
+    up=1; break
+  fi
+  sleep 1
+done
+echo "server up=${up:-no} at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
+if [ -z "$up" ]; then tail -n 40 "$L/server.log"; exit 1; fi
+
+# 2. the plugin's http backend, worker processes and one process, one pytest session
+t=$SECONDS
+timeout "$(upto 150 220)" python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+  --specbench-matrix benches/gpu/h200-clock-http.yaml --benchmark-json "$OUT/h200-clock-http.json" \
+  --specbench-log-dir "$L/http" -rsfE > "$L/http.pytest.log" 2>&1
+echo "http rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
+tail -n 25 "$L/http.pytest.log"
+
+# 3. SGLang's own benchmark client against the same server: 3 x C prompts at C in flight
+for c in 1 64 256; do
+  [ "$(left)" -gt 120 ] || { echo "bench_serving c$c skipped: $(left) s left" | tee -a "$L/walltimes.txt"; continue; }
+  t=$SECONDS
+  timeout 90 python3 -m sglang.bench_serving --backend sglang --base-url "http://127.0.0.1:$PORT" \
+    --dataset-name random-ids --random-input-len 512 --random-output-len 128 --random-range-ratio 1 \
+    --num-prompts $((3 * c)) --max-concurrency "$c" --tokenizer .model/qwen3-1.7b --flush-cache \
+    --disable-tqdm --output-file "$OUT/bench-serving.jsonl" > "$L/bench-serving-c$c.log" 2>&1
+  echo "bench_serving c$c rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
+  grep -E "Output token throughput|Mean TTFT|Successful requests|Max request concurrency" "$L/bench-serving-c$c.log"
+done
+stop_server
+echo "server stopped at $((SECONDS - T0)) s; sglang processes left: $(ps -eo args | grep -c '[s]glang')" \
+  | tee -a "$L/walltimes.txt"
+
+# 4. the in-process backend, if time is left (an engine start, as the server's about 100 s, and three
+#    shapes: about 150 s; TLIMIT=560 leaves it that whatever the setup took)
+if [ "$(left)" -gt 150 ]; then
+  t=$SECONDS
+  timeout "$(upto 10 300)" python3 scripts/inproc_clock.py benches/gpu/h200-clock-inproc.yaml \
+    "$OUT/inproc-clock.json" "$L/inproc" > "$L/inproc.log" 2>&1
+  echo "inproc rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
+  tail -n 8 "$L/inproc.log"
+else
+  echo "inproc skipped: $(left) s left" | tee -a "$L/walltimes.txt"
+fi
+
+# the summary: client vs server TTFT per cell, plugin vs bench_serving throughput per concurrency
+python3 - "$OUT" <<'EOF' | tee "$OUT/summary.txt"
+import json, sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+def f(v, fmt="{:.2f}"):
+    return "-" if v is None else fmt.format(v)
+bench = {}
+p = out / "bench-serving.jsonl"
+if p.exists():
+    for line in p.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            bench[r.get("max_concurrency")] = r
+print("plugin http backend against one SGLang server (client TTFT vs the server's own histogram):")
+print(f"{'cell':34} {'procs':>5} {'client ms':>9} {'server ms':>9} {'diff ms':>8} {'diff %':>7} "
+      f"{'lag p99':>7} {'tok/s':>9} {'bench tok/s':>11} {'ratio':>6}  marked")
+p = out / "h200-clock-http.json"
+doc = json.loads(p.read_text()) if p.exists() else {"benchmarks": []}
+for b in doc["benchmarks"]:
+    e, c = b["extra_info"], b["params"]["concurrency"]
+    cl, sv = e.get("client_ttft_ms_mean"), e.get("server_ttft_ms_mean")
+    d = None if cl is None or sv is None else cl - sv
+    bt = (bench.get(c) or {}).get("output_throughput")
+    tps = e.get("output_tokens_per_s")
+    print(f"{b['name'].split('[')[-1].rstrip(']'):34} {str(e.get('client_processes', '-')):>5} {f(cl):>9} "
+          f"{f(sv):>9} {f(d, '{:+.2f}'):>8} {f(None if d is None or not sv else 100 * d / sv, '{:+.1f}'):>7} "
+          f"{f(e.get('client_loop_lag_ms_p99')):>7} {f(tps, '{:.1f}'):>9} {f(bt, '{:.1f}'):>11} "
+          f"{f(None if not bt or tps is None else tps / bt, '{:.4f}'):>6}  "
+          f"{'client_bound' if e.get('client_bound') else '-'}")
+for c, r in sorted(bench.items(), key=lambda kv: kv[0] or 0):
+    print(f"bench_serving c{c}: {r.get('completed')} requests, output {f(r.get('output_throughput'), '{:.1f}')} tok/s, "
+          f"mean TTFT {f(r.get('mean_ttft_ms'))} ms, duration {f(r.get('duration'))} s")
+p = out / "inproc-clock.json"
+if p.exists():
+    print("in-process sglang backend (client TTFT vs SGLang's histogram read in process):")
+    for r in json.loads(p.read_text())["cells"]:
+        cl, sv = r.get("client_ttft_ms_mean"), r.get("server_ttft_ms_mean")
+        d = None if cl is None or sv is None else cl - sv
+        print(f"  {r['cell']:28} client {f(cl)} ms, server {f(sv)} ms, diff {f(d, '{:+.2f}')} ms, "
+              f"tok/s {f(r.get('output_tokens_per_s'), '{:.1f}')}, histograms from {r.get('histograms_from')}, "
+              f"exclusive {r.get('server_latency_exclusive')}, errors {r.get('errors')}")
+else:
+    print("in-process sglang backend: not run (see clock-logs/walltimes.txt)")
+EOF
+echo "total $((SECONDS - T0)) s" | tee -a "$OUT/summary.txt"
