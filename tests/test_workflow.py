@@ -75,7 +75,7 @@ def test_gpu_workflow_triggers_and_runner() -> None:
     assert inputs["accept_baseline"]["type"] == "boolean" and inputs["accept_baseline"]["default"] is False
     (cron,) = [c["cron"] for c in on["schedule"]]
     assert len(cron.split()) == 5
-    assert BENCH["runs-on"] == ["self-hosted", "gpu"]
+    assert BENCH["runs-on"] == ["self-hosted", "gpu", "h200"]
     # the nightly run (no inputs) selects what a manual run selects by default
     assert f"|| '{inputs['select']['default']}'" in GPU["env"]["SELECT"]
 
