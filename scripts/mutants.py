@@ -1,0 +1,417 @@
+"""Single-line mutation check of the deciding and statistics code: each mutant changes one line of
+a scratch copy of the repository (never the working tree), runs the tests that cover that line
+(``-x``: the first failure kills the mutant) and says which mutants survive. A survivor is a line
+whose change no test notices.
+
+    python scripts/mutants.py                 # every mutant, on a copy of the working tree
+    python scripts/mutants.py --rev HEAD      # on a commit (git archive) instead
+    python scripts/mutants.py --only drift-tie race-pool-forced
+    python scripts/mutants.py --list
+
+The scratch copy is put first on PYTHONPATH, so the inner pytest runs (pytester, subprocesses)
+import the mutated package, not the installed one. The unmutated copy runs each test set once
+first: a set that fails there says nothing about its mutants (they are reported as "baseline
+fails"). Exit status: 0 when no mutant survives, 1 otherwise, 2 on a mutant whose line is not
+found exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+RACE = ("tests/test_deciding.py", "tests/test_race.py")
+DRIFT = ("tests/test_drift.py", "tests/test_drift_views.py")
+SELECT = ("tests/test_matrix_select.py", "tests/test_matrix_xkeys.py", "tests/test_group_hooks.py")
+VERSUS = ("tests/test_versus.py", "tests/test_drift_views.py")
+LOAD = ("tests/test_load_verdicts.py", "tests/test_verdicts.py", "tests/test_paired.py")
+VERDICT = ("tests/test_paired.py", "tests/test_verdicts.py")
+SEQ = ("tests/test_sequential.py", "tests/test_deciding.py")
+POOLED = ("tests/test_pooled.py", "tests/test_views.py")
+SCHED = ("tests/test_schedule.py", "tests/test_plan.py", "tests/test_gpu_slices.py")
+TUNE = ("tests/test_deciding.py", "tests/test_sweep.py", "tests/test_race.py")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str
+    old: str  # a substring of exactly one line of ``file``
+    new: str  # what replaces it on that line
+    tests: tuple[str, ...]  # pytest arguments: the files (or node ids) that cover the line
+
+
+R, D, S, V = (
+    "pytest_specbench/deciding/race.py",
+    "pytest_specbench/report/drift.py",
+    "pytest_specbench/matrix/selectors.py",
+    "pytest_specbench/report/versus.py",
+)
+P, Q, PO = (
+    "pytest_specbench/report/paired.py",
+    "pytest_specbench/report/sequential.py",
+    "pytest_specbench/report/pooled.py",
+)
+SC, T, DE = (
+    "pytest_specbench/planning/schedule.py",
+    "pytest_specbench/deciding/tune.py",
+    "pytest_specbench/report/decide.py",
+)
+
+MUTANTS: tuple[Mutant, ...] = (
+    # racing pools: drafters race drafters, a forced accept length only its own sweep
+    Mutant(
+        "race-pool-forced", R, "if other is None or forced(other) != forced(cell):", "if other is None:", RACE
+    ),
+    Mutant(
+        "race-pool-sweep",
+        R,
+        "return not forced(cell) or other.method.sweep == cell.method.sweep",
+        "return True",
+        RACE,
+    ),
+    Mutant("race-leader-pool", R, "and self.same_pool(cell, shape, e.method)", "and True", RACE),
+    Mutant(
+        "race-family-pool",
+        R,
+        "and (name == cell.method.name or self.same_pool(cell, shape, name))",
+        "and True",
+        RACE,
+    ),
+    Mutant(
+        "race-apart-far-ends",
+        R,
+        "own.lo / lead.hi, own.hi / lead.lo,",
+        "own.lo / lead.lo, own.hi / lead.hi,",
+        RACE,
+    ),
+    Mutant(
+        "race-costlier-strict",
+        R,
+        "return all(d >= 0 for d in bigger) and any(d > 0 for d in bigger)",
+        "return all(d >= 0 for d in bigger)",
+        RACE,
+    ),
+    Mutant(
+        "race-drift-widen",
+        R,
+        "iv = paired.Interval(iv.point, iv.lo * (1 - self.drift), iv.hi / (1 - self.drift), iv.n)",
+        "iv = paired.Interval(iv.point, iv.lo, iv.hi, iv.n)",
+        RACE,
+    ),
+    Mutant("race-gain-evidence", R, "if len(gains) < 2:", "if len(gains) < 1:", RACE),
+    Mutant(
+        "race-never-drop-disturbed",
+        R,
+        'if info and info.get("status") == "dropped" and why:',
+        "if False:",
+        RACE,
+    ),
+    Mutant(
+        "race-first-look",
+        R,
+        "return max(2, min(MIN_ROUNDS, cap - 2))",
+        "return max(2, min(MIN_ROUNDS, cap - 1))",
+        RACE,
+    ),
+    Mutant(
+        "race-skip-gain",
+        R,
+        'if gain is not None and info["hi"] * gain < 1 - paired.EQUIVALENCE:',
+        'if gain is not None and info["hi"] < 1 - paired.EQUIVALENCE:',
+        RACE,
+    ),
+    # the drift sentinel's rules
+    Mutant(
+        "drift-tie",
+        D,
+        "if band > math.log(1 + EQUIVALENCE):",
+        "if band > math.log(1 + 2 * EQUIVALENCE):",
+        DRIFT,
+    ),
+    Mutant("drift-point", D, "if abs(math.log(point)) < band:", "if abs(math.log(point)) < band / 2:", DRIFT),
+    Mutant(
+        "drift-interval",
+        D,
+        "if not (math.log(lo) > band or math.log(hi) < -band):",
+        "if not (math.log(lo) > 0 or math.log(hi) < 0):",
+        DRIFT,
+    ),
+    Mutant(
+        "drift-interleaved-exempt",
+        D,
+        'if rec is None or f is None or f.get("speedup_pairing") == "interleaved":',
+        "if rec is None or f is None:",
+        DRIFT,
+    ),
+    Mutant(
+        "drift-prediction-interval",
+        D,
+        "* math.sqrt(1 + 1 / len(logs))",
+        "* math.sqrt(1 / len(logs))",
+        DRIFT,
+    ),
+    # include / exclude
+    Mutant("include-order", S, "for o in hits:", "for o in reversed(hits):", SELECT),
+    Mutant(
+        "include-after-exclude",
+        S,
+        "kept = [c for c in cells if not any(s.matches(c) for s in excluded)]",
+        "kept = list(cells)",
+        SELECT,
+    ),
+    # the versus view never compares two target models
+    Mutant(
+        "versus-model-guard",
+        V,
+        'if ca["extra_info"].get("speedup_baseline") != cb["extra_info"].get("speedup_baseline"):',
+        "if False:",
+        VERSUS,
+    ),
+    # a verdict kept under load
+    Mutant(
+        "load-margin-faster",
+        P,
+        'if (out["speedup_verdict"] == "faster" and lo <= 1 + LOAD_MARGIN) or (',
+        'if (out["speedup_verdict"] == "faster" and lo <= 1) or (',
+        LOAD,
+    ),
+    Mutant(
+        "load-margin-slower",
+        P,
+        'out["speedup_verdict"] == "slower" and hi >= 1 - LOAD_MARGIN',
+        'out["speedup_verdict"] == "slower" and hi >= 1',
+        LOAD,
+    ),
+    Mutant("load-gap", P, "if gaps[k] > LOAD_GAP:", "if gaps[k] > 2 * LOAD_GAP:", LOAD),
+    Mutant("load-pair-cv", P, "if spread is None or spread > PAIR_CV_MAX:", "if spread is None:", LOAD),
+    Mutant(
+        "load-cpu-only",
+        P,
+        'return d.startswith("other processes took") and "GPU" not in d and not m.get("saturated")',
+        'return d.startswith("other processes took") and not m.get("saturated")',
+        LOAD,
+    ),
+    Mutant(
+        "load-kept-said",
+        DE,
+        'kept = e.get("speedup_under_load")',
+        "kept = None",
+        ("tests/test_decide.py", "tests/test_load_verdicts.py", "tests/test_screen.py"),
+    ),
+    # the paired verdict's margins
+    Mutant("verdict-faster-margin", P, "if self.lo > 1 + EQUIVALENCE:", "if self.lo > 1:", VERDICT),
+    Mutant(
+        "verdict-within-both-ends",
+        P,
+        "if 1 - EQUIVALENCE <= self.lo and self.hi <= 1 + EQUIVALENCE:",
+        "if 1 - EQUIVALENCE <= self.lo or self.hi <= 1 + EQUIVALENCE:",
+        VERDICT,
+    ),
+    # sequential looks
+    Mutant("seq-family-share", Q, "return self.looks_level / self.family", "return self.looks_level", SEQ),
+    Mutant(
+        "seq-bonferroni",
+        Q,
+        "return ALPHA / self.count  # Bonferroni",
+        "return ALPHA  # Bonferroni",
+        SEQ,
+    ),
+    Mutant("seq-no-stop-before-first", Q, "if n < looks.first:", "if n < 2:", SEQ),
+    Mutant(
+        "seq-settled-needs-looks-left",
+        Q,
+        "if settled_as is not None and looks.last > looks.first:",
+        "if settled_as is not None:",
+        SEQ,
+    ),
+    Mutant("seq-union-family", Q, "max(x.family for x in given))", "min(x.family for x in given))", SEQ),
+    # pooling shapes
+    Mutant(
+        "pooled-share",
+        PO,
+        'level = min(e["level"] for e in est) / k',
+        'level = min(e["level"] for e in est)',
+        POOLED,
+    ),
+    Mutant(
+        "pooled-strictest-level",
+        PO,
+        'level = min(e["level"] for e in est) / k',
+        'level = max(e["level"] for e in est) / k',
+        POOLED,
+    ),
+    Mutant(
+        "pooled-two-pairs",
+        PO,
+        'if c.get("speedup_vs_ar") is None or not ci or n < 2:',
+        'if c.get("speedup_vs_ar") is None or not ci or n < 1:',
+        POOLED,
+    ),
+    # packing groups onto GPUs
+    Mutant(
+        "sched-longest-first",
+        SC,
+        "return sorted(jobs, key=lambda j: (-j.duration_s, -j.size, j.group))",
+        "return sorted(jobs, key=lambda j: (j.duration_s, -j.size, j.group))",
+        SCHED,
+    ),
+    Mutant(
+        "sched-lowest-gpus",
+        SC,
+        "out[key], left = tuple(left[:n]), left[n:]",
+        "out[key], left = tuple(left[-n:]), left[:-n]",
+        SCHED,
+    ),
+    Mutant(
+        "sched-first-start-extra",
+        SC,
+        "extra = 0.0 if (worker, job.backend) in started else job.first_extra_s",
+        "extra = job.first_extra_s",
+        SCHED,
+    ),
+    Mutant(
+        "sched-fits-whole-pool",
+        SC,
+        "queue = [j for j in jobs if j.gpus <= len(pool_t)]",
+        "queue = [j for j in jobs if j.gpus < len(pool_t)]",
+        SCHED,
+    ),
+    # tuning a sweep
+    Mutant("tune-separated-margin", T, "if iv[2] < 1 - paired.EQUIVALENCE:", "if iv[2] < 1:", TUNE),
+    Mutant("tune-family", T, "family = max(1, len(measured) - 1)", "family = 1", TUNE),
+)
+
+
+def scratch_copy(dest: Path, rev: str | None) -> None:
+    """The repository's files (tracked and untracked, not ignored; or ``rev``'s tree) under dest."""
+    dest.mkdir(parents=True)
+    if rev:
+        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        return
+    names = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for raw in names:
+        if not raw:
+            continue
+        rel = raw.decode()
+        src = ROOT / rel
+        if not src.is_file():  # deleted in the working tree
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+
+
+def mutate(text: str, m: Mutant) -> str:
+    lines = text.splitlines(keepends=True)
+    hits = [i for i, ln in enumerate(lines) if m.old in ln]
+    if len(hits) != 1:
+        raise LookupError(f"{m.name}: {m.file}: {m.old!r} is on {len(hits)} lines (expected exactly 1)")
+    i = hits[0]
+    lines[i] = lines[i].replace(m.old, m.new)
+    return "".join(lines)
+
+
+def run_tests(copy: Path, tests: tuple[str, ...], extra: list[str]) -> tuple[bool, str]:
+    env = dict(os.environ, PYTHONPATH=str(copy) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("PYTEST_ADDOPTS", None)
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *extra]
+    res = subprocess.run([*cmd, *tests], cwd=copy, env=env, capture_output=True, text=True)
+    tail = (res.stdout.strip().splitlines() or [""])[-1]
+    return res.returncode == 0, tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="run these mutants only")
+    ap.add_argument("--rev", help="mutate this commit's tree (git archive) instead of the working tree")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
+    ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    a = ap.parse_args(argv)
+    chosen = [m for m in MUTANTS if not a.only or m.name in a.only]
+    unknown = set(a.only or ()) - {m.name for m in MUTANTS}
+    if unknown:
+        ap.error(f"unknown mutant(s): {', '.join(sorted(unknown))}; --list shows them")
+    if a.list:
+        for m in chosen:
+            print(f"{m.name}: {m.file}: {m.old!r} -> {m.new!r}  [{' '.join(m.tests)}]")
+        return 0
+    tmp = Path(tempfile.mkdtemp(prefix="specbench-mutants-"))
+    copy = tmp / "repo"
+    scratch_copy(copy, a.rev)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import pytest_specbench; print(pytest_specbench.__file__)"],
+        cwd=tmp,
+        env=dict(os.environ, PYTHONPATH=str(copy)),
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if not probe.startswith(str(copy)):
+        print(f"the scratch copy's package is not the one imported ({probe}); not run", file=sys.stderr)
+        return 2
+    print(f"scratch copy: {copy}")
+    try:
+        return _run(copy, chosen, a.pytest_args)
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(copy: Path, chosen: list[Mutant], extra: list[str]) -> int:
+    bad = []
+    for m in chosen:
+        try:
+            mutate((copy / m.file).read_text(), m)
+        except LookupError as e:
+            bad.append(str(e))
+    if bad:
+        print("\n".join(bad), file=sys.stderr)
+        return 2
+    baseline: dict[tuple[str, ...], tuple[bool, str]] = {}
+    for tests in dict.fromkeys(m.tests for m in chosen):
+        baseline[tests] = run_tests(copy, tests, extra)
+        ok, tail = baseline[tests]
+        print(f"unmutated {' '.join(tests)}: {'passes' if ok else 'FAILS'} ({tail})", flush=True)
+    survivors, killed, unknown = [], [], []
+    for m in chosen:
+        path = copy / m.file
+        original = path.read_text()
+        if not baseline[m.tests][0]:
+            unknown.append(m.name)
+            print(f"{m.name}: baseline fails, not judged", flush=True)
+            continue
+        t0 = time.monotonic()
+        path.write_text(mutate(original, m))
+        try:
+            ok, tail = run_tests(copy, m.tests, extra)
+        finally:
+            path.write_text(original)
+        (survivors if ok else killed).append(m.name)
+        print(
+            f"{m.name}: {'SURVIVED' if ok else 'killed'} ({tail}; {time.monotonic() - t0:.0f} s)", flush=True
+        )
+    print(f"\n{len(killed)} killed, {len(survivors)} survived, {len(unknown)} not judged of {len(chosen)}")
+    if survivors:
+        print("survivors: " + ", ".join(survivors))
+    if unknown:
+        print("not judged (their tests fail unmutated): " + ", ".join(unknown))
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
