@@ -145,3 +145,17 @@ def test_acceptance_is_gated_in_a_cell_of_other_work(
     assert capsys.readouterr().out.splitlines()[-1] == (
         "- ngram-c4: accept length 4.000 -> 2.400 (new/old 0.600, allowed down to 0.980)"
     )
+
+
+def test_the_committed_busy_run_gated_against_itself_is_inconclusive(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/results/cpu-interleaved/run3-busy.json: the default job beside two busy loops, every one
+    of its 43 cells disturbed. Gated against itself: exit 3, named INCONCLUSIVE on its last line."""
+    run = Path(__file__).resolve().parent.parent / "docs" / "results" / "cpu-interleaved" / "run3-busy.json"
+    assert main([str(run), str(run), "--max-tok-s-drop", "0.10"]) == 3
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1] == (
+        "INCONCLUSIVE (exit 3): tok/s gated on no cell (43 were unreliable); the gate checked nothing it was "
+        "asked to"
+    )
