@@ -29,14 +29,14 @@ def test_seed_experiment_cells_by_hand() -> None:
     by: dict[str, int] = {}
     for c in m.cells():
         by[c.workload.name] = by.get(c.workload.name, 0) + 1
-    # methods at TP1: ar, dflash, ddtree b8..b256 (6) = 8, and dflash-forced a2/a4/a8 (TP1 only);
-    # at TP4 and TP8 the same 8 (the tuning at TP1 keeps two budgets when racing)
-    # long_context: 3 contexts x 3 concurrencies, no 100k at TP1:
-    #   TP1 (8 + 3) x 2 x 3 = 66, TP4 8 x 3 x 3 = 72, TP8 72
-    # ttft (ar, dflash, ddtree): TP1 8 x 2 contexts = 16, TP4 8 x 3 = 24, TP8 24
-    # agentic (ar, dflash, ddtree): 8 x 2 scenarios x 2 concurrencies x 3 TP sizes = 96
-    assert by == {"long_context": 66 + 72 + 72, "ttft": 16 + 24 + 24, "agentic": 96}
-    assert len(m.groups()) == 8 * 3 + 3
+    # methods at every TP: ar, dflash, ddtree b8..b256 (6) = 8, at TP1, TP4 and TP8 (the race's
+    # tuning at TP4 carries two budgets or more; without it every budget runs)
+    # decode: c1 x 256/1024/2048 out = 3 shapes: 8 x 3 x 3 TP sizes = 72
+    # batch: c4/c16/c64 x 256 out = 3 shapes: 72
+    # long_context: 3k/30k/100k at c1, no 100k at TP1: 8 x (2 + 3 + 3) = 64
+    # agentic: calculator/etl at c1: 8 x 2 x 3 = 48
+    assert by == {"decode": 72, "batch": 72, "long_context": 64, "agentic": 48}
+    assert len(m.groups()) == 8 * 3
     g = {x.id: x for x in m.groups()}
     assert dict(g["ddtree-b64-tp1"].method.engine_args) == {
         "speculative_ddtree_budget": 64,
@@ -46,11 +46,19 @@ def test_seed_experiment_cells_by_hand() -> None:
     assert dict(g["ddtree-b64-tp8"].method.engine_args)["mem_fraction_static"] == 0.85
     assert dict(g["ar-tp4"].method.engine_args) == {"mem_fraction_static": 0.85, "context_length": 131072}
     assert g["ar-tp4"].method.name == g["ar-tp1"].method.name == "ar"  # the TP view lines it up
+    assert all(x.method.backend == "sglang-server" for x in m.groups())  # the seed's launched server
     assert all(dict(x.method.env) == {"SGLANG_ENABLE_SPEC_V2": "1"} for x in m.groups())
-    assert all(set(dict(x.method.hooks)) == {"before_group", "after_group"} for x in m.groups())
-    forced = g["dflash-forced-a4-tp1"].method.speculative
-    assert forced.algorithm == "dflash" and forced.simulate_accept_length == 4.0
-    assert "dflash-forced-a4-tp4" not in g
+    # GPU 0's service: the hooks run for the groups that lease GPU 0
+    assert all(dict(x.method.hooks)["gpus"] == "0" for x in m.groups())
+    assert all(set(dict(x.method.hooks)) == {"gpus", "before_group", "after_group"} for x in m.groups())
+    # real weights: no model loads random ones (a dry run's dummy lines are comments)
+    assert [mo.load_format for mo in m.models] == ["auto", "auto"]
+    # the expected acceptance each method's ETA assumes, within what its verify step commits
+    spec = {k: g[k].method.speculative for k in ("dflash-tp1", "ddtree-b8-tp1")}
+    assert {k: s.expect_accept_length for k, s in spec.items()} == {"dflash-tp1": 4.5, "ddtree-b8-tp1": 5.5}
+    assert m.compare == (("ddtree", "dflash"),)
+    # the budgets are decided where every one starts and none queues: TP4, one request
+    assert g["ddtree-b8-tp4"].method.tune.label == "tp=4, workload=decode, output_tokens=256"
     assert not any(c.tp == 1 and c.context_tokens == 100000 for c in m.cells())
 
 
@@ -69,33 +77,63 @@ def test_seed_experiment_collects_and_plans(pytester: pytest.Pytester) -> None:
         [
             "GPU: RTX PRO 6000, 95.6 GiB, 1.79 TB/s*",
             # DDTREE budgets 64/128/256 cannot start at TP1 (draft-token states, docs/plan.md):
-            # 3 settings x 12 TP1 cells skipped, their 3 engine starts never made
-            "cells: 334 to run, 36 skipped; engine starts: 24; ETA *",
+            # 3 settings x 10 TP1 cells (decode 3, batch 3, long_context 2, agentic 2) skipped,
+            # their 3 engine starts never made: 24 - 3 = 21
+            "cells: 226 to run, 30 skipped; engine starts: 21; ETA *",
         ]
     )
     out = res.stdout.str()
     assert "long_context-ar-tp1-c1-ctx100k" not in out and "long_context-ar-tp4-c1-ctx100k-out256" in out
-    # GPU 0's live service: the plan says how long the hooks keep it stopped in the packed schedule
+    # GPU 0's live service: only the TP8 groups lease GPU 0 (its hooks' gpus), with their
+    # baseline's brackets (8 groups, 7 brackets), back to back at the end of the run: one window,
+    # the service's downtime
     on8 = pytester.runpytest(*args, *PLAN_ON_8)
     on8.stdout.fnmatch_lines(
         [
-            "hooks: after_group, before_group around 24 group(s) of the schedule (docs/matrix.md)",
-            "  GPU 0: 16 hooked group(s) between 0:00 and *: a service their hooks stop while they hold "
-            "GPU 0 is down * min of those * min",
+            "hooks: after_group, before_group around 15 group(s) of the schedule (docs/matrix.md)",
+            "  GPU 0 (its hooks' service): 15 engine start(s) lease it, back to back in one window, "
+            "*:*:* -> *:*:*: the service is down * min of the run's *",
         ]
     )
-    # the 100k cells: long_context 8 methods x 3 concurrencies x TP4/TP8 = 48, ttft 8 x 2 = 16 (376
-    # items: 370 cells, 3 drift sentinels, 3 bench functions without cells)
+    slots = [ln.split() for ln in on8.stdout.lines if ln.startswith("  ") and " GPUs " in ln]
+    on_0 = [s[0] for s in slots if "0" in s[s.index("GPUs") + 1].split(",")]
+    assert len(on_0) == 15 and all(g.endswith("-tp8") for g in on_0), on_0
+    # the 100k cells: long_context 8 methods x TP4/TP8 = 16 (259 items: 256 cells, 3 bench
+    # functions without cells)
     sel = pytester.runpytest(*args, "--collect-only", "-q", "-k", ":ctx100k:")
-    sel.stdout.fnmatch_lines(["64/376 tests collected (312 deselected)*"])
+    sel.stdout.fnmatch_lines(["16/259 tests collected (243 deselected)*"])
+
+
+def test_the_seed_experiment_raced_on_eight_gpus_says_where_the_time_goes(pytester: pytest.Pytester) -> None:
+    """The seed's matrix raced on 8 x RTX PRO 6000 by 8 workers: the full factorial is the packed
+    schedule's makespan; expected at most the worst case, which is at most the full factorial;
+    the expected GPU-minutes by workload, TP and method (docs/plan.md reads them)."""
+    import re
+
+    res = pytester.runpytest(*_seed_args(pytester), *PLAN_ON_8, "--specbench-race")
+    out = res.stdout.str()
+    assert res.ret == pytest.ExitCode.OK, out
+    lines = re.findall(r"^  (full factorial|expected|worst case): ([\d.]+) min", out, re.M)
+    got = {k: float(v) for k, v in lines}
+    packed = re.search(r"^makespan ([\d.]+) min with 8 workers", out, re.M)
+    assert packed and got["full factorial"] == float(packed.group(1)), out
+    assert got["expected"] <= got["worst case"] <= got["full factorial"], got
+    res.stdout.fnmatch_lines(
+        [
+            "  expected: * min (the deciding cells done by * min), 132 cells, 19 engine starts, *",
+            "  worst case: * min (the deciding cells done by * min), 122 cells, 18 engine starts, *",
+            "  where the expected time goes, GPU-minutes of cells (minutes x TP size; engine starts apart):",
+            "    long_context: * (tp1 *, tp4 *, tp8 *)",
+            "    method ddtree: * (tp1 *, tp4 *, tp8 *)",
+        ]
+    )
 
 
 def test_the_shard_split_packs_drift_families_as_the_schedule_does(pytester: pytest.Pytester) -> None:
     """On 8 x RTX PRO 6000 with 2 hosts: each host packs its groups with every drift family (a
     baseline and the methods compared with it, at one TP: back to back, then its sentinel) as one
     job, as the run's packed schedule does, so the split's "one host" figure is the schedule's
-    makespan (1169.2 min; packing the families apart would say 1011.4), and two hosts are never
-    slower than one."""
+    makespan, and two hosts are never slower than one."""
     import re
 
     res = pytester.runpytest(

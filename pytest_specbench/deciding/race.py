@@ -65,7 +65,26 @@ def costlier(cell: Cell, than: Cell) -> bool:
     return all(d >= 0 for d in bigger) and any(d > 0 for d in bigger)
 
 
+TP_DRIFT = 0.13  # drift allowed between two TP sizes' groups (h200-race: -12.6 % over 5 groups)
+
+
+def _same_but_tp(a: Cell, b: Cell) -> bool:
+    """The same method, workload and every axis but the TP size."""
+    p, q = a.params(), b.params()
+    return all(p.get(k) == q.get(k) for k in set(p) | set(q) if k != "tp")
+
+
+def tp_text(info: dict[str, Any]) -> str:
+    return (
+        f"out of the race: its TP size is dominated: at shape {info['shape']} it ran x{info['ratio']:.3f} "
+        f"[{info['lo']:.3f}, {info['hi']:.3f}] per user of {info['tp_dominated_by']} (drift of "
+        f"±{info['drift_allowed']:.0%} between groups allowed), x{info['per_gpu']:.3f} per GPU"
+    )
+
+
 def out_text(cell_id: str, info: dict[str, Any]) -> str:
+    if "tp_dominated_by" in info:
+        return tp_text(info)
     return (
         f"out of the race: lost to {info['lost_to']} by x{info['ratio']:.3f} "
         f"[{info['lo']:.3f}, {info['hi']:.3f}] at shape {info['shape']}"
@@ -94,6 +113,7 @@ class Entry:
     relative: bool
     looks: Looks | None
     can_lead: bool
+    rates: list[float] | None = None  # its own tok/s per round (closed loop), for the TP rule
 
     @property
     def point(self) -> float:
@@ -107,6 +127,14 @@ def speeds_of(own: list[float], ref: list[float] | None, closed: bool) -> list[f
     if ref is not None:
         return [(a / b if closed else b / a) if a and b else None for a, b in zip(own, ref, strict=False)]
     return [(a if closed else 1 / a) if a else None for a in own]
+
+
+def _own_rates(result: dict[str, Any]) -> list[float] | None:
+    """A closed-loop cell's own tok/s per timed round (None in an open loop or without rounds)."""
+    if result["params"].get("request_rate") or not result.get("metrics"):
+        return None
+    rates = paired.round_rates(result["metrics"], result.get("round_times") or [])
+    return [float(x) for x in rates if x] or None
 
 
 def _result_speeds(result: dict[str, Any]) -> tuple[list[float | None], bool]:
@@ -186,7 +214,13 @@ class Race:
             cell = self._by_id[ev["cell_id"]]
             looks = Looks(*ev["looks"]) if ev.get("looks") else None
             entry = Entry(
-                ev["cell_id"], cell.method.name, ev["speeds"], ev["relative"], looks, ev["can_lead"]
+                ev["cell_id"],
+                cell.method.name,
+                ev["speeds"],
+                ev["relative"],
+                looks,
+                ev["can_lead"],
+                ev.get("rates"),
             )
             self.shapes.setdefault(paired.axes(cell.params()), []).append(entry)
         elif kind == "loss":
@@ -366,6 +400,7 @@ class Race:
                 "relative": relative,
                 "looks": [looks.first, looks.last, looks.family] if looks is not None else None,
                 "can_lead": can_lead,
+                "rates": _own_rates(result),
             }
         )
         return None
@@ -400,6 +435,59 @@ class Race:
                     }
                 )
                 return out_text(cell.id, info)
+        dom = self.tp_dominated(cell)
+        if dom is not None:
+            self._emit(
+                {
+                    "kind": "dropped",
+                    "record": {
+                        "cell_id": cell.id,
+                        "group": cell.group.id,
+                        "params": cell.params(),
+                        "metrics": None,
+                        "extra_info": {"race": dom, "rounds_run": 0, "stop_reason": "dropped"},
+                    },
+                }
+            )
+            return tp_text(dom)
+        return None
+
+    def tp_dominated(self, cell: Cell) -> dict[str, Any] | None:
+        """A TP size dominated at a cheaper shape: the same method, workload and other axes
+        measured at a cheaper shape at ``cell``'s TP size and at a smaller one, and there slower
+        per user (its own tok/s per round at the larger TP over the smaller's, an unpaired
+        interval widened by the drift allowed between groups, ``drift`` or ``TP_DRIFT``) wholly
+        below 0.98: it is then slower per GPU too (more GPUs), and its costlier shapes are
+        skipped. None when no such evidence (a larger TP as fast per user is kept)."""
+        if not self.races(cell):  # the baseline's cells stay: its members' verdicts read them
+            return None
+        drift = self.drift if self.drift is not None else TP_DRIFT
+        mine = {e.cell_id: e for es in self.shapes.values() for e in es if e.rates}
+        for cheap in self._by_id.values():
+            at = mine.get(cheap.id)
+            if at is None or cheap.tp != cell.tp or not costlier(cell, cheap):
+                continue
+            for other in self._by_id.values():
+                small = mine.get(other.id)
+                if small is None or other.tp >= cell.tp or not _same_but_tp(other, cheap):
+                    continue
+                iv = paired.unpaired_ratio_interval(at.rates or [], small.rates or [])
+                if iv is None or iv.lo is None or iv.hi is None:
+                    continue
+                hi = iv.hi / (1 - drift)
+                if hi < 1 - paired.EQUIVALENCE:
+                    per_gpu = iv.point * other.tp / cell.tp
+                    return {
+                        "status": "dropped",
+                        "tp_dominated_by": other.id,
+                        "shape": shape_label(cheap),
+                        "ratio": round(iv.point, 6),
+                        "lo": round(iv.lo * (1 - drift), 6),
+                        "hi": round(hi, 6),
+                        "per_gpu": round(per_gpu, 6),
+                        "drift_allowed": drift,
+                        "skipped": True,
+                    }
         return None
 
     def standing(self, method: str, shape: tuple[Any, ...]) -> float | None:

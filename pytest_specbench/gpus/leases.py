@@ -127,12 +127,16 @@ class LeasePool:
     def pool(self) -> tuple[int, ...]:
         return tuple(self.info()["pool"])
 
-    def set_order(self, groups: list[str], expected: dict[str, int] | None = None) -> None:
+    def set_order(
+        self, groups: list[str], expected: dict[str, int] | None = None, reserved: tuple[int, ...] = ()
+    ) -> None:
         """The order groups are handed out in (a waiting start's rank), and the groups about to
-        ask for GPUs (group -> GPUs): they keep their place for EXPECT_S before they ask."""
+        ask for GPUs (group -> GPUs): they keep their place for EXPECT_S before they ask; the GPUs
+        only a start that cannot run without them gets (schedule.grant: a hook's service's)."""
         until = time.time() + EXPECT_S
         with self._locked() as s:
             s["order"] = list(groups)
+            s["reserved"] = list(reserved)
             s["expected"] = {g: {"gpus": n, "until": until} for g, n in (expected or {}).items()}
 
     # ------------------------------------------------------------------ leases
@@ -233,7 +237,8 @@ class LeasePool:
             (order.get(g, len(order)), 0.0, f"expected:{g}", int(e["gpus"])) for g, e in s["expected"].items()
         ]
         free = [g for g in s["pool"] if str(g) not in s["held"]]
-        return schedule.grant(free, [(token, n) for _, _, token, n in sorted(queue)])
+        waiting = [(token, n) for _, _, token, n in sorted(queue)]
+        return schedule.grant(free, waiting, tuple(s.get("reserved", ())), len(s["pool"]))
 
     def _reclaim(self, s: dict[str, Any]) -> None:
         dead = {h["token"]: h for h in s["held"].values() if not _alive(h)}

@@ -15,6 +15,9 @@ The model of a run with K workers:
   shared by every worker (0 for a backend that needs none);
 - waiting starts are served by their rank in that order, first fit: each one that fits in what
   is free gets the lowest free GPUs, so a small group may pass a large one that does not fit yet;
+- a GPU a group hook's service lives on (``hooks: {gpus: [0]}``, reserved) goes only to a start
+  that cannot run without it, and those starts are handed out last (:func:`hooked_last`): they
+  run back to back at the end, so the service is down once, for that window;
 - a group holds its GPUs for its planned duration (engine start + its cells, plus the extra of
   a process's first start of its backend when it is its worker's first), then returns them and
   its worker takes the next group.
@@ -87,21 +90,51 @@ def longest_first(jobs: Sequence[Job]) -> list[Job]:
     return sorted(jobs, key=lambda j: (-j.duration_s, -j.size, j.group))
 
 
-def grant(free: Sequence[int], waiting: Sequence[tuple[K, int]]) -> dict[K, tuple[int, ...]]:
+def grant(
+    free: Sequence[int],
+    waiting: Sequence[tuple[K, int]],
+    reserved: Sequence[int] = (),
+    pool_size: int = 0,
+) -> dict[K, tuple[int, ...]]:
     """Who gets GPUs now: ``waiting`` in rank order as (key, GPUs needed); first fit, each one
-    that fits in what is left gets the lowest free GPUs."""
+    that fits in what is left gets the lowest free GPUs. A ``reserved`` GPU (one a hook's
+    service lives on) goes only to a start that cannot run without it (needing more than the
+    ``pool_size`` less the reserved ones), after every other free GPU."""
     left = sorted(free)
     out: dict[K, tuple[int, ...]] = {}
     for key, n in waiting:
-        if n <= len(left):
-            out[key], left = tuple(left[:n]), left[n:]
+        needs = bool(reserved) and n > pool_size - len(reserved)
+        # a start that needs a reserved GPU takes every other free one first
+        can = [g for g in left if g not in reserved]
+        if needs:
+            can += [g for g in left if g in reserved]
+        if n <= len(can):
+            out[key] = tuple(sorted(can[:n]))
+            left = [g for g in left if g not in out[key]]
     return out
 
 
-def pack(jobs: Sequence[Job], pool: Sequence[int], workers: int) -> Schedule:
+def needs_reserved(gpus: int, pool: Sequence[int], reserved: Sequence[int]) -> bool:
+    """Whether a start of ``gpus`` GPUs cannot run without a reserved GPU of ``pool``."""
+    mine = [g for g in reserved if g in pool]
+    return bool(mine) and gpus > len(pool) - len(mine)
+
+
+def hooked_last(jobs: Sequence[Job], pool: Sequence[int], reserved: Sequence[int]) -> list[Job]:
+    """``jobs`` in their order, but those that need a reserved GPU after every other one (and in
+    their order among themselves): they then run back to back at the end, the reserved GPUs
+    leased in one window."""
+    return [j for j in jobs if not needs_reserved(j.gpus, pool, reserved)] + [
+        j for j in jobs if needs_reserved(j.gpus, pool, reserved)
+    ]
+
+
+def pack(jobs: Sequence[Job], pool: Sequence[int], workers: int, reserved: Sequence[int] = ()) -> Schedule:
     """Simulate the run: ``jobs`` in the order they are handed out, ``workers`` workers, the GPUs
-    of ``pool``. Jobs needing more GPUs than the pool has are left out (``unplaceable``)."""
+    of ``pool`` (``reserved`` ones as :func:`grant` gives them). Jobs needing more GPUs than the
+    pool has are left out (``unplaceable``)."""
     workers = max(1, workers)
+    reserved = tuple(g for g in reserved if g in pool)
     started: set[tuple[int, str]] = set()  # (worker, backend) that has started an engine
     pool_t = tuple(sorted(pool))
     queue = [j for j in jobs if j.gpus <= len(pool_t)]
@@ -119,7 +152,7 @@ def pack(jobs: Sequence[Job], pool: Sequence[int], workers: int) -> Schedule:
             waiting.append((rank[id(queue[nxt])], queue[nxt], idle.pop(0), max(t, queue[nxt].not_before_s)))
             nxt += 1
         waiting.sort(key=lambda w: w[0])
-        got = grant(free, [(w[0], w[1].gpus) for w in waiting if w[3] <= t])
+        got = grant(free, [(w[0], w[1].gpus) for w in waiting if w[3] <= t], reserved, len(pool_t))
         for w in [w for w in waiting if w[0] in got]:
             gpus = got[w[0]]
             free = [g for g in free if g not in gpus]

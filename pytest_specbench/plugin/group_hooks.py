@@ -7,7 +7,10 @@ the group started, failed or finished, and when it fails the run fails: the summ
 ``specbench.hook_failures`` name the hook, its last output and what it may have left stopped (an
 after-hook restores what its before-hook stopped, e.g. a live service). An interrupt while a hook
 runs stops that hook's process group before anything else runs (an after-hook never races the
-before-hook it undoes). A failing ``before_run`` stops the run before any engine starts;
+before-hook it undoes). Hooks that name ``gpus`` run only for the groups that lease one of them; the schedule
+gives those GPUs only to groups that cannot run without them and runs those last, back to back
+(planning/schedule.py), so a service living there is down once, for the window the plan prints.
+A failing ``before_run`` stops the run before any engine starts;
 ``after_run`` runs at its end either way, and its failure fails the run."""
 
 from __future__ import annotations
@@ -112,10 +115,32 @@ def group_env(hook: str, group: Any, gpus: tuple[int, ...], ok: bool | None = No
     return env
 
 
+def hook_gpus(group: Any) -> frozenset[int] | None:
+    """The GPUs a group's hooks are for (``hooks: {gpus: [0]}``), None: every group's."""
+    v = dict(group.method.hooks).get("gpus")
+    return frozenset(int(x) for x in v.split(",")) if v else None
+
+
+def hooks_apply(group: Any, gpus: tuple[int, ...]) -> bool:
+    """Whether the group's hooks run for a start on ``gpus``: always without ``gpus:`` in them or
+    where no GPU is leased (the GPUs unknown); else only when it leased one of theirs."""
+    only = hook_gpus(group)
+    return only is None or not gpus or bool(only & set(gpus))
+
+
+def hooked_gpus(groups: Any, pool: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """The GPUs (of ``pool`` where given) that some group's hooks name: a service lives there, and
+    the schedule keeps the groups that lease them in one window (planning/schedule.py)."""
+    out: set[int] = set()
+    for g in groups:
+        out |= hook_gpus(g) or set()
+    return tuple(sorted(out if pool is None else out & set(pool)))
+
+
 def before_group(group: Any, gpus: tuple[int, ...], ev: dict[str, Any]) -> None:
     """The group's before_group hook, if any; raises GroupHookError when it fails."""
     cmd = dict(group.method.hooks).get("before_group")
-    if cmd is None:
+    if cmd is None or not hooks_apply(group, gpus):
         return
     try:
         why = run_hook("before_group", cmd, group_log(group), group_env("before_group", group, gpus))
@@ -135,7 +160,7 @@ def after_group(group: Any, gpus: tuple[int, ...], ev: dict[str, Any], ok: bool)
     """The group's after_group hook, if any (its failure is recorded on the event, the cells
     measured stay measured)."""
     cmd = dict(group.method.hooks).get("after_group")
-    if cmd is None:
+    if cmd is None or not hooks_apply(group, gpus):
         return
     why = run_hook("after_group", cmd, group_log(group), group_env("after_group", group, gpus, ok))
     ev["after_group"] = {"ok": why is None, **({"error": why, "gpus": list(gpus)} if why else {})}

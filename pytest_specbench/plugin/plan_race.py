@@ -24,8 +24,14 @@ def _workers(config: pytest.Config, st: SpecbenchState) -> int:
     return max(1, getattr(st, "plan_workers", None) or workers(config))
 
 
-def _jobs(st: SpecbenchState, cells: list[Cell], secs: dict[str, float], carried: bool) -> list[schedule.Job]:
-    """One job per engine group of ``cells`` at ``secs`` (a carried scope's id ends "(carried)")."""
+def _jobs(
+    config: pytest.Config, st: SpecbenchState, cells: list[Cell], secs: dict[str, float], carried: bool
+) -> list[schedule.Job]:
+    """One job per engine group of ``cells`` at ``secs``, a drift family's groups (and its
+    sentinel or brackets) as one job as the run's scopes have them (deciding/families.py); a
+    carried scope's id ends "(carried)"."""
+    from ..deciding.families import merge_jobs
+    from .sentinel import families_of
     from .xdist_sched import CARRIED, planned_seconds
 
     plan = st.get_plan()
@@ -39,36 +45,54 @@ def _jobs(st: SpecbenchState, cells: list[Cell], secs: dict[str, float], carried
         p = planned_seconds(plan, g, [])
         gpus = g.tp if get_backend(g.method.backend).gpu else 0
         dur = p.start_s + sum(secs[c.id] for c in run)
-        name = f"{g.id} {CARRIED}" if carried else g.id
-        jobs.append(schedule.Job(name, gpus, dur, g.tp, g.method.backend, p.first_start_extra_s))
-    return jobs
+        jobs.append(schedule.Job(g.id, gpus, dur, g.tp, g.method.backend, p.first_start_extra_s))
+    fj = merge_jobs(families_of(config, st, [c for c in cells if c.id in secs]), jobs, plan, planned_seconds)
+    tuned = {c.group.id for c in cells if getattr(c.method, "tune", None) is not None}
+    out = []
+    for j in fj.jobs:  # a carried scope with a tuned setting in it waits for the decision
+        waits = carried and bool(tuned & ({j.group} | {g for g, _ in fj.parts.get(j.group, ())}))
+        out.append(
+            dataclasses.replace(j, group=f"{j.group} {CARRIED}", not_before_s=-1.0 if waits else 0.0)
+            if carried
+            else j
+        )
+    return out
 
 
 def _pack(
-    st: SpecbenchState, first: list[Cell], later: list[Cell], secs: dict[str, float], n: int = 1
+    config: pytest.Config,
+    st: SpecbenchState,
+    first: list[Cell],
+    later: list[Cell],
+    secs: dict[str, float],
+    n: int = 1,
 ) -> tuple[float, float, int]:
     """(makespan, when the first phase is done, engine starts) of the cells at ``secs`` by ``n``
     workers on the run's GPU pool (serially where the pool is unknown), in the run's order: the
     first phase's groups (a tuned sweep's deciding cells and their baselines') longest first, then
-    every other group's scope longest first (xdist_sched.make_scheduler); a tuned sweep's carried
-    scope waits (its worker idle, no GPUs held) until the first phase is done."""
-    one = _jobs(st, first, secs, False)
-    two = _jobs(st, later, secs, bool(first))
-    jobs = schedule.longest_first(one) + schedule.longest_first(two)
-    if not jobs:
+    every other group's scope longest first, those needing a hooked GPU last (xdist_sched.
+    make_scheduler); a tuned sweep's carried scope waits (its worker idle, no GPUs held) until the
+    first phase is done."""
+    from .xdist_sched import reserved_gpus
+
+    one = _jobs(config, st, first, secs, False)
+    two = _jobs(config, st, later, secs, bool(first))
+    if not one + two:
         return 0.0, 0.0, 0
-    pool = st.gpus or tuple(range(max(j.gpus for j in jobs)))
-    tuned = {c.group.id for c in later if getattr(c.method, "tune", None) is not None}
-    sched = schedule.pack(jobs, pool, n if st.gpus else 1)
+    pool = tuple(st.gpus or range(max(j.gpus for j in one + two)))
+    reserved = reserved_gpus(st)
+    # the groups that need a hooked GPU last, in one window, as the run hands them out
+    jobs = schedule.hooked_last(schedule.longest_first(one) + schedule.longest_first(two), pool, reserved)
+    # pass 1: when the first phase is done; pass 2: the carried scopes that wait start no earlier
+    free = [dataclasses.replace(j, not_before_s=0.0) for j in jobs]
+    sched = schedule.pack(free, pool, n if st.gpus else 1, reserved)
     names = {j.group for j in one}
     done = max((s.end_s for s in sched.slots if s.group in names), default=0.0)
-    waits = [
-        dataclasses.replace(j, not_before_s=done) if j.group.split(" ")[0] in tuned and first else j
-        for j in jobs
-    ]
-    sched = schedule.pack(waits, pool, n if st.gpus else 1)
+    waits = [dataclasses.replace(j, not_before_s=done if j.not_before_s < 0 else 0.0) for j in jobs]
+    sched = schedule.pack(waits, pool, n if st.gpus else 1, reserved)
     done = max((s.end_s for s in sched.slots if s.group in names), default=0.0)
-    return sched.makespan_s, done, len(jobs)
+    starts = len({c.group.id for c in first}) + len({c.group.id for c in later})
+    return sched.makespan_s, done, starts
 
 
 SETTLES = 1.10  # a member planned this far from its baseline (either way) is expected to settle at once
@@ -181,7 +205,7 @@ def race_plan(
         phased = v.name != "full factorial"  # the full factorial: a run without the race's order
         first = [c for c in runnable if c.id in v.cells and c.id in first_ids and phased]
         later = [c for c in runnable if c.id in v.cells and c.id not in first_ids or not phased]
-        total, done, starts = _pack(st, first, later, v.cells, n)
+        total, done, starts = _pack(config, st, first, later, v.cells, n)
         if v.name == "worst case":  # at least the expected (its other settings may pack better)
             total = max(total, worst_s)
         if v.name == "expected":

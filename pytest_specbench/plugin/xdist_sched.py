@@ -173,10 +173,22 @@ def jobs(config: pytest.Config, st: SpecbenchState, cells: Iterable[Cell]) -> Jo
     return Jobs(out, no_eta, {g: v for g, v in gpu_skipped.items() if g not in by_group})
 
 
-def group_order(js: Jobs, groups: Iterable[str]) -> list[str]:
-    """Engine groups in the order xdist hands them out: longest planned first, then the groups
-    with nothing to run (their cells are skipped at once)."""
-    order = [j.group for j in schedule.longest_first(js.jobs)]
+def reserved_gpus(st: SpecbenchState) -> tuple[int, ...]:
+    """The pool's GPUs a group hook's service lives on (``hooks: {gpus: [...]}``)."""
+    if st.matrix is None or not st.gpus:
+        return ()
+    from .group_hooks import hooked_gpus
+
+    return hooked_gpus(st.matrix.groups(), tuple(st.gpus))
+
+
+def group_order(js: Jobs, groups: Iterable[str], st: SpecbenchState | None = None) -> list[str]:
+    """Engine groups in the order xdist hands them out: longest planned first, those that need a
+    hooked GPU last (one window), then the groups with nothing to run (skipped at once)."""
+    jobs = schedule.longest_first(js.jobs)
+    if st is not None:
+        jobs = schedule.hooked_last(jobs, tuple(st.gpus or ()), reserved_gpus(st))
+    order = [j.group for j in jobs]
     return order + [g for g in groups if g not in order]
 
 
@@ -225,10 +237,13 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
     fj = sentinel.merge(config, st, js, cells, planned_seconds)  # a family's groups and sentinel: one job
     if st.gpus is None and any(j.gpus for j in js.jobs):  # the sentinels are in the serial total still
         return None, ["schedule: GPU pool unknown (no NVML): --specbench-gpus 0,1,... plans for those GPUs"]
-    order = schedule.longest_first(js.jobs) if k > 1 else js.jobs
-    sched = fj.expand(schedule.pack(order, st.gpus or (), k))
+    pool, reserved = tuple(st.gpus or ()), reserved_gpus(st)
+    order = schedule.hooked_last(schedule.longest_first(js.jobs) if k > 1 else js.jobs, pool, reserved)
+    sched = fj.expand(schedule.pack(order, pool, k, reserved))
     if k > 1 and fj.fams:
-        free = schedule.pack(schedule.longest_first(apart), st.gpus or (), k).makespan_s
+        free = schedule.pack(
+            schedule.hooked_last(schedule.longest_first(apart), pool, reserved), pool, k, reserved
+        ).makespan_s
         fj.cost_s = (sched.makespan_s, free)
     left_out = [(g, f"{n} cells skipped, {why}") for g, (n, why) in js.gpu_skipped.items()]
     lines = schedule.format_schedule(sched, st.gpu_unavailable, left_out)
@@ -245,26 +260,56 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
     return sched, lines + fj.lines() + hook_windows(st, sched)
 
 
+def windows(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of (start, end) spans as disjoint windows, in time order (touching ones join)."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1] + 1e-6:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
 def hook_windows(st: SpecbenchState, sched: Any) -> list[str]:
     """The plan's lines for the matrix's group hooks: which groups run them, and per GPU of the
-    packed schedule the window from the first hooked group's start there to the last one's end
-    (a service a hook stops for the groups that lease that GPU is down that long, at most)."""
+    packed schedule when its hooked groups hold it. Hooks that name their GPUs (``gpus: [0]``):
+    per such GPU the window(s) the groups leasing it span, a service living there down that long
+    (one window: the schedule runs them back to back, last); else per GPU the span from the
+    first hooked group's start there to the last one's end."""
     if st.matrix is None or sched is None:
         return []
-    hooked = {g.id: dict(g.method.hooks) for g in st.matrix.groups() if g.method.hooks}
-    slots = [s for s in sched.slots if s.group in hooked]
+    from .group_hooks import hook_gpus
+
+    groups = {g.id: g for g in st.matrix.groups() if g.method.hooks}
+    # a family's bracket or sentinel ("ar-tp8 (bracket after ...)") is a start of its group too
+    slots = [s for s in sched.slots if s.group.split(" ")[0] in groups]
     if not slots:
         return []
-    kinds = sorted({k for h in hooked.values() for k in h})
+    kinds = sorted({k for g in groups.values() for k in dict(g.method.hooks) if k != "gpus"})
+    reserved = reserved_gpus(st)
+    if reserved:
+        slots = [s for s in slots if (hook_gpus(groups[s.group.split(" ")[0]]) or set()) & set(s.gpus)]
     out = [f"hooks: {', '.join(kinds)} around {len(slots)} group(s) of the schedule (docs/matrix.md)"]
     per_gpu: dict[int, list[Any]] = {}
     for sl in slots:
         for g in sl.gpus:
-            per_gpu.setdefault(g, []).append(sl)
+            if not reserved or g in reserved:
+                per_gpu.setdefault(g, []).append(sl)
     for g in sorted(per_gpu):
         mine = per_gpu[g]
         first, last = min(x.start_s for x in mine), max(x.end_s for x in mine)
         held = sum(x.end_s - x.start_s for x in mine)
+        if reserved:
+            ws = windows([(x.start_s, x.end_s) for x in mine])
+            down = sum(b - a for a, b in ws)
+            span = ", ".join(f"{schedule.clock(a)} -> {schedule.clock(b)}" for a, b in ws)
+            out.append(
+                f"  GPU {g} (its hooks' service): {len(mine)} engine start(s) lease it, "
+                + (f"back to back in one window, {span}" if len(ws) == 1 else f"in {len(ws)} windows, {span}")
+                + f": the service is down {down / 60:.1f} min of the run's {sched.makespan_s / 60:.1f}"
+            )
+            continue
         out.append(
             f"  GPU {g}: {len(mine)} hooked group(s) between {schedule.clock(first)} and "
             f"{schedule.clock(last)}: "
@@ -372,11 +417,16 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
             units: dict[str, dict[str, bool]] = {}
             for nodeid in collection:
                 units.setdefault(self._split_scope(nodeid), {})[nodeid] = False
-            order = group_order(js, units)
+            order = group_order(js, units, st)
             rank = {g: i for i, g in enumerate(order)}
-            for scope in sorted(
-                units, key=lambda s: (s.endswith(CARRIED), rank.get(s.removesuffix(f" {CARRIED}"), len(rank)))
-            ):
+            pool, reserved = tuple(st.gpus or ()), reserved_gpus(st)
+            hooked = {j.group for j in js.jobs if schedule.needs_reserved(j.gpus, pool, reserved)}
+
+            def key(s: str) -> tuple[bool, bool, int]:  # the hooked window last, in one piece
+                g = s.removesuffix(f" {CARRIED}")
+                return (g in hooked, s.endswith(CARRIED), rank.get(g, len(rank)))
+
+            for scope in sorted(units, key=key):
                 self.workqueue[scope] = units[scope]
             for _ in range(len(self.nodes) - len(self.workqueue)):  # more workers than groups
                 unused, _work = self.assigned_work.popitem()
@@ -385,7 +435,9 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
                 needs = {j.group: j.gpus for j in js.jobs if j.gpus}
                 first = _first_units(list(self.workqueue.values()), len(self.nodes), list(self.workqueue))
                 st.leases.set_order(
-                    fj.lease_order(order), fj.lease_expected({g: needs[g] for g in first if g in needs})
+                    fj.lease_order(order),
+                    fj.lease_expected({g: needs[g] for g in first if g in needs}),
+                    reserved,
                 )
             for node in self.nodes:
                 self._reschedule(node)
