@@ -126,7 +126,8 @@ def render(doc: dict[str, Any], markdown: list[str], pngs: list[Path]) -> str:
             f"<figcaption>{html.escape(p.stem)} (its data: {html.escape(p.stem)}.csv beside the PNGs "
             "of --plots)</figcaption></figure>"
         )
-    title = f"pytest-specbench: {(doc.get('specbench') or {}).get('matrix') or 'run'}"
+    matrix = (doc.get("specbench") or {}).get("matrix")  # its file name: a machine's path says nothing
+    title = f"pytest-specbench: {Path(str(matrix)).name if matrix else 'run'}"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{CSS}</style></head>
 <body>
