@@ -47,3 +47,21 @@ def test_the_expected_figure_stops_settled_cells_at_their_first_look() -> None:
     assert sum(worst.cells.values()) == 4 * 70.0  # never stops early
     _, none, _ = raced_plan.variants(cells, secs, {})
     assert sum(none.cells.values()) == 4 * 70.0
+
+
+def test_the_expected_figure_skips_the_cells_the_caller_says_the_race_skips() -> None:
+    doc = {
+        "models": {"t": "embedded:tiny"},
+        "methods": {
+            "ar": {"backend": "hf", "model": "t"},
+            "ng": {"backend": "hf", "model": "t", "speculative": {"algorithm": "ngram"}},
+        },
+        "workloads": {"throughput": {"concurrency": [1, 4], "rounds": 5, "warmup": 1}},
+    }
+    cells = parse(doc, "m.yaml").cells()
+    def skipped(c: Cell) -> bool:
+        return c.method.name == "ng" and c.concurrency == 4
+
+    full, expected, worst = raced_plan.variants(cells, lambda c: 70.0, {}, None, skipped)
+    assert sorted(expected.cells) == sorted(c.id for c in cells if not skipped(c))
+    assert len(worst.cells) == len(full.cells) == 4  # the worst case predicts no skip

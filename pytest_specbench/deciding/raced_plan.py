@@ -14,8 +14,11 @@ Early stopping, expected: under ``--specbench-race`` a cell stops at its first l
 says settles (``settles``: the plugin's rule is a planned speed at least 10 % away from its
 baseline's at that shape, and the baseline's own cells; their rounds' spread is assumed small enough
 to settle in three rounds), the others run to their cap; the worst case never stops early.
-Racing's drops of losing methods are not predicted (nothing is known of the losers before the
-run): a method without ``tune`` counts in every cell in all three. The deciding cells run first, so
+A TP size the plan's own times say is dominated (``skips``: slower per user than a smaller TP
+size at a cheaper shape beyond what deciding/race.py's rule allows) skips its costlier shapes in
+the expected figure, never in the worst case. Racing's drops of losing methods are not predicted
+(nothing is known of the losers before the run): a method without ``tune`` counts in every cell
+in all three. The deciding cells run first, so
 a group with cells on both sides of the decision starts twice: those extra starts are counted.
 Pure: no pytest; the ``tune`` keys as the matrix parsed them.
 """
@@ -95,10 +98,12 @@ def variants(
     eta: Callable[[Cell], float],
     tuned: dict[str, Tune],
     settles: Callable[[Cell], bool] | None = None,
+    skips: Callable[[Cell], bool] | None = None,
 ) -> list[Variant]:
     """The full factorial, expected and worst-case cell sets of ``cells`` (the runnable selected
     ones), each cell at its planned seconds (``eta``); in the expected set a cell ``settles`` says
-    settles at its first look runs that part of its rounds (``first_look_share``)."""
+    settles at its first look runs that part of its rounds (``first_look_share``), and a cell
+    ``skips`` says the race skips (a dominated TP size's costlier shape) does not run."""
 
     def capped(c: Cell) -> float:  # a race that never settles runs every cell to its max_rounds
         w = c.workload
@@ -122,6 +127,8 @@ def variants(
         phase1: set[str] = set()
         for c in cells:
             t = tuned.get(c.method.sweep or c.method.name)
+            if not worst and skips is not None and skips(c):  # expected out of the race unrun
+                continue
             if t is None or t.deciding(c):
                 phase1.add(c.id)
             elif c.method.name in keep:

@@ -123,6 +123,43 @@ def _settles(st: SpecbenchState, cells: list[Cell]) -> Any:
     return settles
 
 
+def _tp_standing(st: SpecbenchState, cells: list[Cell]) -> tuple[Any, list[float]]:
+    """The expected skip of a dominated TP size (deciding/race.py ``tp_dominated``, on the plan's
+    round times): a cell is skipped when at a cheaper shape its method's planned speed per user at
+    its TP size is below a smaller TP size's by more than the rule's margin and drift allowance;
+    and every planned per-user ratio (larger TP over the next smaller one, same method and shape)."""
+    from ..deciding.race import TP_DRIFT, _same_but_tp, costlier
+    from ..report import paired
+
+    plan = st.get_plan()
+
+    def round_s(c: Cell) -> float | None:
+        cp = plan.cells.get(c.id)
+        return getattr(cp, "round_s", None) if cp is not None else None
+
+    by_shape: dict[tuple[Any, ...], list[Cell]] = {}
+    for c in cells:
+        p = {k: v for k, v in c.params().items() if k != "tp"}
+        by_shape.setdefault(tuple(sorted(p.items(), key=str)), []).append(c)
+    ratios: dict[str, float] = {}  # cell id -> its per-user speed over the next smaller TP's
+    for same in by_shape.values():
+        ranked = sorted(same, key=lambda c: c.tp)
+        for small, big in zip(ranked, ranked[1:], strict=False):
+            a, b = round_s(small), round_s(big)
+            if a and b and _same_but_tp(small, big):
+                ratios[big.id] = a / b
+    limit = (1 - paired.EQUIVALENCE) * (1 - TP_DRIFT)
+    base = st.matrix.baselines() if st.matrix is not None else {}
+    losers = [
+        c for c in cells if ratios.get(c.id, 1.0) < limit and base.get(c.method.name) != c.method.name
+    ]
+
+    def skips(c: Cell) -> bool:
+        return any(costlier(c, lo) for lo in losers)
+
+    return skips, sorted(ratios.values())
+
+
 def _where(cells: list[Cell], secs: dict[str, float]) -> dict[str, dict[str, float]]:
     """GPU-minutes (a cell's planned minutes x its TP size) by workload and TP, and by method
     (a sweep's settings together), engine starts apart."""
@@ -200,8 +237,9 @@ def race_plan(
 
     first_ids = first_phase(runnable, st.matrix) if tuned else set()
     settles = _settles(st, runnable) if race else None
+    skips, ratios = _tp_standing(st, runnable) if race else (None, [])
     worst_s = 0.0
-    for v in raced_plan.variants(runnable, eta, tuned, settles):
+    for v in raced_plan.variants(runnable, eta, tuned, settles, skips):
         phased = v.name != "full factorial"  # the full factorial: a run without the race's order
         first = [c for c in runnable if c.id in v.cells and c.id in first_ids and phased]
         later = [c for c in runnable if c.id in v.cells and c.id not in first_ids or not phased]
@@ -238,4 +276,14 @@ def race_plan(
             "cells first, the carried settings waiting for them; racing's drops not predicted)"
         )
         lines += _where_lines(doc["expected"]["gpu_min"])
+    if race and ratios:
+        from ..deciding.race import TP_DRIFT
+
+        skipped = sum(1 for c in runnable if skips is not None and skips(c))
+        lines.append(
+            f"  a TP size slower per user than a smaller one at a cheaper shape (beyond ±{TP_DRIFT:.0%} "
+            f"drift) skips its costlier shapes: planned per user, larger over smaller TP, x{ratios[0]:.2f} "
+            f"to x{ratios[-1]:.2f}: {skipped} cell(s) expected skipped"
+        )
+        doc["tp_skipped_expected"] = skipped
     return doc, lines
