@@ -90,14 +90,16 @@ def measure(
 
 
 SENTINEL_MIN_ROUNDS = 3
+SENTINEL_MAX_ROUNDS = 5
 
 
 def sentinel_rounds(baseline_rounds: int) -> int:
-    """The sentinel's timed rounds: as many as the baseline's cell ran, at least SENTINEL_MIN_ROUNDS.
-    Fewer give a band as wide as the verdicts it judges: with one round, and nothing drifting, the
-    drift was established and withheld correct verdicts in 7.3 % of a simulated family
-    (tests/test_drift_sim.py), and read as a point (no interval) 17.6 %."""
-    return max(baseline_rounds, SENTINEL_MIN_ROUNDS)
+    """The sentinel's timed rounds: as many as the baseline's cell ran, at least SENTINEL_MIN_ROUNDS
+    and at most SENTINEL_MAX_ROUNDS (a family's cost). Fewer give a band as wide as the verdicts it
+    judges: with one round, and nothing drifting, the drift was established and withheld correct
+    verdicts in 7.3 % of a simulated family (tests/test_drift_sim.py), and read as a point (no
+    interval) 17.6 %."""
+    return min(max(baseline_rounds, SENTINEL_MIN_ROUNDS), SENTINEL_MAX_ROUNDS)
 
 
 def drift_interval(before: Sequence[float], after: Sequence[float]) -> tuple[float, float] | None:
