@@ -6,6 +6,7 @@ whose change no test notices.
     python scripts/mutants.py                 # every mutant, on a copy of the working tree
     python scripts/mutants.py --rev HEAD      # on a commit (git archive) instead
     python scripts/mutants.py --only drift-tie race-pool-forced
+    python scripts/mutants.py --only drift-tie --tests tests/test_mutants_drift.py   # other tests
     python scripts/mutants.py --list
 
 The scratch copy is put first on PYTHONPATH, so the inner pytest runs (pytester, subprocesses)
@@ -18,8 +19,10 @@ found exactly once.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -154,10 +157,17 @@ MUTANTS: tuple[Mutant, ...] = (
         DRIFT,
     ),
     Mutant(
-        "drift-prediction-interval",
+        "drift-pooled-interval",
         D,
-        "* math.sqrt(1 + 1 / len(logs))",
-        "* math.sqrt(1 / len(logs))",
+        "half = t975(df) * math.sqrt(ss / df) * math.sqrt(1 / n + 1 / m)",
+        "half = t975(df) * math.sqrt(ss / df) * math.sqrt(1 / n)",
+        DRIFT,
+    ),
+    Mutant(
+        "drift-band-far-end",
+        D,
+        "return True, max(abs(lo), abs(hi))",
+        "return True, min(abs(lo), abs(hi))",
         DRIFT,
     ),
     # include / exclude
@@ -181,14 +191,14 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "load-margin-faster",
         P,
-        'if (out["speedup_verdict"] == "faster" and lo <= 1 + LOAD_MARGIN) or (',
+        'if (out["speedup_verdict"] == "faster" and lo <= 1 / LOAD_BIAS) or (',
         'if (out["speedup_verdict"] == "faster" and lo <= 1) or (',
         LOAD,
     ),
     Mutant(
         "load-margin-slower",
         P,
-        'out["speedup_verdict"] == "slower" and hi >= 1 - LOAD_MARGIN',
+        'out["speedup_verdict"] == "slower" and hi >= LOAD_BIAS',
         'out["speedup_verdict"] == "slower" and hi >= 1',
         LOAD,
     ),
@@ -268,8 +278,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "sched-lowest-gpus",
         SC,
-        "out[key], left = tuple(left[:n]), left[n:]",
-        "out[key], left = tuple(left[-n:]), left[:-n]",
+        "left = sorted(free)",
+        "left = sorted(free, reverse=True)",
         SCHED,
     ),
     Mutant(
@@ -341,9 +351,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rev", help="mutate this commit's tree (git archive) instead of the working tree")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
+    ap.add_argument(
+        "--tests",
+        nargs="+",
+        metavar="PATH",
+        help="run these test files (or node ids) for every mutant chosen",
+    )
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the scratch copy is removed, the tests stopped
     chosen = [m for m in MUTANTS if not a.only or m.name in a.only]
+    if a.tests:
+        chosen = [dataclasses.replace(m, tests=tuple(a.tests)) for m in chosen]
     unknown = set(a.only or ()) - {m.name for m in MUTANTS}
     if unknown:
         ap.error(f"unknown mutant(s): {', '.join(sorted(unknown))}; --list shows them")

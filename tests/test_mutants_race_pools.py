@@ -1,0 +1,88 @@
+"""The race's pools (deciding/race.py): drafters race drafters, a forced accept length races only
+the other lengths of its own sweep, and the baseline's own cell is in every pool. Each test here
+fails when one line of the pool rule changes (scripts/mutants.py: race-pool-forced,
+race-pool-sweep, race-family-pool, race-leader-pool)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_specbench.deciding.race import Race
+from pytest_specbench.matrix.schema import parse
+from pytest_specbench.report import paired
+
+SPEC = {"algorithm": "ngram"}
+
+
+def _matrix() -> Any:
+    """AR; two drafters (ng, ng2); two forced sweeps of two lengths each (fa-a2/a4, fb-a2/a4)."""
+    hf = {"backend": "hf", "model": "m"}
+    doc = {
+        "models": {"m": "embedded:tiny"},
+        "methods": {
+            "ar": hf,
+            "ng": {**hf, "speculative": SPEC},
+            "ng2": {**hf, "speculative": {**SPEC, "num_draft_tokens": 8}},
+            "fa": {**hf, "speculative": {**SPEC, "simulate_accept_length": [2, 4]}},
+            "fb": {**hf, "speculative": {**SPEC, "num_draft_tokens": 8, "simulate_accept_length": [2, 4]}},
+        },
+        "workloads": {"throughput": {"concurrency": [1], "output_tokens": [8], "rounds": 6, "warmup": 0}},
+    }
+    return parse(doc, "m.yaml")
+
+
+def _cells(m: Any) -> dict[str, Any]:
+    return {c.method.name: c for c in m.cells()}
+
+
+def _record(race: Race, cell: Any, speedup: float) -> None:
+    """Three rounds of ``cell`` at ``speedup`` x its interleaved baseline's 100 tok/s."""
+    own = [100.0 * speedup * f for f in (1.0, 1.01, 0.99)]
+    ref = [100.0, 101.0, 99.0]
+    result = {
+        "cell_id": cell.id,
+        "group": cell.group.id,
+        "params": cell.params(),
+        "metrics": {"round_tokens_per_s": own, "reference": {"round_tokens_per_s": ref}},
+        "extra_info": {},
+        "round_times": [1.0] * 3,
+    }
+    race.record(cell, result)
+
+
+def test_a_drafter_and_a_forced_length_are_in_different_pools() -> None:
+    m = _matrix()
+    race, c = Race(m), _cells(m)
+    shape = paired.axes(c["ng"].params())
+    assert race.same_pool(c["ng"], shape, "ng2") is True
+    assert race.same_pool(c["ng"], shape, "ar") is True  # its baseline's own cell
+    assert race.same_pool(c["ng"], shape, "fa-a4") is False  # a drafter never races a forced length
+    assert race.same_pool(c["fa-a2"], shape, "ng") is False
+    assert race.same_pool(c["fa-a2"], shape, "fa-a4") is True  # the lengths of one sweep race
+    assert race.same_pool(c["fa-a2"], shape, "fb-a4") is False  # another sweep's lengths do not
+
+
+def test_a_shapes_family_counts_the_methods_of_the_cells_pool_only() -> None:
+    """Each verdict and drop is at 5 % / the pool's size: two drafters, two lengths per sweep."""
+    m = _matrix()
+    race, c = Race(m), _cells(m)
+    assert {n: race.family(c[n]) for n in ("ng", "ng2", "fa-a2", "fb-a4")} == {
+        "ng": 2,
+        "ng2": 2,
+        "fa-a2": 2,
+        "fb-a4": 2,
+    }
+    assert race.rule(c["ng"]).looks.family == 2
+
+
+def test_a_drafters_leader_is_never_a_forced_length_however_fast() -> None:
+    m = _matrix()
+    race, c = Race(m), _cells(m)
+    _record(race, c["fa-a4"], 3.0)  # a forced length: x3 over AR, but not the drafters' rival
+    _record(race, c["fb-a4"], 2.5)
+    _record(race, c["ng2"], 1.2)
+    lead = race.leader(c["ng"], relative=True)
+    assert lead is not None and (lead.method, lead.cell_id) == ("ng2", c["ng2"].id)
+    # the forced lengths race among their own sweep: fa-a2's leader is fa-a4, not fb-a4
+    lead = race.leader(c["fa-a2"], relative=True)
+    assert lead is not None and lead.method == "fa-a4"
