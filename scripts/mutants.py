@@ -32,15 +32,35 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-RACE = ("tests/test_deciding.py", "tests/test_race.py")
-DRIFT = ("tests/test_drift.py", "tests/test_drift_views.py")
-SELECT = ("tests/test_matrix_select.py", "tests/test_matrix_xkeys.py", "tests/test_group_hooks.py")
-VERSUS = ("tests/test_versus.py", "tests/test_drift_views.py")
-LOAD = ("tests/test_load_verdicts.py", "tests/test_verdicts.py", "tests/test_paired.py")
+RACE = (
+    "tests/test_mutants_race_pools.py",
+    "tests/test_mutants_looks.py",
+    "tests/test_deciding.py",
+    "tests/test_race.py",
+)
+DRIFT = ("tests/test_mutants_rules.py", "tests/test_drift.py", "tests/test_drift_views.py")
+SELECT = (
+    "tests/test_mutants_rules.py",
+    "tests/test_matrix_select.py",
+    "tests/test_matrix_xkeys.py",
+    "tests/test_group_hooks.py",
+)
+VERSUS = ("tests/test_mutants_rules.py", "tests/test_versus.py", "tests/test_drift_views.py")
+LOAD = (
+    "tests/test_mutants_looks.py",
+    "tests/test_load_verdicts.py",
+    "tests/test_verdicts.py",
+    "tests/test_paired.py",
+)
 VERDICT = ("tests/test_paired.py", "tests/test_verdicts.py")
-SEQ = ("tests/test_sequential.py", "tests/test_deciding.py")
+SEQ = ("tests/test_mutants_looks.py", "tests/test_sequential.py", "tests/test_deciding.py")
 POOLED = ("tests/test_pooled.py", "tests/test_views.py")
-SCHED = ("tests/test_schedule.py", "tests/test_plan.py", "tests/test_gpu_slices.py")
+SCHED = (
+    "tests/test_mutants_looks.py",
+    "tests/test_schedule.py",
+    "tests/test_plan.py",
+    "tests/test_gpu_slices.py",
+)
 TUNE = ("tests/test_deciding.py", "tests/test_sweep.py", "tests/test_race.py")
 
 
@@ -216,7 +236,7 @@ MUTANTS: tuple[Mutant, ...] = (
         DE,
         'kept = e.get("speedup_under_load")',
         "kept = None",
-        ("tests/test_decide.py", "tests/test_load_verdicts.py", "tests/test_screen.py"),
+        ("tests/test_mutants_looks.py", "tests/test_decide.py", "tests/test_load_verdicts.py"),
     ),
     # the paired verdict's margins
     Mutant("verdict-faster-margin", P, "if self.lo > 1 + EQUIVALENCE:", "if self.lo > 1:", VERDICT),
