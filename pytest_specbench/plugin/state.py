@@ -1,6 +1,6 @@
 """Per-process plugin state: the matrix, the live engine, what was measured, the plan.
 
-Kept apart from hooks.py (hooks and fixtures) so both stay readable. One live engine per
+Kept apart from the hooks and fixtures (hooks.py, collection.py, fixtures.py). One live engine per
 process: starting a group's engine stops the previous one first. Beside it, on backends whose
 engines share a process (``Backend.interleave``: hf), one instance per baseline group, whose
 rounds are interleaved with the cells that compare with it (``reference_for``); they stop at the
