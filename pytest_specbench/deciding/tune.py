@@ -68,8 +68,9 @@ def decision(race: Any, sweep: str, tune: Any) -> dict[str, Any]:
     kept, separated = [best], {}
     for _, _, name in measured[1:]:
         iv = against(race, shapes, name, best, family)
-        if iv is None:
-            continue  # no interval: ranked by point below
+        if iv is None:  # no interval to tell it from the best: carried, never cut on a point
+            kept.append(name)
+            continue
         if iv[2] < 1 - paired.EQUIVALENCE:
             separated[name] = [round(x, 6) for x in iv]
         else:
@@ -99,13 +100,19 @@ def against(
 ) -> tuple[float, float, float] | None:
     """``name`` over ``best`` across the deciding shapes: the mean of the per-shape log ratios of
     their speeds over the baseline beside each (independent samples: Welch), its interval at
-    5 % / ``family``; None where a shape lacks an interval (measured apart, one round)."""
-    parts = []
+    5 % / ``family``; None where a shape lacks an interval (one round, or one measured beside its
+    baseline and the other not). Two settings both measured apart from their baseline (their
+    own tok/s, in different engine groups) are compared on their own speeds, the interval
+    widened by the drift allowed between groups (``race.drift``, else race.TP_DRIFT) either way."""
+    from .race import TP_DRIFT
+
+    parts, apart = [], False
     for shape in shapes:
         entries = {e.method: e for e in race.shapes.get(shape, [])}
         a, b = entries.get(name), entries.get(best)
-        if a is None or b is None or not (a.relative and b.relative):
+        if a is None or b is None or a.relative != b.relative:
             return None
+        apart = not a.relative
         la = [math.log(x) for x in a.speeds if x]
         lb = [math.log(x) for x in b.speeds if x]
         if len(la) < 2 or len(lb) < 2:
@@ -114,7 +121,11 @@ def against(
         parts.append((statistics.fmean(la) - statistics.fmean(lb), va + vb, min(len(la), len(lb)) - 1))
     if not parts:
         return None
-    return paired.pooled_log_interval(parts, sequential.ALPHA / family)
+    iv = paired.pooled_log_interval(parts, sequential.ALPHA / family)
+    if iv is None or not apart:
+        return iv
+    d = race.drift if race.drift is not None else TP_DRIFT
+    return (iv[0], iv[1] * (1 - d), iv[2] / (1 - d))
 
 
 def plan_lines(matrix: Matrix, cells: list[Cell], interleaving: frozenset[str] | None = None) -> list[str]:
