@@ -54,7 +54,7 @@ LOAD = (
 )
 VERDICT = ("tests/test_paired.py", "tests/test_verdicts.py")
 SEQ = ("tests/test_mutants_looks.py", "tests/test_sequential.py", "tests/test_deciding.py")
-POOLED = ("tests/test_pooled.py", "tests/test_views.py")
+POOLED = ("tests/test_mutants_looks.py", "tests/test_pooled.py", "tests/test_views.py")
 SCHED = (
     "tests/test_mutants_looks.py",
     "tests/test_schedule.py",

@@ -165,3 +165,20 @@ def test_the_warning_of_a_disturbed_cell_says_when_its_verdict_was_kept() -> Non
     said = "verdict kept, its interleaved pairs bore the load alike"
     assert f"warning: ng-tp1-c4: disturbed: {DISTURBED}; {said}: {kept}" in lines
     assert f"warning: ng-tp1-c1: disturbed: {DISTURBED}; no faster/slower verdict" in lines
+
+
+# ------------------------------------------------------------------ pooling a pair over its shapes
+
+
+def test_a_pooled_figure_takes_the_strictest_shapes_level_shared_by_the_settings_chosen_from() -> None:
+    """Two shapes at levels 5 % and 2 % (one read over sequential looks), the best of 3 settings:
+    the pooled interval is at 2 % / 3 (pooled-share, pooled-strictest-level)."""
+    from pytest_specbench.report import pooled
+
+    est = [
+        {"log": 0.10, "se": 0.02, "df": 4, "level": 0.05, "x": 1.105},
+        {"log": 0.12, "se": 0.03, "df": 4, "level": 0.02, "x": 1.127},
+    ]
+    f = pooled._pool(est, 3)
+    assert f["level"] == pytest.approx(0.02 / 3) and f["shapes"] == 2
+    assert f["per_shape"] == [1.105, 1.127]
