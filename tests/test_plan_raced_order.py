@@ -65,3 +65,34 @@ def test_the_expected_figure_skips_the_cells_the_caller_says_the_race_skips() ->
     full, expected, worst = raced_plan.variants(cells, lambda c: 70.0, {}, None, skipped)
     assert sorted(expected.cells) == sorted(c.id for c in cells if not skipped(c))
     assert len(worst.cells) == len(full.cells) == 4  # the worst case predicts no skip
+
+
+def test_settings_the_decision_cannot_separate_are_all_carried_in_the_expected_figure() -> None:
+    doc = {
+        "models": {"t": "embedded:tiny"},
+        "methods": {
+            "ar": {"backend": "hf", "model": "t"},
+            "ng": {
+                "backend": "hf",
+                "model": "t",
+                "speculative": {"algorithm": "ngram", "num_draft_tokens": [2, 4, 8]},
+                "tune": {"at": {"concurrency": 1}, "keep": 1},
+            },
+        },
+        "workloads": {"throughput": {"concurrency": [1, 2, 4]}},
+    }
+    matrix = parse(doc, "m.yaml")
+    cells = matrix.cells()
+    tuned = raced_plan.tunes(matrix)
+    d = {"ng-d2": 2, "ng-d4": 4, "ng-d8": 8, "ar": 1}
+
+    def secs(c: Cell) -> float:
+        return float(d[c.method.name] * c.concurrency)
+
+    # d2 and d4 not separable: both carried to c2/c4 (expected); the worst case adds the most
+    # expensive, d8
+    _, expected, worst = raced_plan.variants(cells, secs, tuned, carry=lambda t: {"ng-d2", "ng-d4"})
+    later = {c.method.name for c in cells if c.concurrency > 1 and c.id in expected.cells}
+    assert later == {"ar", "ng-d2", "ng-d4"}
+    assert sum(expected.cells.values()) == 7 + 14 + (2 + 4) * 6
+    assert {c.method.name for c in cells if c.concurrency > 1 and c.id in worst.cells} == later | {"ng-d8"}

@@ -5,9 +5,10 @@ A swept method with ``tune: {at: {AXIS: VALUE or [VALUES], ...}, keep: K}`` deci
 cells matching ``at`` (every setting runs them in full), then runs only the best K settings on its
 other cells. Which K win is not known before the run, so:
 - expected: the deciding cells in full, elsewhere K settings of median cost (the settings ranked
-  by the planned time of their other cells, the K around the middle);
-- worst case: the K most expensive settings elsewhere, and every cell of a workload with
-  ``max_rounds`` running to that cap (a race that never settles);
+  by the planned time of their other cells, the K around the middle), or, where the caller
+  predicts which settings the decision cannot tell apart (``carry``), those;
+- worst case: the K most expensive settings elsewhere (with the predicted ones), and every cell
+  of a workload with ``max_rounds`` running to that cap (a race that never settles);
 - full factorial: every setting everywhere, fixed rounds.
 Early stopping, expected: under ``--specbench-race`` a cell stops at its first look (deciding/race.py
 ``first_look``) once its verdict is settled. The expected figure stops there every cell the caller
@@ -99,11 +100,14 @@ def variants(
     tuned: dict[str, Tune],
     settles: Callable[[Cell], bool] | None = None,
     skips: Callable[[Cell], bool] | None = None,
+    carry: Callable[[Tune], set[str]] | None = None,
 ) -> list[Variant]:
     """The full factorial, expected and worst-case cell sets of ``cells`` (the runnable selected
     ones), each cell at its planned seconds (``eta``); in the expected set a cell ``settles`` says
     settles at its first look runs that part of its rounds (``first_look_share``), and a cell
-    ``skips`` says the race skips (a dominated TP size's costlier shape) does not run."""
+    ``skips`` says the race skips (a dominated TP size's costlier shape) does not run; where
+    ``carry`` names a tuned sweep's settings the decision cannot separate (at least ``keep``),
+    the expected set carries those, the worst case those and the ``keep`` most expensive."""
 
     def capped(c: Cell) -> float:  # a race that never settles runs every cell to its max_rounds
         w = c.workload
@@ -122,7 +126,14 @@ def variants(
         keep: set[str] = set()
         carried: set[str] = set()
         for t in tuned.values():
-            keep |= _kept(_setting_costs(cells, cost, t), t.keep, worst)
+            sure = carry(t) if carry is not None else set()  # never separated: all carried
+            costs = _setting_costs(cells, cost, t)
+            if sure and not worst:
+                keep |= sure
+            elif sure:
+                keep |= sure | _kept(costs, t.keep, True)
+            else:
+                keep |= _kept(costs, t.keep, worst)
         chosen: dict[str, float] = {}
         phase1: set[str] = set()
         for c in cells:

@@ -143,8 +143,9 @@ def plan_lines(matrix: Matrix, cells: list[Cell], interleaving: frozenset[str] |
     if apart:
         out.append(
             f"  measured apart from their baseline ({', '.join(apart)}: no baseline beside a member): such "
-            "cells are never dropped and a tuned sweep keeps every setting (sglang-server's resident "
-            "baseline, or --specbench-race-drift for drops, decides)"
+            "cells are dropped only on an interval widened by their brackets or --specbench-race-drift; "
+            "a tuned sweep decides on its settings' own speeds widened by the drift allowed between "
+            "groups, every setting within it carried"
         )
     first = first_phase(cells, matrix)
     phases: dict[str, set[bool]] = {}

@@ -41,8 +41,11 @@ class Job:
     backend: str = ""
     first_extra_s: float = 0.0  # added when it is its worker's first start of its backend
     # its worker holds it without GPUs until then (a tuned sweep's carried cells wait for the
-    # decision, deciding/race.py): it asks for GPUs at max(taken, not_before_s)
+    # decision, deciding/race.py): it asks for GPUs at max(taken, not_before_s); with ``tail_s``
+    # only its last ``tail_s`` seconds wait (they start no earlier than not_before_s, the rest
+    # runs at once: a family whose tuned members come last)
     not_before_s: float = 0.0
+    tail_s: float = 0.0
 
     @property
     def size(self) -> int:
@@ -149,7 +152,8 @@ def pack(jobs: Sequence[Job], pool: Sequence[int], workers: int, reserved: Seque
     nxt = 0
     while nxt < len(queue) or waiting or running:
         while idle and nxt < len(queue):
-            waiting.append((rank[id(queue[nxt])], queue[nxt], idle.pop(0), max(t, queue[nxt].not_before_s)))
+            j = queue[nxt]
+            waiting.append((rank[id(j)], j, idle.pop(0), t if j.tail_s else max(t, j.not_before_s)))
             nxt += 1
         waiting.sort(key=lambda w: w[0])
         got = grant(free, [(w[0], w[1].gpus) for w in waiting if w[3] <= t], reserved, len(pool_t))
@@ -159,7 +163,10 @@ def pack(jobs: Sequence[Job], pool: Sequence[int], workers: int, reserved: Seque
             job, worker = w[1], w[2]
             extra = 0.0 if (worker, job.backend) in started else job.first_extra_s
             started.add((worker, job.backend))
-            s = Slot(job.group, job.gpus, gpus, worker, w[3], t, t + job.duration_s + extra)
+            end = t + job.duration_s + extra
+            if job.tail_s and job.not_before_s:  # its tail waits for the decision, GPUs held
+                end = max(end - job.tail_s, job.not_before_s) + job.tail_s
+            s = Slot(job.group, job.gpus, gpus, worker, w[3], t, end)
             slots.append(s)
             running.append((s.end_s, s))
             waiting.remove(w)

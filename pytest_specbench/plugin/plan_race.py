@@ -6,6 +6,7 @@ run has (-n; a raced run under -n races on every GPU set at once, its decisions 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import pytest
@@ -49,12 +50,17 @@ def _jobs(
     fj = merge_jobs(families_of(config, st, [c for c in cells if c.id in secs]), jobs, plan, planned_seconds)
     tuned = {c.group.id for c in cells if getattr(c.method, "tune", None) is not None}
     out = []
-    for j in fj.jobs:  # a carried scope with a tuned setting in it waits for the decision
-        waits = carried and bool(tuned & ({j.group} | {g for g, _ in fj.parts.get(j.group, ())}))
+    for j in fj.jobs:  # a carried scope's tuned settings wait for the decision: a family's tail
+        parts = fj.parts.get(j.group) or [(j.group, j.duration_s)]
+        k = next((i for i, (g, _) in enumerate(parts) if g in tuned), None)
+        if not carried:
+            out.append(j)
+            continue
+        tail = sum(d for _, d in parts[k:]) if k is not None and len(parts) > 1 else 0.0
         out.append(
-            dataclasses.replace(j, group=f"{j.group} {CARRIED}", not_before_s=-1.0 if waits else 0.0)
-            if carried
-            else j
+            dataclasses.replace(
+                j, group=f"{j.group} {CARRIED}", not_before_s=-1.0 if k is not None else 0.0, tail_s=tail
+            )
         )
     return out
 
@@ -160,6 +166,40 @@ def _tp_standing(st: SpecbenchState, cells: list[Cell]) -> tuple[Any, list[float
     return skips, sorted(ratios.values())
 
 
+def _carried(st: SpecbenchState, cells: list[Cell], apart_groups: set[str]) -> Any:
+    """A tuned sweep's settings its decision is not expected to separate (deciding/tune.py): on
+    the plan's own round times at the deciding cells, each setting within the margin (and, where
+    its deciding cells are measured apart from their baseline, the drift allowed between groups)
+    of the planned fastest; at least ``keep``, the next fastest added. None predicted (the K of
+    median cost) where a setting's accept length is the plan's upper bound (nothing expected)."""
+    from ..deciding.race import TP_DRIFT
+    from ..report import paired
+
+    plan = st.get_plan()
+
+    def carried(t: raced_plan.Tune) -> set[str]:
+        speed: dict[str, list[float]] = {}
+        apart = False
+        mine = [c for c in cells if (c.method.sweep or c.method.name) == t.method]
+        if any(getattr(plan.groups.get(c.group.id), "accept_from", "") == "upper bound" for c in mine):
+            return set()  # times at an accept length of 1 tell nothing of which setting wins
+        for c in mine:
+            if t.deciding(c):
+                cp = plan.cells.get(c.id)
+                r = getattr(cp, "round_s", None) if cp is not None else None
+                if r:
+                    speed.setdefault(c.method.name, []).append(1.0 / r)
+                apart = apart or c.group.id in apart_groups
+        if not speed:
+            return set()
+        score = {n: math.exp(sum(map(math.log, v)) / len(v)) for n, v in speed.items()}
+        ranked = sorted(score, key=lambda n: (-score[n], n))
+        floor = score[ranked[0]] * (1 - paired.EQUIVALENCE) * ((1 - TP_DRIFT) if apart else 1.0)
+        return {n for n in ranked if score[n] >= floor} | set(ranked[: t.keep])
+
+    return carried
+
+
 def _where(cells: list[Cell], secs: dict[str, float]) -> dict[str, dict[str, float]]:
     """GPU-minutes (a cell's planned minutes x its TP size) by workload and TP, and by method
     (a sweep's settings together), engine starts apart."""
@@ -201,10 +241,6 @@ def race_plan(
     from .sentinel import interleaving
 
     beside = interleaving(config)
-    apart = sorted(
-        n for n in tuned if any(m.sweep == n and m.backend not in beside for m in st.matrix.methods)
-    )
-    tuned = {n: t for n, t in tuned.items() if n not in apart}  # measured apart: every setting carried
     plan = st.get_plan()
     runnable = [c for c in cells if not skip_reason(config, st, c)]
 
@@ -218,12 +254,22 @@ def race_plan(
     }
     lines = []
 
-    def said(t: raced_plan.Tune) -> str:
-        return f"{t.method}: decided on cells with {t.tune.label}, best {t.keep} carried"
-
-    how = "; ".join(
-        [said(t) for t in tuned.values()] + [f"{n}: measured apart, every setting carried" for n in apart]
+    apart_groups = {c.group.id for c in runnable if c.method.backend not in beside} | set(
+        getattr(st, "bracketed_groups", lambda: ())()
     )
+    carried = _carried(st, runnable, apart_groups)
+
+    def said(t: raced_plan.Tune) -> str:
+        sure = carried(t)
+        more = (
+            f" (expected: {', '.join(sorted(sure))}: the plan's own times put them within what the "
+            "decision can separate)"
+            if len(sure) > t.keep
+            else ""
+        )
+        return f"{t.method}: decided on cells with {t.tune.label}, best {t.keep} carried{more}"
+
+    how = "; ".join(said(t) for t in tuned.values())
     n = _workers(config, st)
     where = (
         f"packed on the GPU pool ({len(st.gpus)} GPUs) by {n} worker(s), every GPU set racing at once "
@@ -239,7 +285,7 @@ def race_plan(
     settles = _settles(st, runnable) if race else None
     skips, ratios = _tp_standing(st, runnable) if race else (None, [])
     worst_s = 0.0
-    for v in raced_plan.variants(runnable, eta, tuned, settles, skips):
+    for v in raced_plan.variants(runnable, eta, tuned, settles, skips, carried):
         phased = v.name != "full factorial"  # the full factorial: a run without the race's order
         first = [c for c in runnable if c.id in v.cells and c.id in first_ids and phased]
         later = [c for c in runnable if c.id in v.cells and c.id not in first_ids or not phased]
@@ -265,15 +311,16 @@ def race_plan(
         }
     if race or tuned:
         lines.append(
-            "  (expected: the tuned sweeps' deciding cells in full, K settings of median cost elsewhere"
+            "  (expected: the tuned sweeps' deciding cells in full, elsewhere the settings the plan's times "
+            "cannot separate, else K settings of median cost"
             + (
                 ", a cell planned at least 10 % from its baseline (and the baseline's own) stopping at "
                 "its first look"
                 if race
                 else ""
             )
-            + "; worst case: the K most expensive, every cell to its cap; the run's order: the deciding "
-            "cells first, the carried settings waiting for them; racing's drops not predicted)"
+            + "; worst case: those and the K most expensive, every cell to its cap; the run's order: "
+            "the deciding cells first, the carried settings waiting for them; racing's drops not predicted)"
         )
         lines += _where_lines(doc["expected"]["gpu_min"])
     if race and ratios:
