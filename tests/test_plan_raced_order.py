@@ -96,3 +96,14 @@ def test_settings_the_decision_cannot_separate_are_all_carried_in_the_expected_f
     assert later == {"ar", "ng-d2", "ng-d4"}
     assert sum(expected.cells.values()) == 7 + 14 + (2 + 4) * 6
     assert {c.method.name for c in cells if c.concurrency > 1 and c.id in worst.cells} == later | {"ng-d8"}
+
+
+def test_only_a_jobs_tail_waits_for_the_decision() -> None:
+    # a family of 30 s whose tuned members (its last 10 s) wait for the decision at 50 s: its
+    # other groups run at once (0-20), its tail from 50 to 60, its GPU held throughout
+    job = schedule.Job("family", 1, 30.0, not_before_s=50.0, tail_s=10.0)
+    (slot,) = schedule.pack([job], (0,), 1).slots
+    assert (slot.start_s, slot.end_s) == (0.0, 60.0)
+    # a decision already made by then costs nothing
+    (slot,) = schedule.pack([schedule.Job("family", 1, 30.0, not_before_s=15.0, tail_s=10.0)], (0,), 1).slots
+    assert (slot.start_s, slot.end_s) == (0.0, 30.0)
