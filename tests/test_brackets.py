@@ -138,7 +138,7 @@ def test_a_bracketed_family_reruns_its_baseline_after_each_member_and_the_plan_c
     ]  # fmt: skip
     assert fj.jobs[0].duration_s == 490.0 and fj.total_s() == 90.0
     assert fj.lines()[1] == (
-        "  brackets of ar-tp1: 3 x (engine start 30 s + warm-up and 1 round 0 s) = 90 s, one after each "
+        "  brackets of ar-tp1: 3 x (engine start 30 s + warm-up and rounds 0 s) = 90 s, one after each "
         "of e1-tp1, e2-tp1, e3-tp1 (ar-tp1-c1-out64, on the same GPUs)"
     )
 

@@ -64,9 +64,12 @@ class Family:
         return runs[k - 1][0] if self.brackets and k > 0 else None
 
     def sentinel_cell(self) -> Cell:
-        """The baseline's first shape with one timed round (its warm-up as configured): the
-        round's requests are those of the baseline's first timed round."""
-        w = dataclasses.replace(self.first.workload, rounds=1, max_rounds=None)
+        """The baseline's first shape with drift.sentinel_rounds timed rounds (its warm-up as
+        configured): round i's requests are those of the baseline's timed round i."""
+        from ..report.drift import sentinel_rounds
+
+        n = sentinel_rounds(self.first.workload.rounds)
+        w = dataclasses.replace(self.first.workload, rounds=n, max_rounds=None)
         return dataclasses.replace(self.first, workload=w)
 
 
@@ -187,7 +190,7 @@ class FamilyJobs:
             return []
         out = [
             f"drift sentinels ({len(self.sentinel_s)}; a family's groups run back to back, then its "
-            "baseline restarts for one round of its first shape; a bracketed family's after each member):"
+            "baseline restarts for the rounds of its first shape; a bracketed family's after each member):"
         ]
         for f in self.fams:
             if f.baseline in self.sentinel_s:
@@ -196,12 +199,12 @@ class FamilyJobs:
                     n = len(f.members)
                     out.append(
                         f"  brackets of {f.baseline}: {n} x (engine start {start:.0f} s + warm-up and "
-                        f"1 round {rounds:.0f} s) = {n * (start + rounds):.0f} s, one after each of "
+                        f"rounds {rounds:.0f} s) = {n * (start + rounds):.0f} s, one after each of "
                         f"{', '.join(f.members)} ({f.first.id}, on the same GPUs)"
                     )
                     continue
                 out.append(
-                    f"  {f.sentinel_id}: engine start {start:.0f} s + warm-up and 1 round {rounds:.0f} s "
+                    f"  {f.sentinel_id}: engine start {start:.0f} s + warm-up and rounds {rounds:.0f} s "
                     f"(family {', '.join(f.groups)})"
                 )
         out.append(f"  sentinels in all: {self.total_s() / 60:.1f} min (in the schedule above)")
