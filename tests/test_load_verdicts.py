@@ -63,8 +63,8 @@ def test_a_disturbed_cell_keeps_its_interleaved_verdict_when_both_halves_bore_th
     # about x1.50 its interleaved AR rounds (ratios 1.50, 1.51, 1.49): beyond x1.28, what load alone
     # shifted a ratio
     ng = _cell(
-        "ngram", [150.0, 90.6, 134.1], ref_rates=NG_REF, loads=[0.50, 0.62, 0.41], ref_loads=[0.55, 0.60, 0.45],
-        disturbed=DISTURBED,
+        "ngram", [150.0, 90.6, 134.1], ref_rates=NG_REF, loads=[0.50, 0.62, 0.41],
+        ref_loads=[0.55, 0.60, 0.45], disturbed=DISTURBED,
     )  # fmt: skip
     c = _verdict(ng)
     assert c["speedup_pairing"] == "interleaved" and c["speedup_verdict"] == "faster", c

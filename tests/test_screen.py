@@ -75,8 +75,8 @@ def test_each_shape_is_decided_as_decide_ranks_and_compares_it(path: Path) -> No
             assert own == [], label
     if path.name == "h200-paired.json":  # the ratios decide computed, as the full report prints them
         assert (
-            "  throughput tp1 c1 in128 out256: ngram-d12 x4.41 [4.30, 4.53] faster vs ar; next ngram-d8 x0.71 "
-            "[0.64, 0.80] slower vs ngram-d12; also faster: ngram-d4"
+            "  throughput tp1 c1 in128 out256: ngram-d12 x4.41 [4.30, 4.53] faster vs ar; next ngram-d8 "
+            "x0.71 [0.64, 0.80] slower vs ngram-d12; also faster: ngram-d4"
         ) in text.splitlines()[2]
     if path.parent.name == "cpu-drift":  # the family's drift, once, without the sentinel's process list
         assert (

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import brackets, decide, drift
+from .celltable import _columns, _fmt, _md_value, legend, table  # noqa: F401
 from .gate import failure_headline
 from .gate import redefined as _redefined
 from .mdtext import one_line, safe_doc
@@ -146,89 +147,6 @@ def dumps(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, default=str, sort_keys=False)
 
 
-def _fmt(v: Any, spec: str) -> str:
-    """``v`` formatted, or "-" (right-aligned to the spec's width) when it is None."""
-    if v is None:
-        width = spec[: len(spec) - len(spec.lstrip("0123456789"))]
-        return format("-", f">{width}") if width else "-"
-    if spec == "ci":  # a [lo, hi] interval
-        return f"[{v[0]:.2f}, {v[1]:.2f}]"
-    return format(v, spec)
-
-
-# per-cell columns of the terminal table and the Markdown report: (header, extra_info key,
-# format, terminal width; None: Markdown only)
-COLUMNS = (
-    ("tok/s", "output_tokens_per_s", ".1f", 10),
-    ("accept", "accept_length", ".3f", 7),
-    ("vs ar", "speedup_vs_ar", ".2f", 6),
-    ("vs ar 95% CI", "speedup_vs_ar_ci95", "ci", None),
-    ("rounds CV", "rounds_cv", ".1%", None),
-    ("ttft p50 ms", "ttft_ms_p50", ".1f", 12),
-    ("tpot p50 ms", "tpot_ms_p50", ".2f", None),
-    ("lat p50 s", "latency_s_p50", ".3f", 10),
-)
-
-
-# shown only when a cell of the run has service-level objectives (workload key slo)
-SLO_COLUMNS = (
-    ("slo met", "slo_attainment", ".0%", 8),
-    ("goodput tok/s", "goodput_tokens_per_s", ".1f", 14),
-)
-
-
-# shown only when a cell of the run has GPU energy (NVML counters)
-ENERGY_COLUMNS = (("J/token", "joules_per_output_token", ".4f", 9), ("power W", "power_w_avg", ".0f", 8))
-
-
-def _columns(doc: dict[str, Any], terminal: bool) -> list[tuple[str, str, str, int | None]]:
-    cols = list(COLUMNS)
-    for key, more in (("slo_attainment", SLO_COLUMNS), ("joules_per_output_token", ENERGY_COLUMNS)):
-        if any(key in b["extra_info"] for b in doc.get("benchmarks", [])):
-            cols += more
-    return [c for c in cols if c[3] is not None or not terminal]
-
-
-def table(doc: dict[str, Any]) -> list[str]:
-    """Rows for the terminal summary: one per cell, grouped by workload."""
-    cols = _columns(doc, terminal=True)
-    head = f"{'cell':<48} " + " ".join(f"{h:>{w}}" for h, _, _, w in cols) + f" {'err':>4}"
-    lines = [head, "-" * len(head)]
-    for b in doc["benchmarks"]:
-        e = b["extra_info"]
-        vals = " ".join(_fmt(e.get(k), f"{w}{f}") for _, k, f, w in cols)
-        lines.append(f"{b['param']:<48} {vals} {e.get('errors', 0):>4}")
-    return lines + legend(doc)
-
-
-def legend(doc: dict[str, Any]) -> list[str]:
-    """What tok/s and "vs ar" are, and the tok/s estimators the run's cells used."""
-    from .metrics import ESTIMATORS
-
-    used: dict[str, int] = {}
-    for b in doc.get("benchmarks", []):
-        est = b["extra_info"].get("tok_s_estimator")
-        if est:
-            used[est] = used.get(est, 0) + 1
-    if not used:
-        return []
-    out = [
-        "tok/s: the geometric mean of a cell's timed rounds' tok/s; vs ar: the geometric mean of its "
-        "paired rounds' ratios to AR's (the ratio of the two tok/s shown, where every round pairs and "
-        "AR's rounds were not interleaved with the cell's: see below); "
-        "open loop: AR's p50 latency ÷ the cell's, per paired round (its tok/s follows the offered load)"
-    ]
-    out += [f"  {n} cells, {est}: {ESTIMATORS.get(est, est)}" for est, n in sorted(used.items())]
-    benches = doc.get("benchmarks", [])
-    inter = sum(1 for b in benches if b["extra_info"].get("speedup_pairing") == "interleaved")
-    if inter:
-        out.append(
-            f"  {inter} cells, vs ar interleaved: AR's rounds ran between the cell's own (A B, B A, ...; "
-            "a second engine in the process), and vs ar divides by those, not by AR's own cell (shown)"
-        )
-    return out
-
-
 def planned_vs_engine(event: dict[str, Any]) -> str | None:
     """The planner's KV capacity and memory fraction next to what the engine sized at start."""
     planned = event.get("planned") or {}
@@ -278,46 +196,6 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     return one_line(_markdown(safe_doc(doc)))
 
 
-def load_counts(doc: dict[str, Any]) -> list[str]:
-    """The disturbed cells as the screen counts them: those without a verdict on their rounds, and
-    apart from them the verdicts kept under load (withheld.py)."""
-    from .withheld import _disturbed, kept_head
-
-    out = []
-    gone = _disturbed(doc)
-    if gone:
-        out.append(f"- disturbed {len(gone)} (no verdict on their rounds; each cell's warning below)")
-    kept = kept_head(doc)
-    if kept:
-        out.append(f"- {kept[0]}{', '.join(kept[1])}")
-    return out
-
-
-def _md_value(e: dict[str, Any], key: str, spec: str) -> str:
-    """A Markdown table cell: "vs ar" names what it divides where that is not the two tok/s shown
-    (open loop: p50 latency; interleaved: the baseline's rounds beside the cell, with their figure);
-    an interval from too few rounds is said as such."""
-    if key == "speedup_vs_ar_ci95" and e.get(key):
-        pairs = e.get("speedup_pairs")
-        if isinstance(pairs, int) and 0 < pairs < decide.MIN_INTERVAL_PAIRS:
-            return f"{pairs} rounds: too few"
-    out = _fmt(e.get(key), spec)
-    if key != "speedup_vs_ar" or e.get(key) is None or e.get("speedup_verdict") == "baseline":
-        return out
-    open_loop = decide.open_loop_ratio(e)
-    if open_loop:
-        out += " (p50 latency)"
-    ref = e.get("reference") or {}
-    if e.get("speedup_pairing") == "interleaved" and ref:
-        key_, fmt = (
-            ("round_latency_s_p50", "p50 {:.3f} s") if open_loop else ("round_tokens_per_s", "{:.1f} tok/s")
-        )
-        vals = [x for x in ref.get(key_) or () if x]
-        if vals:
-            out += f" vs {ref.get('method')}'s interleaved {fmt.format(sum(vals) / len(vals))}"
-    return out
-
-
 def _markdown(doc: dict[str, Any]) -> list[str]:
     columns = _columns(doc, terminal=False)
     lines = [
@@ -334,6 +212,8 @@ def _markdown(doc: dict[str, Any]) -> list[str]:
         lines.append(f"- missing `{m.get('cell') or '?'}`: {m.get('why')}")
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
+    from .withheld import load_counts
+
     lines += load_counts(doc)
     lines += [f"- {ln}" for ln in drift.lines(doc)]
     from .provenance import markdown as settings_table

@@ -254,3 +254,16 @@ def hook_view(doc: dict[str, Any]) -> list[str]:
         text = f"{who}{f['error']}; may be left stopped: {f.get('may_be_left')}"
         out += textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ")
     return out
+
+
+def load_counts(doc: dict[str, Any]) -> list[str]:
+    """The disturbed cells as the screen counts them: those without a verdict on their rounds, and
+    apart from them the verdicts kept under load (withheld.py)."""
+    out = []
+    gone = _disturbed(doc)
+    if gone:
+        out.append(f"- disturbed {len(gone)} (no verdict on their rounds; each cell's warning below)")
+    kept = kept_head(doc)
+    if kept:
+        out.append(f"- {kept[0]}{', '.join(kept[1])}")
+    return out
