@@ -93,3 +93,31 @@ def test_a_hooks_gpus_that_are_not_gpu_indices_are_refused() -> None:
     why = r"m.yaml: include\[0\].hooks.gpus: expected GPU indices \(NVML's, e.g. \[0\]\); got 'zero'"
     with pytest.raises(MatrixError, match=why):
         _matrix({"gpus": "zero", "before_group": "true"})
+
+
+def test_in_one_process_the_hooked_groups_items_run_last() -> None:
+    m = _matrix({"gpus": [0], "before_group": "true"})
+    cells = {c.id: c for c in m.cells()}
+    items = ["ar-tp8-c1-out64", "ar-tp1-c1-out64", "not-a-cell"]
+    st = SimpleNamespace(matrix=m, gpus=tuple(range(8)))
+    xdist_sched.hooked_window_last(items, cells.get, st)  # type: ignore[arg-type]
+    assert items == ["ar-tp1-c1-out64", "not-a-cell", "ar-tp8-c1-out64"]
+    # hooks without gpus: the order stays
+    plain = _matrix({"before_group": "true"})
+    items = ["ar-tp8-c1-out64", "ar-tp1-c1-out64"]
+    st = SimpleNamespace(matrix=plain, gpus=tuple(range(8)))
+    xdist_sched.hooked_window_last(items, {c.id: c for c in plain.cells()}.get, st)  # type: ignore[arg-type]
+    assert items == ["ar-tp8-c1-out64", "ar-tp1-c1-out64"]
+
+
+def test_the_gpu_leases_keep_a_hooked_gpu_for_the_starts_that_need_it(tmp_path: Path) -> None:
+    from pytest_specbench.gpus.leases import LeasePool
+
+    pool = LeasePool.create(tmp_path, tuple(range(8)))
+    pool.set_order([], {}, (0,))
+    small = pool.acquire("ar-tp1", 1)
+    four = pool.acquire("ar-tp4", 4)
+    assert (small.gpus, four.gpus) == ((1,), (2, 3, 4, 5))
+    pool.release(small)
+    pool.release(four)
+    assert pool.acquire("ar-tp8", 8).gpus == tuple(range(8))

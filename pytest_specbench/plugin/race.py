@@ -68,10 +68,13 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
 
 
 def order(items: list[pytest.Item], cell_of: Callable[[pytest.Item], Cell | None], st: Any) -> None:
-    """Tuned sweeps' deciding cells (and the baseline's cells at their shapes) first, in place,
+    """The groups that need a hooked GPU last (xdist_sched.hooked_window_last); with the race,
+    tuned sweeps' deciding cells (and the baseline's cells at their shapes) first, in place,
     keeping the order within each phase."""
     from ..deciding.tune import first_phase
+    from .xdist_sched import hooked_window_last
 
+    hooked_window_last(items, cell_of, st)  # hooked GPU's groups last, in one window (any run)
     if st.race is None:
         return
     first = first_phase([c for c in map(cell_of, items) if c is not None], st.matrix)

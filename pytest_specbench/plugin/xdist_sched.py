@@ -86,6 +86,8 @@ def setup_pool(config: pytest.Config, st: SpecbenchState, inv: list[Any]) -> Non
     run_dir = tempfile.mkdtemp(prefix="specbench-gpu-leases-")
     st.leases = LeasePool.create(run_dir, chosen, st.gpu_unavailable, st.gpu_baseline)
     st.lease_dir_owned = True
+    if reserved_gpus(st):  # a hooked GPU only for starts that need it, in one process too
+        st.leases.set_order([], {}, reserved_gpus(st))
 
 
 def finish_pool(config: pytest.Config, st: SpecbenchState) -> None:
@@ -180,6 +182,23 @@ def reserved_gpus(st: SpecbenchState) -> tuple[int, ...]:
     from .group_hooks import hooked_gpus
 
     return hooked_gpus(st.matrix.groups(), tuple(st.gpus))
+
+
+def hooked_window_last(items: list[Any], cell_of: Any, st: SpecbenchState) -> None:
+    """In one process, in place: the items of the groups that need a hooked GPU (hooks with
+    ``gpus:``) after every other, in their order, so those groups run back to back at the end
+    and a service their hooks stop is down once (under -n the scheduler orders them so)."""
+    reserved = reserved_gpus(st)
+    if not reserved:
+        return
+    pool = tuple(st.gpus or ())
+
+    def hooked(item: Any) -> bool:
+        c = cell_of(item)
+        gpus = c.tp if c is not None and get_backend(c.method.backend).gpu else 0
+        return c is not None and schedule.needs_reserved(gpus, pool, reserved)
+
+    items[:] = [i for i in items if not hooked(i)] + [i for i in items if hooked(i)]
 
 
 def group_order(js: Jobs, groups: Iterable[str], st: SpecbenchState | None = None) -> list[str]:
