@@ -158,10 +158,15 @@ def test_a_verdict_smaller_than_the_drift_is_withheld_and_a_larger_one_stands() 
     assert got["speedup_verdict"] == "within ±2%"
     got, _ = _verdicts(100.0, small)  # no drift: x1.08 [1.05, 1.11] stands
     assert got["speedup_verdict"] == "faster" and "speedup_verdict_before_drift" not in got
-    # -3 %: its interval [-7.7 %, +2.0 %] reaches 0, the rounds' spread: nothing withheld
+    # -3 %: its interval [-7.7 %, +1.9 %] reaches 0, the rounds' spread: nothing withheld
     got, rec = _verdicts(97.0, small)
     assert rec["established"] is False and rec["withheld"] == [] and got["speedup_verdict"] == "faster"
     assert "within the rounds' spread: no verdict withheld" in drift.lines({"specbench": {"drift": [rec]}})[0]
+    from pytest_specbench.report.screen import drift_view
+
+    assert drift_view({"specbench": {"drift": [rec]}}) == [
+        "drift ar-tp1: -3.0% [-7.7%, +1.9%] over 10.0 min; within the rounds' spread; 0 verdicts withheld"
+    ]
 
 
 def test_the_drift_interval_pools_the_baselines_and_the_sentinels_rounds() -> None:

@@ -242,6 +242,8 @@ def drift_view(doc: dict[str, Any]) -> list[str]:
         if rec.get("minutes") is not None:
             line += f" over {rec['minutes']:.1f} min"
         held = list(rec.get("withheld") or [])
+        if rec.get("established") is False:  # its interval reaches 0: the rounds' spread, no drift
+            line += "; within the rounds' spread"
         line += f"; {len(held)} verdicts withheld" + (f" ({', '.join(held)})" if 0 < len(held) <= 4 else "")
         if rec.get("sentinel_disturbed"):
             line += "; the sentinel was disturbed"
