@@ -1,15 +1,18 @@
 """The race's pools (deciding/race.py): drafters race drafters, a forced accept length races only
 the other lengths of its own sweep, and the baseline's own cell is in every pool. Each test here
 fails when one line of the pool rule changes (scripts/mutants.py: race-pool-forced,
-race-pool-sweep, race-family-pool, race-leader-pool)."""
+race-pool-sweep, race-family-pool, race-leader-pool), and the drift allowed between groups measured
+apart (race-drift-widen)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pytest_specbench.deciding.race import Race
 from pytest_specbench.matrix.schema import parse
-from pytest_specbench.report import paired
+from pytest_specbench.report import paired, sequential
 
 SPEC = {"algorithm": "ngram"}
 
@@ -86,3 +89,37 @@ def test_a_drafters_leader_is_never_a_forced_length_however_fast() -> None:
     # the forced lengths race among their own sweep: fa-a2's leader is fa-a4, not fb-a4
     lead = race.leader(c["fa-a2"], relative=True)
     assert lead is not None and lead.method == "fa-a4"
+
+
+def test_against_a_leader_measured_apart_the_interval_is_widened_by_the_drift_allowed() -> None:
+    """No baseline beside them: ng against ng2 from their own tok/s, paired by round, the interval
+    widened by the drift allowed between their groups, x(1 - 0.05) below and / (1 - 0.05) above
+    (race-drift-widen); without an allowed drift such a comparison never drops."""
+    m = _matrix()
+    c = _cells(m)
+    own, lead_rates = [100.0, 101.0, 99.0, 100.0], [120.0, 121.0, 119.0, 120.0]
+    looks = sequential.Looks(4, 4)
+    for drift, widened in ((0.05, True), (None, False)):
+        race = Race(m, drift=drift)
+        lead = c["ng2"]
+        race.record(
+            lead,
+            {
+                "cell_id": lead.id,
+                "group": lead.group.id,
+                "params": lead.params(),
+                "metrics": {"round_tokens_per_s": lead_rates},
+                "extra_info": {},
+                "round_times": [1.0] * 4,
+            },
+        )
+        got = race.vs_leader(c["ng"], list(own), False, looks)
+        if not widened:
+            assert got is None
+            continue
+        assert got is not None
+        iv, info = got
+        raw = paired.ratio_interval(own, lead_rates, looks)
+        assert raw is not None and raw.lo is not None and raw.hi is not None
+        assert (iv.point, iv.lo, iv.hi) == pytest.approx((raw.point, raw.lo * 0.95, raw.hi / 0.95))
+        assert info["drift_allowed"] == 0.05 and info["lost_to"] == lead.id
