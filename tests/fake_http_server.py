@@ -34,6 +34,8 @@ import asyncio
 import json
 import math
 import os
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -281,15 +283,60 @@ class FakeServer:
         }
 
 
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: the kernel's receive time per read
+
+
 class _Stamped(asyncio.StreamReaderProtocol):
-    """A connection that notes when a request's first bytes arrived (``arrived``)."""
+    """A connection that notes when a request's first bytes arrived (``arrived``, on
+    time.monotonic): the kernel's receive time of the bytes (SO_TIMESTAMPNS, read with recvmsg
+    by this protocol's own reader in place of the transport's), so that a server process kept
+    off the CPU when a request came still starts its clock when it came; where the kernel gives
+    no stamp, when this process read them."""
 
     arrived: float | None = None
 
-    def data_received(self, data: bytes) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.sock = None
+        raw = transport.get_extra_info("socket")
+        try:
+            raw.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            self.sock = socket.socket(fileno=os.dup(raw.fileno()))
+            self.sock.setblocking(False)
+            transport.pause_reading()  # type: ignore[attr-defined]
+            asyncio.get_running_loop().add_reader(self.sock.fileno(), self._readable)
+        except (OSError, AttributeError):
+            self.sock = None
+
+    def _readable(self) -> None:
+        assert self.sock is not None
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(2**16, 256)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data, anc = b"", []
+        if not data:
+            self._unread()
+            self.eof_received()
+            return
         if self.arrived is None:
             self.arrived = time.monotonic()
-        super().data_received(data)
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                    sec, ns = struct.unpack("qq", raw[:16])
+                    self.arrived = min(self.arrived, sec + ns / 1e9 - (time.time() - time.monotonic()))
+        self.data_received(data)
+
+    def _unread(self) -> None:
+        if self.sock is not None:
+            asyncio.get_running_loop().remove_reader(self.sock.fileno())
+            self.sock.close()
+            self.sock = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._unread()
+        super().connection_lost(exc)
 
 
 def _chunk(w: asyncio.StreamWriter, data: bytes) -> None:
