@@ -96,11 +96,12 @@ def test_sweeps_name_their_settings_and_refuse_what_they_cannot() -> None:
     m = parse(
         {
             **base,
+            "engine_args_unchecked": ["x"],  # not SGLang's: passed unchecked
             "methods": {
                 "s": {
                     "backend": "sglang",
                     "model": "m",
-                    "engine_args": {"page_size": [1, 16], "cuda_graph_bs": [1, 2, 4], "x": [[3, 4]]},
+                    "engine_args": {"page_size": [1, 16], "cuda_graph_bs_decode": [1, 2, 4], "x": [[3, 4]]},
                     "env": {"SGLANG_ENABLE_SPEC_V2": [0, 1]},
                 }
             },
@@ -114,7 +115,7 @@ def test_sweeps_name_their_settings_and_refuse_what_they_cannot() -> None:
         "s-page-size-16-enable-spec-v2-1",
     ]
     # a list-valued SGLang argument given flat, and any list given nested: one value, not a sweep
-    assert dict(m.methods[0].engine_args)["cuda_graph_bs"] == (1, 2, 4)
+    assert dict(m.methods[0].engine_args)["cuda_graph_bs_decode"] == (1, 2, 4)
     assert dict(m.methods[0].engine_args)["x"] == (3, 4)
     assert dict(m.methods[3].env) == {"SGLANG_ENABLE_SPEC_V2": "1"}
     with pytest.raises(
