@@ -331,3 +331,47 @@ def test_at_c64_the_clients_mean_ttft_agrees_with_the_servers_own_within_3_ms(
     if 3.0 <= late < DISTURBED_UP_TO_MS and m.get("disturbed"):
         pytest.skip(f"other processes took the client's CPU ({m['disturbed']}): read {late:+.2f} ms")
     assert 0 <= late < 3.0, said
+
+
+RESIDENT = """
+models: {t: {path: "embedded:tiny"}}
+methods:
+  ar: {backend: sglang-server, model: t}
+  twin: {backend: sglang-server, model: t}
+workloads:
+  throughput:
+    concurrency: [12]
+    output_tokens: [4]
+    prompt_tokens: 8
+    rounds: 2
+    warmup: 0
+    options: {stream: true, client_processes: 3}
+"""
+
+
+def test_a_member_and_its_resident_baseline_share_the_workers_each_round_to_its_own_server(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AR's launched server beside its twin's, rounds interleaved, both sent by the same three
+    worker processes: each server counted exactly its own engine's timed requests (a round sent
+    to the wrong endpoint would show in the other's histogram), and no worker outlives the run."""
+    from test_server_backends import CONFTEST
+
+    monkeypatch.setenv("FAKE_TTFT_MS", "5")
+    monkeypatch.setenv("FAKE_ITL_MS", "2")
+    _project(pytester, RESIDENT)
+    pytester.makeconftest(CONFTEST.replace("gpu=False)", "gpu=False, sentinel=True, resident=True)"))
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json", "--specbench-log-dir", "logs")
+    res.assert_outcomes(passed=2)
+    cells = _cells(json.loads((pytester.path / "out.json").read_text()))
+    twin = cells["twin-tp1-c12-out4"]["extra_info"]
+    assert twin["speedup_pairing"] == "interleaved" and twin["client_processes"] == 3
+    assert twin["server_latency"]["ttft_requests"] == twin["requests"] == 2 * 4 * 12
+    assert "server_latency_exclusive" not in twin
+    ref = twin["reference"]
+    assert ref["method"] == "ar" and ref["errors"] == 0 and len(ref["round_tokens_per_s"]) == 2
+    assert all(x > 0 for x in ref["round_tokens_per_s"])
+    workers = [
+        c for c in psutil.Process().children(recursive=True) if "clientworker" in " ".join(c.cmdline())
+    ]
+    assert _gone([c.pid for c in workers]) == [] and clientpool.shared().pids() == []
