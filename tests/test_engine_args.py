@@ -237,3 +237,24 @@ def test_the_committed_list_is_the_wheels() -> None:
     )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "pytest_specbench/matrix/server_args_data.py: up to date (SGLang 0.5.17)" in res.stdout
+
+
+def test_a_process_that_imported_sglang_checks_against_the_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where sglang.srt.server_args is imported already (an engine's process), its ServerArgs'
+    dataclasses.fields are the reference."""
+    import dataclasses
+    import types
+
+    @dataclasses.dataclass
+    class ServerArgs:  # what the imported module holds
+        model_path: str = ""
+        only_in_the_class: int = 0
+
+    mod = types.ModuleType("sglang.srt.server_args")
+    mod.ServerArgs = ServerArgs  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sglang.srt.server_args", mod)
+    ref = engine_args.reference()
+    assert ref.installed and ref.fields == {"model_path", "only_in_the_class"}
+    assert ref.where == "sglang.srt.server_args.ServerArgs"
+    ok = {"backend": "sglang", "model": "t", "engine_args": {"only_in_the_class": 1}}
+    assert dict(parse(_doc({"s": ok})).methods[0].engine_args) == {"only_in_the_class": 1}
