@@ -61,7 +61,7 @@ SCHED = (
     "tests/test_plan.py",
     "tests/test_gpu_slices.py",
 )
-TUNE = ("tests/test_deciding.py", "tests/test_sweep.py", "tests/test_race.py")
+TUNE = ("tests/test_mutants_tune.py", "tests/test_deciding.py", "tests/test_sweep.py", "tests/test_race.py")
 
 
 @dataclass(frozen=True)
@@ -281,10 +281,10 @@ MUTANTS: tuple[Mutant, ...] = (
         POOLED,
     ),
     Mutant(
-        "pooled-two-pairs",
+        "pooled-choice-corrected",
         PO,
-        'if c.get("speedup_vs_ar") is None or not ci or n < 2:',
-        'if c.get("speedup_vs_ar") is None or not ci or n < 1:',
+        'k = len(candidates) if tuning and tuning.get("kept") else _sweep_size(doc, a, settings)',
+        "k = 1",
         POOLED,
     ),
     # packing groups onto GPUs
