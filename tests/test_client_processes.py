@@ -375,3 +375,44 @@ def test_a_member_and_its_resident_baseline_share_the_workers_each_round_to_its_
         c for c in psutil.Process().children(recursive=True) if "clientworker" in " ".join(c.cmdline())
     ]
     assert _gone([c.pid for c in workers]) == [] and clientpool.shared().pids() == []
+
+
+class FakeSpanEngine:
+    """Records what rounds.timed does with an engine's ``round_span_s``."""
+
+    round_span_s: float | None = None
+
+    def __init__(self, span: float | None):
+        self.span = span
+
+    def flush_cache(self) -> None:
+        pass
+
+
+def test_a_round_sent_by_workers_is_timed_from_their_start_to_its_last_completion() -> None:
+    """rounds.timed takes a worker-sent round's wall time as the engine reports it (the shared
+    start to the last completion), not the dealing and merging around it; a round the engine
+    sent itself (no span) keeps the clock around the call, and a span is never carried over."""
+    from pytest_specbench.engines.base import RequestRecord
+    from pytest_specbench.workloads.rounds import RoundPlan, timed
+
+    cell = parse(
+        {
+            "models": {"t": {"path": "embedded:tiny"}},
+            "methods": {"h": {"backend": "http", "model": "t", "url": "http://x", "api": "sglang"}},
+            "workloads": {"throughput": {"concurrency": [1], "rounds": 2, "warmup": 0}},
+        }
+    ).cells()[0]
+    plans = [RoundPlan(_requests(1)) for _ in range(2)]
+    calls = []
+
+    def round_fn(eng: FakeSpanEngine, plan: RoundPlan) -> list[RequestRecord]:
+        time.sleep(0.05)
+        if not calls:  # the first round only: sent by workers, 10 ms from their start
+            eng.round_span_s = eng.span
+        calls.append(1)
+        return [RequestRecord(16, 2, 0.01, start_s=0.0, end_s=0.01)]
+
+    run = timed(FakeSpanEngine(0.01), cell, plans, round_fn, None)  # type: ignore[arg-type]
+    assert run.round_times[0] == 0.01
+    assert run.round_times[1] >= 0.05  # its own clock: the span was reset before it

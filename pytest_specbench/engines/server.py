@@ -77,6 +77,9 @@ class HTTPEngine:
         # each round (engines/clientpool.py); the cell's meter reads what its timed rounds added
         self.lag_ms: list[float] = []
         self.processes_used: list[int] = []
+        # the last round's wall time from its workers' shared start to its last completion (None:
+        # sent from this process): the round's clock without the dealing and merging around it
+        self.round_span_s: float | None = None
         self._pool: Any = None
         t0 = time.perf_counter()
         self.server_info = self._connect()
@@ -211,6 +214,7 @@ class HTTPEngine:
 
         w = effective_processes(concurrency, len(requests), processes)
         self.processes_used.append(w)
+        self.round_span_s = None
         if len(self.lag_ms) > LAG_KEEP:  # an engine no cell meters (an interleaved baseline)
             del self.lag_ms[: -LAG_KEEP // 2]
         if w == 1:
@@ -233,6 +237,7 @@ class HTTPEngine:
         target = (self.url, self.api, tuple(sorted(self.client.headers.items())), self.client.model)
         recs, lags = self.run(self._pool.round(target, requests, arrivals, concurrency, w))
         self.lag_ms += lags
+        self.round_span_s = max((r.end_s or 0.0 for r in recs), default=0.0)
         from .progress import PROGRESS
 
         for _ in recs:
