@@ -77,10 +77,15 @@ def _gone(pids: list[int], wait_s: float = 15.0) -> list[int]:
 # ----------------------------------------------------------------------------- pure parts
 
 
-def test_the_default_is_one_process_up_to_8_in_flight_then_one_per_8_capped_by_the_cores() -> None:
+def test_the_default_is_one_process_up_to_8_in_flight_then_one_per_8_capped_by_the_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     d = clientpool.default_processes
     assert [d(c, cores=16) for c in (1, 8, 9, 16, 64, 256)] == [1, 1, 2, 2, 8, 14]
     assert [d(c, cores=2) for c in (8, 9, 64, 256)] == [1, 2, 2, 2]  # at least two past 8
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")  # two pytest workers: half the cores each
+    assert [d(c, cores=16) for c in (8, 64, 256)] == [1, 6, 6]
     # never more workers than slots or requests
     assert clientpool.effective_processes(4, 100, 8) == 4
     assert clientpool.effective_processes(64, 3, 8) == 3

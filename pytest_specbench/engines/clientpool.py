@@ -56,12 +56,20 @@ def usable_cores() -> int:
 
 def default_processes(concurrency: int, cores: int | None = None) -> int:
     """Client processes for ``concurrency`` requests in flight: 1 (the engine's own loop) up to
-    CLIENT_STREAMS_PER_PROCESS, then one per CLIENT_STREAMS_PER_PROCESS, at most the usable
-    cores less two (the server's own and the parent's), and at least two."""
+    CLIENT_STREAMS_PER_PROCESS, then one per CLIENT_STREAMS_PER_PROCESS, at most this process's
+    share of the usable cores (shared with the other pytest-xdist workers of the run, each with
+    its own pool) less two (the server's own and the parent's), and at least two."""
     if concurrency <= CLIENT_STREAMS_PER_PROCESS:
         return 1
-    cap = max(2, (cores if cores is not None else usable_cores()) - 2)
-    return min(math.ceil(concurrency / CLIENT_STREAMS_PER_PROCESS), cap)
+    share = (cores if cores is not None else usable_cores()) // max(1, _xdist_workers())
+    return min(math.ceil(concurrency / CLIENT_STREAMS_PER_PROCESS), max(2, share - 2))
+
+
+def _xdist_workers() -> int:
+    try:
+        return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    except ValueError:
+        return 1
 
 
 def effective_processes(concurrency: int, requests: int, setting: int | None) -> int:
