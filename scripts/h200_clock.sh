@@ -12,7 +12,8 @@
 #    its JSON kept: output throughput beside the plugin's;
 # 4. the server stopped, the in-process sglang backend at the same shapes with enable_metrics
 #    (scripts/inproc_clock.py): its TTFT beside SGLang's own histogram, read in process.
-# Everything under $OUT: summary.txt, h200-clock-http.json, bench-serving.jsonl, inproc-clock.json,
+# Everything under $OUT: summary.txt, h200-clock-http.json, bench-serving.jsonl (bench_serving's own
+# JSON), bench-serving-server.jsonl (the server's TTFT histogram around each run), inproc-clock.json,
 # and clock-logs.tgz (the server's command and log, the pytest and bench_serving logs, wall times).
 # TLIMIT (default 420) bounds the whole.
 set -uo pipefail
@@ -82,15 +83,32 @@ timeout "$(upto 150 220)" python3 -m pytest -p pytest_specbench.plugin.hooks ben
 echo "http rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
 tail -n 25 "$L/http.pytest.log"
 
-# 3. SGLang's own benchmark client against the same server: 3 x C prompts at C in flight
+# 3. SGLang's own benchmark client against the same server: 3 x C prompts at C in flight, the
+#    server's TTFT histogram read before and after each (its window also holds bench_serving's one
+#    warm-up request): a third clock, another client's reading against the same server's
+scrape() {  # "SUM COUNT" of the server's TTFT histogram now
+  python3 - "$PORT" <<'EOF'
+import sys
+import urllib.request
+
+from pytest_specbench.engines.httpclient import histogram_sums, parse_prometheus
+
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode()
+h = histogram_sums(parse_prometheus(text))
+print(h.get("sglang:time_to_first_token_seconds_sum", 0.0), h.get("sglang:time_to_first_token_seconds_count", 0.0))
+EOF
+}
 for c in 1 64 256; do
   [ "$(left)" -gt 120 ] || { echo "bench_serving c$c skipped: $(left) s left" | tee -a "$L/walltimes.txt"; continue; }
   t=$SECONDS
+  before=$(scrape)
   timeout 90 python3 -m sglang.bench_serving --backend sglang --base-url "http://127.0.0.1:$PORT" \
     --dataset-name random-ids --random-input-len 512 --random-output-len 128 --random-range-ratio 1 \
     --num-prompts $((3 * c)) --max-concurrency "$c" --tokenizer .model/qwen3-1.7b --flush-cache \
     --disable-tqdm --output-file "$OUT/bench-serving.jsonl" > "$L/bench-serving-c$c.log" 2>&1
   echo "bench_serving c$c rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
+  echo "{\"max_concurrency\": $c, \"before\": [${before/ /, }], \"after\": [$(scrape | sed 's/ /, /')]}" \
+    >> "$OUT/bench-serving-server.jsonl"
   grep -E "Output token throughput|Mean TTFT|Successful requests|Max request concurrency" "$L/bench-serving-c$c.log"
 done
 stop_server
@@ -140,9 +158,23 @@ for b in doc["benchmarks"]:
           f"{f(e.get('client_loop_lag_ms_p99')):>7} {f(tps, '{:.1f}'):>9} {f(bt, '{:.1f}'):>11} "
           f"{f(None if not bt or tps is None else tps / bt, '{:.4f}'):>6}  "
           f"{'client_bound' if e.get('client_bound') else '-'}")
+srv = {}
+p = out / "bench-serving-server.jsonl"
+if p.exists():
+    for line in p.read_text().splitlines():
+        try:
+            r = json.loads(line)
+            n = r["after"][1] - r["before"][1]
+            srv[r["max_concurrency"]] = ((r["after"][0] - r["before"][0]) / n * 1e3 if n > 0 else None, n)
+        except (ValueError, KeyError, IndexError, TypeError):
+            continue
 for c, r in sorted(bench.items(), key=lambda kv: kv[0] or 0):
+    s_ms, n = srv.get(c, (None, 0))
+    ttft = r.get("mean_ttft_ms")
     print(f"bench_serving c{c}: {r.get('completed')} requests, output {f(r.get('output_throughput'), '{:.1f}')} tok/s, "
-          f"mean TTFT {f(r.get('mean_ttft_ms'))} ms, duration {f(r.get('duration'))} s")
+          f"mean TTFT {f(ttft)} ms, the server's over its window {f(s_ms)} ms ({n:g} requests), "
+          f"diff {f(None if ttft is None or s_ms is None else ttft - s_ms, '{:+.2f}')} ms, "
+          f"duration {f(r.get('duration'))} s")
 p = out / "inproc-clock.json"
 if p.exists():
     print("in-process sglang backend (client TTFT vs SGLang's histogram read in process):")
