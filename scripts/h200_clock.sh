@@ -8,8 +8,9 @@
 #    / 128 out, streamed, one wave a round, 3 timed rounds; `procs` with the default client worker
 #    processes, `oneproc` from one event loop; each cell's client TTFT beside the server's histogram;
 # 3. against the same server, SGLang's own python -m sglang.bench_serving (random-ids: the `random`
-#    dataset samples ShareGPT, a download this host cannot make) at each concurrency, 3 x C prompts,
-#    its JSON kept: output throughput beside the plugin's;
+#    dataset samples ShareGPT, a download this host cannot make), token ids as the plugin sends them
+#    (--tokenize-prompt: exactly 512), at each concurrency, 3 x C prompts, its JSON kept: output
+#    throughput beside the plugin's;
 # 4. the server stopped, the in-process sglang backend at the same shapes with enable_metrics
 #    (scripts/inproc_clock.py): its TTFT beside SGLang's own histogram, read in process.
 # Everything under $OUT: summary.txt, h200-clock-http.json, bench-serving.jsonl (bench_serving's own
@@ -104,7 +105,7 @@ for c in 1 64 256; do
   before=$(scrape)
   timeout 90 python3 -m sglang.bench_serving --backend sglang --base-url "http://127.0.0.1:$PORT" \
     --dataset-name random-ids --random-input-len 512 --random-output-len 128 --random-range-ratio 1 \
-    --num-prompts $((3 * c)) --max-concurrency "$c" --tokenizer .model/qwen3-1.7b --flush-cache \
+    --num-prompts $((3 * c)) --max-concurrency "$c" --tokenizer .model/qwen3-1.7b --tokenize-prompt --flush-cache \
     --disable-tqdm --output-file "$OUT/bench-serving.jsonl" > "$L/bench-serving-c$c.log" 2>&1
   echo "bench_serving c$c rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
   echo "{\"max_concurrency\": $c, \"before\": [${before/ /, }], \"after\": [$(scrape | sed 's/ /, /')]}" \
