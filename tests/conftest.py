@@ -1,6 +1,27 @@
 import gc
+import importlib.util
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """What the embedded model imports, imported once before any inner pytest run: an
+    in-process inner run (pytester.runpytest) restores sys.modules when it ends, which drops a
+    module first imported inside it, and importing it again in this process then fails (numpy:
+    "cannot load module more than once per process"; torch's operator registrations: "Only a
+    single TORCH_LIBRARY can be used"). Which test first starts the embedded model depends on
+    how xdist deals the tests, so every worker imports it all up front."""
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
+        return
+    for name in (
+        "numpy",
+        "torch",
+        "torch.distributed._functional_collectives",
+        "transformers",
+        "transformers.models.qwen3.modeling_qwen3",
+    ):
+        importlib.import_module(name)
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
