@@ -152,7 +152,7 @@ class Worker:
         kind, rid, payload = msg
         if kind == "round":
             self.rounds[rid] = payload
-            self.send(("ready", rid, None))
+            self.loop.create_task(self.prepare(rid, payload))
         elif kind == "go":
             job = self.rounds.pop(rid, None)
             if job is not None:
@@ -165,10 +165,17 @@ class Worker:
         elif kind == "stop":
             self.loop.create_task(self.stop())
 
+    async def prepare(self, rid: int, job: dict[str, Any]) -> None:
+        """The endpoint's session made before this worker says it is ready: no round's clock
+        holds its creation."""
+        try:
+            await self.client(job["target"]).ensure()
+        finally:
+            self.send(("ready", rid, None))
+
     async def run_round(self, rid: int, job: dict[str, Any], t_start: float) -> None:
         try:
             client = self.client(job["target"])
-            await client.ensure()
             recs, lags = await run_share(client, job["share"], job["arrivals"], job["concurrency"], t_start)
             self.send(("done", rid, {"records": recs, "lag_ms": lags}))
         except asyncio.CancelledError:
