@@ -84,10 +84,10 @@ P, Q, PO = (
     "pytest_specbench/report/sequential.py",
     "pytest_specbench/report/pooled.py",
 )
-SC, T, DE = (
+SC, T, CW = (
     "pytest_specbench/planning/schedule.py",
     "pytest_specbench/deciding/tune.py",
-    "pytest_specbench/report/decide.py",
+    "pytest_specbench/report/cell_warnings.py",
 )
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -233,7 +233,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "load-kept-said",
-        DE,
+        CW,
         'kept = e.get("speedup_under_load")',
         "kept = None",
         ("tests/test_mutants_looks.py", "tests/test_decide.py", "tests/test_load_verdicts.py"),

@@ -156,12 +156,12 @@ def test_a_group_needing_the_whole_pool_is_placed_and_one_needing_more_is_not() 
 def test_the_warning_of_a_disturbed_cell_says_when_its_verdict_was_kept() -> None:
     """A disturbed cell whose interleaved pairs bore the load alike: its warning says the verdict
     was kept and why; one without says it has no faster/slower verdict (load-kept-said)."""
-    from pytest_specbench.report import decide
+    from pytest_specbench.report import cell_warnings
 
     kept = "others took 41%-62% of the cores, alike in both halves of every pair"
     b = {"param": "ng-tp1-c4", "params": {"method": "ng"}, "extra_info": {"disturbed": DISTURBED}}
     with_kept = {**b, "extra_info": {**b["extra_info"], "speedup_under_load": kept}}
-    lines = decide.warnings({"benchmarks": [with_kept, {**b, "param": "ng-tp1-c1"}]})
+    lines = cell_warnings.warnings({"benchmarks": [with_kept, {**b, "param": "ng-tp1-c1"}]})
     said = "verdict kept, its interleaved pairs bore the load alike"
     assert f"warning: ng-tp1-c4: disturbed: {DISTURBED}; {said}: {kept}" in lines
     assert f"warning: ng-tp1-c1: disturbed: {DISTURBED}; no faster/slower verdict" in lines
