@@ -76,9 +76,10 @@ def _pack(
     """(makespan, when the first phase is done, engine starts) of the cells at ``secs`` by ``n``
     workers on the run's GPU pool (serially where the pool is unknown), in the run's order: the
     first phase's groups (a tuned sweep's deciding cells and their baselines') longest first, then
-    every other group's scope longest first, those needing a hooked GPU last (xdist_sched.
-    make_scheduler); a tuned sweep's carried scope waits (its worker idle, no GPUs held) until the
-    first phase is done."""
+    every other group's scope longest first, those needing a hooked GPU last (as
+    xdist_sched.make_scheduler hands them out); a tuned setting's carried scope waits until the
+    first phase is done (its worker idle, no GPUs held), a drift family's only at its tuned
+    members (its GPUs held: the family's other groups ran)."""
     from .xdist_sched import reserved_gpus
 
     one = _jobs(config, st, first, secs, False)
