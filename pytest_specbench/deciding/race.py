@@ -65,7 +65,7 @@ def costlier(cell: Cell, than: Cell) -> bool:
     return all(d >= 0 for d in bigger) and any(d > 0 for d in bigger)
 
 
-TP_DRIFT = 0.13  # drift allowed between two TP sizes' groups (h200-race: -12.6 % over 5 groups)
+TP_DRIFT = paired.TP_DRIFT
 
 
 def _same_but_tp(a: Cell, b: Cell) -> bool:

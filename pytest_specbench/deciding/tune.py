@@ -103,9 +103,7 @@ def against(
     5 % / ``family``; None where a shape lacks an interval (one round, or one measured beside its
     baseline and the other not). Two settings both measured apart from their baseline (their
     own tok/s, in different engine groups) are compared on their own speeds, the interval
-    widened by the drift allowed between groups (``race.drift``, else race.TP_DRIFT) either way."""
-    from .race import TP_DRIFT
-
+    widened by the drift allowed between groups (``race.drift``, else paired.TP_DRIFT) either way."""
     parts, apart = [], False
     for shape in shapes:
         entries = {e.method: e for e in race.shapes.get(shape, [])}
@@ -124,7 +122,7 @@ def against(
     iv = paired.pooled_log_interval(parts, sequential.ALPHA / family)
     if iv is None or not apart:
         return iv
-    d = race.drift if race.drift is not None else TP_DRIFT
+    d = race.drift if race.drift is not None else paired.TP_DRIFT
     return (iv[0], iv[1] * (1 - d), iv[2] / (1 - d))
 
 

@@ -43,6 +43,9 @@ CV_WARN = 0.05  # the summary warns about cells whose round-to-round CV is above
 # run one after the other (one engine per group), so slow drift of the machine between groups is
 # not in the rounds' spread. Two identical engines (tests/test_paired.py) differed by up to 1.3%.
 EQUIVALENCE = 0.02
+# The drift allowed between two engine groups measured apart (two TP sizes, two settings of a sweep
+# each in its own group): an H200 raced run drifted -12.6 % over 5 groups (docs/results/h200-race).
+TP_DRIFT = 0.13
 # A cell disturbed by other processes' CPU keeps the verdict of a comparison whose baseline ran
 # interleaved with it when the load fell alike on both halves of every pair: the share of the
 # cores others took during the cell's round and during the baseline's round of the same pair
