@@ -19,10 +19,10 @@
 # TLIMIT (default 420) bounds the whole.
 set -uo pipefail
 OUT=${OUT:-out}; L=$OUT/clock-logs; mkdir -p "$L"
-PORT=${PORT:-30123}
+PORT=30123  # the url of benches/gpu/h200-clock-http.yaml
 TLIMIT=${TLIMIT:-420}
 export PYTHONUNBUFFERED=1
-export PYTHONPATH=/tmp/site:$PWD
+export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 T0=$SECONDS
 left() { echo $((TLIMIT - (SECONDS - T0))); }
 upto() { local x=$(( $(left) - $1 )); [ "$x" -gt "$2" ] && x=$2; [ "$x" -lt 30 ] && x=30; echo "$x"; }  # RESERVE CAP
