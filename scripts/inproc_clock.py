@@ -28,6 +28,10 @@ def scrape() -> tuple[dict[str, float], str]:
     from pytest_specbench.engines.httpclient import histogram_sums, parse_prometheus
 
     text, where = "", "none"
+    try:
+        import prometheus_client  # noqa: F401  (SGLang's own dependency, imported after its Engine)
+    except ImportError:
+        return {}, "nowhere: prometheus_client is not installed"
     d = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if d and os.path.isdir(d):
         from prometheus_client import CollectorRegistry, generate_latest, multiprocess
