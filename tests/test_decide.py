@@ -27,8 +27,9 @@ def _entry(
 
 
 def test_fastest_method_per_shape() -> None:
-    """The decision view ranks the methods of one shape and one target model by tok/s; neighbours
-    a paired comparison separates are joined by ">", the others by "≈"; a shape measured with one
+    """The decision view ranks the methods of one shape and one target model by tok/s, each after
+    the first as "next M x.. vs P" (M over the method before it, as the end-of-run screen reads); the
+    baseline after a method whose x over it is said is named as such; a shape measured with one
     method only, and cells without throughput, are left out."""
     doc = {
         "benchmarks": [
@@ -59,11 +60,12 @@ def test_fastest_method_per_shape() -> None:
         "| shape | fastest | all methods, fastest first |",
         "|---|---|---|",
         "| throughput tp1 c1 in128 out256 (model of ar) | **ngram** | ngram 1680.0 tok/s (x3.36 [3.30, 3.40] "
-        "faster, accept 9.85) > ar 500.0 tok/s (baseline) > standalone 410.0 tok/s "
-        "(x0.82 [0.80, 0.84] slower, accept 4.00) |",
-        # one round of hybrid-ngram: no interval, so the two are not separated
-        "| throughput tp1 c1 in128 out256 (model of hybrid-ar) | no verdict (hybrid-ngram ≈ hybrid-ar) | "
-        "hybrid-ngram 2615.2 tok/s (x4.41, accept 10.24) ≈ hybrid-ar 592.7 tok/s (baseline) |",
+        "faster vs ar, accept 9.85); next ar 500.0 tok/s (the baseline); next standalone x0.82 [0.80, 0.84] "
+        "slower vs ar (410.0 tok/s, accept 4.00) |",
+        # one round of hybrid-ngram: no interval, so no verdict, and said so (never a sign of a tie)
+        "| throughput tp1 c1 in128 out256 (model of hybrid-ar) | no verdict (hybrid-ar vs hybrid-ngram: "
+        "no interval, 1 round) | hybrid-ngram 2615.2 tok/s (x4.41 vs hybrid-ar, accept 10.24); next "
+        "hybrid-ar 592.7 tok/s (the baseline) |",
         "",
         # where each method with a verdict stands against its baseline (hybrid-ngram has none)
         "Crossover (per method, TP and shape: against its baseline, by concurrency):",
@@ -75,8 +77,8 @@ def test_fastest_method_per_shape() -> None:
 
 
 def test_neighbours_are_compared_pairwise() -> None:
-    """ngram vs draft round by round: 300/320, 400/330, 350/325 -> ratios straddle 1: "≈"; both
-    are separated from ar (200 per round) -> ">"; cells of other requests (digests) are never
+    """draft over ngram round by round: 320/300, 330/400, 325/350 -> ratios straddle 1: not
+    separated; ar over draft (200 per round): slower; cells of other requests (digests) are never
     ranked against each other."""
     doc = {
         "benchmarks": [
@@ -86,13 +88,15 @@ def test_neighbours_are_compared_pairwise() -> None:
         ]
     }
     row = best_methods(doc)[-1]
-    assert row.startswith(
-        "| throughput tp1 c1 in128 out256 | no verdict (ngram ≈ draft) | ngram 350.0 tok/s ≈ draft 325.0"
+    assert row == (
+        "| throughput tp1 c1 in128 out256 | no verdict (draft vs ngram: not separated) | ngram 350.0 tok/s; "
+        "next draft x0.93 [0.68, 1.29] not separated vs ngram (325.0 tok/s); next ar x0.62 [0.59, 0.64] "
+        "slower vs draft (the baseline, 200.0 tok/s) |"
     )
-    assert row.endswith("> ar 200.0 tok/s (baseline) |")
     doc["benchmarks"][2]["extra_info"]["request_digests"] = ["x", "y", "z"]
     row = best_methods(doc)[-1]
-    assert "ngram 350.0 tok/s ≈ draft" in row  # unpaired: not separated, whatever the numbers
+    # unpaired: no verdict, whatever the numbers
+    assert "| no verdict (draft vs ngram: unpaired) | ngram 350.0 tok/s; next draft unpaired (" in row
 
 
 def test_tp_scaling_lists_methods_measured_at_several_tp_sizes() -> None:
@@ -118,7 +122,8 @@ def test_tp_scaling_lists_methods_measured_at_several_tp_sizes() -> None:
         and out[8] == "| shape | fastest | all methods, fastest first |"
     )
     assert out[10:] == [
-        "| throughput tp1 c32 | no verdict (ar ≈ ngram) | ar 11462.1 tok/s ≈ ngram 10855.4 tok/s |",
+        "| throughput tp1 c32 | no verdict (ngram vs ar: no paired comparison) | ar 11462.1 tok/s; next "
+        "ngram no paired comparison vs ar (10855.4 tok/s) |",
         "",
         "Output tok/s by TP size (and per GPU):",
         "",

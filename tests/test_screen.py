@@ -58,10 +58,12 @@ def test_each_shape_is_decided_as_decide_ranks_and_compares_it(path: Path) -> No
         win, run = d["winner"], d["runner_up"]
         label, rows = next((lb, r) for lb, r in decide.ranked_shapes(doc) if lb == d["label"])
         assert win["method"] == rows[0]["method"] and run["method"] == rows[1]["method"]
-        own = [ln for ln in text.splitlines() if ln.startswith(f"  {label}: ")]
+        all_lines = text.splitlines()
+        own = [i for i, ln in enumerate(all_lines) if ln.startswith(f"  {label}: ")]
         if d["status"] == "decided":
             assert len(own) == 1, label
-            line = own[0]
+            line = " ".join(screen.decision_lines(d))
+            assert all_lines[own[0] : own[0] + len(screen.decision_lines(d))] == screen.decision_lines(d)
             assert line.startswith(f"  {label}: {win['method']} "), line
             if win.get("speedup_vs_ar") is not None and not screen._is_baseline(win):
                 verdict = screen.short_verdict(win["speedup_verdict"])
@@ -71,13 +73,19 @@ def test_each_shape_is_decided_as_decide_ranks_and_compares_it(path: Path) -> No
             else:  # the runner-up's own x over the winner, read left to right
                 x = decide.compare(run["_entry"], win["_entry"])["speedup_vs_ar"]
                 assert f"; next {run['method']} x{x:.2f}" in line and f" vs {win['method']}" in line, line
+            # every method of the shape is on it: after "next", or counted and named
+            more = (line.split(" more in the report: ", 1) + [""])[1].split(", ")
+            for r in rows[1:]:
+                assert f"next {r['method']} " in line or r["method"] in more, (r["method"], line)
         else:
             assert own == [], label
     if path.name == "h200-paired.json":  # the ratios decide computed, as the full report prints them
-        assert (
+        assert text.splitlines()[2:4] == [
             "  throughput tp1 c1 in128 out256: ngram-d12 x4.41 [4.30, 4.53] faster vs ar; next ngram-d8 "
-            "x0.71 [0.64, 0.80] slower vs ngram-d12; also faster: ngram-d4"
-        ) in text.splitlines()[2]
+            "x0.71 [0.64, 0.80] slower vs ngram-d12;",
+            "    next ngram-d4 x0.62 [0.54, 0.71] slower vs ngram-d8; +4 more in the report: ar, "
+            "standalone-s5, standalone-s3, standalone-s1",
+        ]
     if path.parent.name == "cpu-drift":  # the family's drift, once, without the sentinel's process list
         assert (
             "drift ar-tp1: +82.7% [+18.5%, +181.8%] over 2.0 min; 0 verdicts withheld; the sentinel was "

@@ -29,7 +29,8 @@ def _open(method: str, pooled_p50: float, round_p50: float, **extra: object) -> 
 
 def test_the_open_loop_view_orders_by_p50_and_its_signs_follow_the_verdicts() -> None:
     """ngram's pooled p50 (0.300 s) is below ar's (0.400 s), so it is listed first; its paired
-    rounds (0.45 s against 0.40 s: x0.89 each) say slower, so the sign is "<", never ">"."""
+    rounds (0.45 s against 0.40 s: x0.89 each) say slower, which its own x says, and it is never
+    called fastest."""
     doc = {
         "benchmarks": [
             _open("ar", 0.400, 0.40, speedup_vs_ar=1.0, speedup_verdict="baseline"),
@@ -45,10 +46,12 @@ def test_the_open_loop_view_orders_by_p50_and_its_signs_follow_the_verdicts() ->
     }
     ((label, rows),) = ranked_shapes(doc)
     assert [r["method"] for r in rows] == ["ngram", "ar"]
-    assert ranking(rows) == "ngram p50 0.300 s (x0.89 [0.89, 0.89] slower) < ar p50 0.400 s (baseline)"
+    assert ranking(rows) == (
+        "ngram p50 0.300 s (x0.89 [0.89, 0.89] slower vs ar); next ar p50 0.400 s (the baseline)"
+    )
     (row,) = [ln for ln in best_methods(doc) if ln.startswith(f"| {label} |")]
-    assert row.startswith(f"| {label} | no verdict (ngram < ar) | ngram p50 0.300 s")
-    assert " > " not in row
+    assert row.startswith(f"| {label} | no verdict (ar vs ngram: faster) | ngram p50 0.300 s")
+    assert "**" not in row
 
 
 def test_an_open_loop_with_its_baseline_interleaved_is_ordered_by_that_speedup() -> None:
@@ -74,8 +77,8 @@ def test_an_open_loop_with_its_baseline_interleaved_is_ordered_by_that_speedup()
     ((label, rows),) = ranked_shapes(doc)
     assert [r["method"] for r in rows] == ["ar", "ngram"]
     assert ranking(rows) == (
-        "ar x1.00 (baseline, its own cell p50 0.100 s) > ngram x0.90 [0.88, 0.92] slower "
-        "(p50 0.094 s; its interleaved ar rounds p50 0.085 s)"
+        "ar (the baseline, its own cell p50 0.100 s); next ngram x0.90 [0.88, 0.92] slower vs ar "
+        "(p50 0.094 s; its rounds' p50 0.094 s, its interleaved ar rounds' p50 0.085 s)"
     )
 
 
@@ -112,9 +115,9 @@ def test_the_interleaved_view_leads_with_the_speedup_it_ranks_by() -> None:
     }
     ((_, rows),) = ranked_shapes(doc)
     assert ranking(rows) == (
-        "draft x1.20 [1.20, 1.20] faster (61.2 tok/s; its interleaved ar rounds 51.0 tok/s) "
-        "> ar x1.00 (baseline, its own cell 142.0 tok/s) "
-        "> ngram-d2 x0.96 [0.96, 0.96] slower (134.4 tok/s; its interleaved ar rounds 140.0 tok/s)"
+        "draft x1.20 [1.20, 1.20] faster vs ar (61.2 tok/s; its interleaved ar rounds 51.0 tok/s); "
+        "next ar (the baseline, its own cell 142.0 tok/s); "
+        "next ngram-d2 x0.96 [0.96, 0.96] slower vs ar (134.4 tok/s; its interleaved ar rounds 140.0 tok/s)"
     )
     assert INTERLEAVED_NOTE in best_methods(doc)  # why ar has two tok/s
 

@@ -55,9 +55,9 @@ def full_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if shapes:
         out.append(
             "fastest method per cell shape (closed loop: tok/s, x = paired-rounds speedup vs AR [95% CI]; "
-            "open loop: p50 latency, x = AR p50 / method p50, > 1 faster [paired-rounds 95% CI]; > / <: "
-            "paired rounds separate this neighbour pair, in that direction; ≈: they do not; not transitive; "
-            "with an interleaved baseline: ordered by x):"
+            "open loop: p50 latency, x = AR p50 / method p50, > 1 faster [paired-rounds 95% CI]; next M xR "
+            "vs P: M over P, the method before it, over paired rounds; with an interleaved baseline: "
+            "ordered by x):"
         )
         out += [f"  {label}: {decide.ranking(rows)}" for label, rows in shapes]
         if any(r.get("_ranked_by") == "interleaved" for _, rows in shapes for r in rows):

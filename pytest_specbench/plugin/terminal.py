@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from ..report import provenance, screen
-from .long_summary import engine_starts_line
 from .state import SpecbenchState
 
 
@@ -21,7 +20,7 @@ def screen_lines(st: SpecbenchState, config: pytest.Config, wall: str) -> list[s
     target = config.getoption("benchmark_json", None)
     name = None if not target else str(target.name if hasattr(target, "write") else target)
     spec = st.doc["specbench"]
-    facts = [engine_starts_line(spec)]
+    facts = [screen.engine_starts_line(spec)]
     if spec.get("resumed_cells"):
         facts.append(
             f"resumed: {len(spec['resumed_cells'])} cells copied from "

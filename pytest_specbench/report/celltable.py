@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import decide
+from .ranked_text import open_loop_cell
 
 
 def _fmt(v: Any, spec: str) -> str:
@@ -80,7 +81,9 @@ def legend(doc: dict[str, Any]) -> list[str]:
         "tok/s: the geometric mean of a cell's timed rounds' tok/s; vs ar: the geometric mean of its "
         "paired rounds' ratios to AR's (the ratio of the two tok/s shown, where every round pairs and "
         "AR's rounds were not interleaved with the cell's: see below); "
-        "open loop: AR's p50 latency ÷ the cell's, per paired round (its tok/s follows the offered load)"
+        "open loop: AR's p50 latency ÷ the cell's, per paired round (its tok/s follows the offered load); "
+        "rounds CV: the coefficient of variation of a cell's rounds' tok/s, open loop of their p50 latency "
+        "(marked)"
     ]
     out += [f"  {n} cells, {est}: {ESTIMATORS.get(est, est)}" for est, n in sorted(used.items())]
     benches = doc.get("benchmarks", [])
@@ -88,20 +91,28 @@ def legend(doc: dict[str, Any]) -> list[str]:
     if inter:
         out.append(
             f"  {inter} cells, vs ar interleaved: AR's rounds ran between the cell's own (A B, B A, ...; "
-            "a second engine in the process), and vs ar divides by those, not by AR's own cell (shown)"
+            "a second engine in the process), and vs ar divides by those, not by AR's own cell (shown: the "
+            "geometric mean of those rounds' tok/s; open loop of their p50 latency, beside the cell's own "
+            "rounds' p50s, so x is the ratio of the two shown)"
         )
     return out
 
 
 def _md_value(e: dict[str, Any], key: str, spec: str) -> str:
     """A Markdown table cell: "vs ar" names what it divides where that is not the two tok/s shown
-    (open loop: p50 latency; interleaved: the baseline's rounds beside the cell, with their figure);
-    an interval from too few rounds is said as such."""
+    (open loop: p50 latency; interleaved: the baseline's rounds beside the cell, with their figure,
+    and an open loop's own rounds' p50, computed alike); an interval from too few rounds without
+    a verdict is said as such, one with a verdict carries its count; an open loop's rounds CV is of
+    its rounds' p50 latency, said."""
     if key == "speedup_vs_ar_ci95" and e.get(key):
         pairs = e.get("speedup_pairs")
         if isinstance(pairs, int) and 0 < pairs < decide.MIN_INTERVAL_PAIRS:
-            return f"{pairs} rounds: too few"
+            if not decide.stands(e.get("speedup_verdict")):
+                return f"{pairs} rounds: too few"
+            return f"{_fmt(e[key], spec)} ({pairs} rounds)"
     out = _fmt(e.get(key), spec)
+    if key == "rounds_cv" and e.get(key) is not None and open_loop_cell(e):
+        return out + " (p50 latency)"
     if key != "speedup_vs_ar" or e.get(key) is None or e.get("speedup_verdict") == "baseline":
         return out
     open_loop = decide.open_loop_ratio(e)
@@ -109,10 +120,9 @@ def _md_value(e: dict[str, Any], key: str, spec: str) -> str:
         out += " (p50 latency)"
     ref = e.get("reference") or {}
     if e.get("speedup_pairing") == "interleaved" and ref:
-        key_, fmt = (
-            ("round_latency_s_p50", "p50 {:.3f} s") if open_loop else ("round_tokens_per_s", "{:.1f} tok/s")
-        )
-        vals = [x for x in ref.get(key_) or () if x]
-        if vals:
-            out += f" vs {ref.get('method')}'s interleaved {fmt.format(sum(vals) / len(vals))}"
+        got = decide.interleaved_figures(e)
+        if got and open_loop:  # x is the ratio of these two: the pooled p50 in its column is not
+            out += f": {ref.get('method')}'s interleaved p50 {got[1]:.3f} s ÷ its rounds' p50 {got[0]:.3f} s"
+        elif got:
+            out += f" vs {ref.get('method')}'s interleaved {got[1]:.1f} tok/s"
     return out

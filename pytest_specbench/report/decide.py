@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cell_warnings import NO_DRAFT_WARN, warnings  # noqa: F401
-from .paired import CV_WARN
+from .paired import CV_WARN  # noqa: F401
 from .paired import compare as _compare
 from .pareto import never_ranked
 
@@ -57,15 +57,35 @@ def as_result(b: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-MIN_INTERVAL_PAIRS = 3  # an interval from fewer paired rounds (t with 1 degree of freedom) is not shown
+MIN_INTERVAL_PAIRS = 3  # fewer paired rounds (t with 1 degree of freedom): an interval said with its count
 
 
-def fmt_interval(ci: Any, pairs: Any = None) -> str:
-    """ " [1.10, 1.27]"; from fewer than MIN_INTERVAL_PAIRS rounds (``pairs``) said as such: two
-    rounds give t = 12.7 and intervals like [0.00, 1492.05], which say nothing."""
-    if ci and isinstance(pairs, int) and 0 < pairs < MIN_INTERVAL_PAIRS:
+def stands(verdict: Any) -> bool:
+    """Whether a comparison's verdict was drawn: faster, slower or within the margin (paired.py's
+    rule, which draws one from 2 paired rounds on when their interval clears the margin)."""
+    v = str(verdict or "").split(" (", 1)[0]
+    return v in ("faster", "slower") or v.startswith("within")
+
+
+def fmt_interval(ci: Any, pairs: Any = None, verdict: Any = None) -> str:
+    """ " [1.10, 1.27]"; from fewer than MIN_INTERVAL_PAIRS rounds (``pairs``) the count is said:
+    " [1.41, 1.51] (2 rounds)" where the verdict stands (its interval cleared the margin even at
+    t = 12.7), " (interval: 2 rounds, too few)" where none was drawn (two rounds' intervals like
+    [0.00, 1492.05] say nothing)."""
+    few = bool(ci) and isinstance(pairs, int) and 0 < pairs < MIN_INTERVAL_PAIRS
+    if few and not stands(verdict):
         return f" (interval: {pairs} rounds, too few)"
-    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+    return (f" [{ci[0]:.2f}, {ci[1]:.2f}]" + (f" ({pairs} rounds)" if few else "")) if ci else ""
+
+
+def verdict_text(c: dict[str, Any]) -> str:
+    """A comparison's verdict as printed: without an interval (one paired round, or a pooled p50
+    of an older JSON) "no interval (1 round)", never a sign that reads as a tie."""
+    v = str(c.get("speedup_verdict") or "")
+    if v.startswith("one pair"):
+        pairs = c.get("speedup_pairs")
+        return f"no interval ({pairs} round)" if pairs == 1 else "no interval (no paired rounds)"
+    return v
 
 
 def open_loop_ratio(c: dict[str, Any]) -> bool:
@@ -76,72 +96,90 @@ def open_loop_ratio(c: dict[str, Any]) -> bool:
 
 def fmt_speedup(c: dict[str, Any]) -> str:
     """ "x1.18 [1.10, 1.27] faster" from a cell's (or a comparison's) speedup fields."""
-    return (
-        f"x{c['speedup_vs_ar']:.2f}{fmt_interval(c.get('speedup_vs_ar_ci95'), c.get('speedup_pairs'))} "
-        f"{c.get('speedup_verdict') or ''}".strip()
-    )
+    ci = fmt_interval(c.get("speedup_vs_ar_ci95"), c.get("speedup_pairs"), c.get("speedup_verdict"))
+    return f"x{c['speedup_vs_ar']:.2f}{ci} {verdict_text(c)}".strip()
 
 
-def method_summary(r: dict[str, Any]) -> str:
-    """ "ngram 812.4 tok/s (x1.18 [1.10, 1.27] faster, accept 2.10)"; open loop: its p50 latency;
-    ranked by the interleaved speedup (rank_closed_loop): that speedup first, then the cell's tok/s
-    beside its interleaved baseline rounds' (``_interleaved_head``)."""
-    parts = []
-    interleaved = r.get("_ranked_by") == "interleaved"
-    if _baseline_row(r):
-        parts.append("baseline")
-    elif r.get("speedup_vs_ar") is not None and not interleaved:
-        parts.append(fmt_speedup(r))
-    if interleaved:
-        parts.append(_interleaved_tok_s(r))
-    if r.get("accept_length"):
-        parts.append(f"accept {r['accept_length']:.2f}")
-    if r.get("slo_attainment") is not None:
-        parts.append(f"slo met {r['slo_attainment']:.0%}")
-    if r.get("saturated"):
-        parts.append("saturated")
-    if r.get("rounds_cv") is not None and r["rounds_cv"] > CV_WARN:
-        parts.append(f"rounds CV {r['rounds_cv']:.0%}")
-    if r.get("offered_request_rate") and not interleaved:
-        head = f"{r['method']} p50 {r['latency_s_p50']:.3f} s"
-    elif interleaved:
-        head = f"{r['method']} " + ("x1.00" if _baseline_row(r) else fmt_speedup(r))
+def _gmean(xs: Any) -> float | None:
+    """The geometric mean of the positive values: a cell's tok/s is that of its rounds, and x of
+    paired rounds is then the ratio of two such means."""
+    import math
+
+    vals = [float(x) for x in xs or () if x and x > 0]
+    return math.exp(sum(math.log(x) for x in vals) / len(vals)) if vals else None
+
+
+def interleaved_figures(r: dict[str, Any]) -> tuple[float, float] | None:
+    """(the cell's figure, its interleaved baseline rounds') computed alike, so x is their ratio:
+    closed loop the geometric means of the rounds' tok/s (the cell's is its tok/s); open loop of
+    the rounds' p50 latency (the cell's round_latency_s_p50, the rounds paired.py divides)."""
+    from .paired import round_p50s
+
+    ref = r.get("reference") or {}
+    if r.get("offered_request_rate") or open_loop_ratio(r):
+        own = _gmean(r.get("round_latency_s_p50") or round_p50s(r))  # an older JSON: from per_request
+        theirs = _gmean(ref.get("round_latency_s_p50"))
     else:
-        head = f"{r['method']} {r['output_tokens_per_s']:.1f} tok/s"
-    return head + (f" ({', '.join(parts)})" if parts else "")
+        own, theirs = r.get("output_tokens_per_s"), _gmean(ref.get("round_tokens_per_s"))
+    return (own, theirs) if own and theirs else None
 
 
 def _interleaved_tok_s(r: dict[str, Any]) -> str:
-    """The two tok/s an interleaved speedup rests on: the cell's own and the mean of the baseline's
-    rounds interleaved with it; for the baseline row, its own cell's (run apart from the others:
-    the interleaved rounds of a slower neighbour, e.g. two engines in one process, may run slower)."""
-    if r.get("offered_request_rate"):  # open loop: the p50 latencies the speedup divides
-        own, key, fmt = f"p50 {r['latency_s_p50']:.3f} s", "round_latency_s_p50", "p50 {:.3f} s"
-    else:
-        own, key, fmt = f"{r['output_tokens_per_s']:.1f} tok/s", "round_tokens_per_s", "{:.1f} tok/s"
+    """The two figures an interleaved speedup rests on: the cell's own tok/s and the geometric mean
+    of the baseline's rounds interleaved with it (open loop: the geometric means of the cell's
+    rounds' p50 latency and of the baseline rounds', beside its pooled p50); for the baseline row,
+    its own cell's (run apart from the others: the interleaved rounds of a slower neighbour, e.g.
+    two engines in one process, may run slower)."""
+    open_loop = bool(r.get("offered_request_rate"))
+    own = f"p50 {r['latency_s_p50']:.3f} s" if open_loop else f"{r['output_tokens_per_s']:.1f} tok/s"
     if _baseline_row(r):
         return f"its own cell {own}"
     ref = r.get("reference") or {}
-    rates = [x for x in ref.get(key) or () if x]
-    if not rates:
+    got = interleaved_figures(r)
+    if got is None:
         return own
-    return f"{own}; its interleaved {ref.get('method')} rounds {fmt.format(sum(rates) / len(rates))}"
+    if open_loop:
+        return (
+            f"{own}; its rounds' p50 {got[0]:.3f} s, its interleaved {ref.get('method')} rounds' "
+            f"p50 {got[1]:.3f} s"
+        )
+    return f"{own}; its interleaved {ref.get('method')} rounds {got[1]:.1f} tok/s"
 
 
 def ranking(rows: list[dict[str, Any]]) -> str:
-    """Methods in the order of the quantity each row leads with, joined by ">" where the paired
-    interval between neighbours says the left one is faster, "<" where it says slower (the
-    paired rounds can disagree with a pooled p50 or tok/s), and "≈" where it does not separate
-    them (the run does not establish their order)."""
-    out = method_summary(rows[0])
-    for a, b in zip(rows, rows[1:], strict=False):
-        out += relation(a, b) + method_summary(b)
-    return out
+    """ranked_text.ranking: a shape's methods, each after the first as "next M xR vs P"."""
+    from .ranked_text import ranking as _ranking
+
+    return _ranking(rows)
+
+
+SPEEDUP_FIELDS = (
+    "speedup_vs_ar",
+    "speedup_vs_ar_ci95",
+    "speedup_pairs",
+    "speedup_verdict",
+    "speedup_metric",
+    "speedup_pairing",
+)
+
+
+def pair(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The comparison of row a over row b of one shape: where one of them is the shape's baseline
+    and the other has its verdict against it, the other's own fields (the JSON's; inverted when a is
+    the baseline), else compare() of the two cells."""
+    from .paired import _inverse
+
+    if _baseline_row(b) and not _baseline_row(a) and a.get("speedup_verdict"):
+        return {k: a.get(k) for k in SPEEDUP_FIELDS}
+    if _baseline_row(a) and not _baseline_row(b) and b.get("speedup_verdict"):
+        return _inverse({k: b.get(k) for k in SPEEDUP_FIELDS})
+    return compare(a["_entry"], b["_entry"])
 
 
 def relation(a: dict[str, Any], b: dict[str, Any]) -> str:
-    """ " > " / " < " / " ≈ ": the verdict of a paired comparison of a over b, as a sign."""
-    v = compare(a["_entry"], b["_entry"]).get("speedup_verdict")
+    """ " > " / " < " / " ≈ ": the verdict of a over b (``pair``), as a sign (which shapes have a
+    verdict, who is fastest; never printed between methods)."""
+    v = pair(a, b).get("speedup_verdict")
     return {"faster": " > ", "slower": " < "}.get(str(v), " ≈ ")
 
 
@@ -352,6 +390,8 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
     method ranked, then each method's tok/s by TP size (tp_scaling). Empty when neither applies."""
     out = []
     shapes = ranked_shapes(doc)
+    from .ranked_text import fastest_cell
+
     rows = [f"| {label} | {fastest_cell(ranked)} | {ranking(ranked)} |" for label, ranked in shapes]
     if rows:
         out += [
@@ -360,7 +400,7 @@ def best_methods(doc: dict[str, Any]) -> list[str]:
             "or x over the baseline's rounds interleaved with each cell's where every method has it (with",
             "the cell's and those rounds' tok/s); open loop p50 E2E latency. x: vs the AR method of the same",
             "model [95% interval over paired rounds] (closed loop: output tok/s; open loop: the AR method's",
-            "p50 latency ÷ the method's, > 1 faster); >/<: paired rounds separate the neighbours; ≈: not.",
+            "p50 latency ÷ the method's, > 1 faster); next M xR vs P: M over P, the method before it.",
             "Fastest in bold only where the paired rounds put it ahead of the next; else no verdict:",
             "",
             "| shape | fastest | all methods, fastest first |",
@@ -411,12 +451,3 @@ INTERLEAVED_NOTE = (
     "requests and beside the cell's engine (one process, the same cores), so those rounds' tok/s can "
     "differ from the baseline's own cell, which ran on its own minutes apart."
 )
-
-
-def fastest_cell(ranked: list[dict[str, Any]]) -> str:
-    """The "fastest" column: the first method in bold only when a paired comparison puts it ahead
-    of the second (a verdict); otherwise no method is called fastest: "no verdict (A ≈ B)"."""
-    rel = relation(ranked[0], ranked[1])
-    if rel == " > ":
-        return f"**{ranked[0]['method']}**"
-    return f"no verdict ({ranked[0]['method']}{rel}{ranked[1]['method']})"

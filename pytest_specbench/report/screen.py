@@ -17,6 +17,7 @@ from typing import Any
 
 from . import breakeven, decide
 from .mdtext import one_line
+from .ranked_text import link
 from .screen_text import (  # noqa: F401
     MAX_VIEW_LINES,
     MAX_WRAPPED,
@@ -36,12 +37,13 @@ def _x(c: dict[str, Any]) -> str:
     loop "x1.17 by p50 latency": the other's p50 ÷ its own), the verdict shortened; an interval
     from too few rounds said as such."""
     if c.get("speedup_vs_ar") is None:
-        return short_verdict(c.get("speedup_verdict")) or "no paired comparison"
+        return short_verdict(decide.verdict_text(c)) or "no paired comparison"
     unit = " by p50 latency" if decide.open_loop_ratio(c) else ""  # else tok/s, as the legend says
+    verdict = c.get("speedup_verdict")
     return (
         f"x{c['speedup_vs_ar']:.2f}{unit}"
-        f"{decide.fmt_interval(c.get('speedup_vs_ar_ci95'), c.get('speedup_pairs'))} "
-        f"{short_verdict(c.get('speedup_verdict'))}"
+        f"{decide.fmt_interval(c.get('speedup_vs_ar_ci95'), c.get('speedup_pairs'), verdict)} "
+        f"{short_verdict(decide.verdict_text(c))}"
     ).strip()
 
 
@@ -55,16 +57,17 @@ def _is_baseline(r: dict[str, Any]) -> bool:
 def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Per shape of decide.ranked_shapes: its label, winner (decide's first), the winner's
     comparison with the baseline (the cell's own fields, as the report shows them), the runner-up,
-    decide.compare of the winner over it (``pair``) and of the runner-up over the winner
-    (``runner``), and ``status``: "withheld" (the winner's verdict or the pair's was withheld, or
-    no verdict in the shape stands and one was withheld), "decided" (some verdict in the shape
-    separates), "no interval" (no comparison in the shape has one: one round a cell) or "not
-    separated" (every verdict of the shape stands, and none separates)."""
+    decide.pair of the winner over it (``pair``) and of the runner-up over the winner
+    (``runner``), ``links``: per method after the first (method, the one before it, ranked_text.link's
+    comparison: None where already said), and ``status``: "withheld" (the winner's verdict or the
+    pair's was withheld, or no verdict in the shape stands and one was withheld), "decided" (some
+    verdict in the shape separates), "no interval" (no comparison in the shape has one: one round a
+    cell) or "not separated" (every verdict of the shape stands, and none separates)."""
     out = []
     for label, rows in decide.ranked_shapes(doc):
         win, run = rows[0], rows[1]
-        pair = decide.compare(win["_entry"], run["_entry"])
-        runner = decide.compare(run["_entry"], win["_entry"])
+        pair = decide.pair(win, run)
+        runner = decide.pair(run, win)
         sign = decide.relation(win, run).strip()
         verdicts = [str(r.get("speedup_verdict") or "") for r in rows if not _is_baseline(r)]
         separated = sign in (">", "<") or any(
@@ -93,6 +96,8 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "sign": sign,
                 "pair": pair,
                 "runner": runner,
+                # the winner's own x over the baseline is on the line; a later method's is not
+                "links": [(r, p, link(r, p, p is win)) for p, r in zip(rows, rows[1:], strict=False)],
                 "status": status,
             }
         )
@@ -109,21 +114,58 @@ def _winner_text(r: dict[str, Any]) -> str:
     return f"{r['method']} {_x(r)} vs {r.get('speedup_baseline')}"
 
 
-def decision_line(d: dict[str, Any]) -> str:
+MAX_DECISION_LINES = 2  # a decided shape's line and at most one continued line
+
+
+def _link_text(r: dict[str, Any], prev: dict[str, Any], c: dict[str, Any] | None) -> str:
+    if c is None:  # the baseline after a method whose x over it is said
+        return f"next {r['method']} (the baseline)"
+    return f"next {r['method']} {_x(c)} vs {prev['method']}"
+
+
+def _pack(pieces: list[str], max_lines: int) -> list[str] | None:
+    """``pieces`` joined by "; " on lines of at most WIDTH, continued on indented lines; None when
+    they take more than ``max_lines``."""
+    out = [pieces[0]]
+    for p in pieces[1:]:
+        if len(out[-1]) + 2 + len(p) <= WIDTH:
+            out[-1] += "; " + p
+        else:
+            out[-1] += ";"
+            out.append("    " + p)
+    return out if len(out) <= max_lines and all(len(ln) <= WIDTH for ln in out) else None
+
+
+def decision_lines(d: dict[str, Any]) -> list[str]:
     """ "sampled tp1 c4 in64 out32: draft x1.33 tok/s [1.03, 1.72] faster vs ar; next ngram-d4 x0.81
-    tok/s [0.75, 0.88] slower vs draft" (the runner-up, "next", with its own comparison against the
-    method before it, read left to right: a ratio below 1 is the runner-up slower)."""
-    win, run = d["winner"], d["runner_up"]
-    line = f"  {d['label']}: {_winner_text(win)}"
-    if _is_baseline(run):  # the winner's own comparison with it is already said
-        line += f"; next {run['method']} (the baseline)"
-    else:
-        line += f"; next {run['method']} {_x(d['runner'])} vs {win['method']}"
-    for v in ("faster", "slower"):  # the shape's other methods the paired rounds separate from it
-        rest = [r["method"] for r in d["rows"][2:] if r.get("speedup_verdict") == v]
-        if rest:
-            line += f"; also {v}: {', '.join(rest)}"
-    return clip(line)
+    tok/s [0.75, 0.88] slower vs draft; next ar (the baseline)": every method of the shape, each
+    after the first ("next") with its own comparison against the method before it, read left to
+    right (a ratio below 1 is it slower), as the full report's ranking reads; on a continued line
+    where it is long (MAX_DECISION_LINES at most), the methods that still do not fit counted and
+    named: "+2 more in the report: eagle3, ngram-d8"."""
+    head = f"  {d['label']}: {_winner_text(d['winner'])}"
+    links = [_link_text(r, p, c) for r, p, c in d["links"]]
+    names = [r["method"] for r, _, _ in d["links"]]
+    got = _pack([head, *links], MAX_DECISION_LINES)
+    if got is not None:
+        return got
+    for whole in (True, False):  # every name left out said, else as many as fit and the rest counted
+        for k in range(len(links) - 1, -1, -1):
+            rest = names[k:]
+            for j in [len(rest)] if whole else range(len(rest) - 1, -1, -1):
+                named = ", ".join(rest[:j])
+                if j < len(rest):
+                    named += f"{', ' if j else ''}and {len(rest) - j} others"
+                more = f"+{len(rest)} more in the report: {named}"
+                got = _pack([head, *links[:k], more], MAX_DECISION_LINES)
+                if got is not None:
+                    return got
+    return [clip(head), clip(f"    +{len(names)} more in the report")]
+
+
+def decision_line(d: dict[str, Any]) -> str:
+    """The decision of a shape on one line (decision_lines joined)."""
+    return " ".join(ln.strip() if i else ln for i, ln in enumerate(decision_lines(d)))
 
 
 def _merge_labels(labels: list[str]) -> list[str]:
@@ -170,14 +212,20 @@ def decisions(doc: dict[str, Any], budget: int = SCREEN_LINES) -> list[str]:
             grouped += wrap(f"  {head}, {len(labels)} shapes: ", _merge_labels(labels))
     decided = [d for d in ds if d["status"] == "decided"]
     room = max(MIN_SHAPE_LINES, budget) - len(out) - len(grouped) - (1 if decided else 0)
-    if len(decided) > room:
-        room = max(room - 1, 1)
-        shown_ds = decided[:room]
-        shown = [decision_line(d) for d in shown_ds]
-        shown.append(f"  ... and {len(decided) - room} more decided shapes (the full report lists each)")
-    else:
-        shown_ds = decided
-        shown = [decision_line(d) for d in decided]
+    each = [decision_lines(d) for d in decided]
+    if sum(len(ls) for ls in each) > room:  # a line counts the shapes that do not fit
+        room -= 1
+    shown: list[str] = []
+    shown_ds: list[dict[str, Any]] = []
+    for d, ls in zip(decided, each, strict=True):
+        if shown_ds and len(shown) + len(ls) > room:
+            break
+        shown += ls
+        shown_ds.append(d)
+    if len(shown_ds) < len(decided):
+        shown.append(
+            f"  ... and {len(decided) - len(shown_ds)} more decided shapes (the full report lists each)"
+        )
     return out + legend(shown_ds) + shown + grouped
 
 
@@ -185,13 +233,14 @@ def legend(shown: list[dict[str, Any]]) -> list[str]:
     """What the decided lines' x means, only when one is shown, naming only the units shown."""
     if not shown:
         return []
-    cs = [c for d in shown for c in (d["winner"], d["runner"]) if c.get("speedup_vs_ar") is not None]
+    cs = [x for d in shown for x in (d["winner"], *(c for _, _, c in d["links"] if c))]
+    cs = [c for c in cs if c.get("speedup_vs_ar") is not None]
     text = "  (x: a method over the shape's baseline, paired rounds [95% CI]"
     if any(not decide.open_loop_ratio(c) for c in cs):
         text += ", in output tok/s"
     if any(decide.open_loop_ratio(c) for c in cs):
         text += "; x by p50 latency (open loop): the other's p50 latency ÷ its own, > 1 faster"
-    return [clip(text + "; next: the runner-up, its x over the method before it)")]
+    return [clip(text + "; next: each method after the first, its x over the method before it)")]
 
 
 # ------------------------------------------------------------------ other views, one line each
@@ -280,14 +329,40 @@ SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [  # after the decisions
 ]
 
 
-def lines(doc: dict[str, Any], json_path: str | None = None, facts: Iterable[str] = ()) -> list[str]:
+def engine_starts_line(spec: dict[str, Any]) -> str:
+    """The groups started (a failed one marked) and the interleaved baselines' instances."""
+    refs = spec.get("reference_engines") or []
+    started = [e for e in spec.get("engine_groups") or () if "resumed_from" not in e]
+    return (
+        f"engine starts: {spec.get('engine_starts')} "
+        f"({', '.join(e['group'] + ('' if e.get('ok') else ' FAILED') for e in started)})"
+        + (
+            f"; baseline instances for interleaved rounds: {len(refs)} "
+            f"({', '.join(e['group'] + ' in ' + e['worker'] for e in refs)})"
+            if refs
+            else ""
+        )
+    )
+
+
+def json_facts(doc: dict[str, Any]) -> list[str]:
+    """The run's facts a results JSON holds, for a screen printed from it (the live run adds its
+    own: wall time, where the JSON went): its engine starts."""
+    spec = doc.get("specbench") or {}
+    return [engine_starts_line(spec)] if spec.get("engine_starts") is not None else []
+
+
+def lines(
+    doc: dict[str, Any], json_path: str | None = None, facts: Iterable[str] | None = None
+) -> list[str]:
     """The screen for a results document: the sections, the run's ``facts`` (the plugin's: engine
-    starts, wall time, ...; as given), then the pointers; every line at most WIDTH but a command's
-    (a pointer, a resume) with a path longer than fits."""
+    starts, wall time, ...; as given; None: those the JSON holds, json_facts), then the pointers;
+    every line at most WIDTH but a command's (a pointer, a resume) with a path longer than fits."""
     rest: list[str] = []
     for section in SECTIONS:
         rest += section(doc)
-    facts, commands = list(facts), pointers(json_path)
+    facts = [clip(ln) for ln in json_facts(doc)] if facts is None else list(facts)
+    commands = pointers(json_path)
     import textwrap
 
     from .pooled import screen_lines

@@ -54,6 +54,8 @@ def short_verdict(v: Any) -> str:
         return "no verdict (withheld)"
     if v.startswith("unpaired"):
         return "unpaired (different requests)"
+    if v.startswith("no interval"):  # "no interval (1 round)": the count is the point
+        return v
     return v.split(" (", 1)[0]
 
 
