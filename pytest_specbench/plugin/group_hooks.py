@@ -171,14 +171,19 @@ def hook_failures(st: Any) -> list[dict[str, Any]]:
     GPUs, its error with its last output, and what it may have left stopped."""
     out = []
     ran_before = {e["group"] for e in st.engine_events if (e.get("before_group") or {}).get("ok")}
+    had_before = {e["group"] for e in st.engine_events if e.get("before_group")}
     for e in st.engine_events:
         after = e.get("after_group") or {}
         if after.get("ok") is False:
             before = e["group"] in ran_before
             left = (
-                "whatever its before_group hook stopped"
-                + (f" on GPUs {','.join(map(str, after.get('gpus') or []))}" if after.get("gpus") else "")
-                + (" (that hook ran)" if before else "")
+                (
+                    "whatever its before_group hook stopped"
+                    + (f" on GPUs {','.join(map(str, after.get('gpus') or []))}" if after.get("gpus") else "")
+                    + (" (that hook ran)" if before else "")
+                )
+                if e["group"] in had_before
+                else "nothing a before_group hook stopped (the group has none)"
             )
             out.append(
                 {"hook": "after_group", "group": e["group"], "error": after["error"], "may_be_left": left}

@@ -4,8 +4,11 @@
 gate: it fails only when a time goes up), when it failed in NEW, or when NEW does not hold it (a
 shard lost, another ``-k``): a gate never passes on cells it did not see. Throughput compares
 intervals from the two runs' rounds (Holm over the cells, the run-to-run spread counted; gate_stats.py), not
-one number against another, and a cell disturbed or saturated in either run gets no verdict. A
-gate that could check nothing it was asked to exits 3, inconclusive (docs/gate.md). Pure.
+one number against another: a cell with fewer than two rounds in a run is not gateable on it, and
+a cell disturbed or saturated in either run gets no verdict. An open loop (its tok/s follows the
+request rate) is gated on its p50 latency. Every cell's new/old pooled fails the run when its
+interval lies wholly below the limit (a shift common to every cell). A new run whose hooks failed
+fails. A gate that could check nothing it was asked to exits 3, inconclusive (docs/gate.md). Pure.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .gate_stats import POWER, CellTest, cell_test, holm, run_to_run_spread, underpowered
-from .paired import Interval, no_verdict_reason, round_rates, t975
+from .gate_stats import POOLED_MIN, POWER, CellTest, cell_test, holm, pooled, run_to_run_spread, underpowered
+from .paired import Interval, no_verdict_reason, round_p50s, round_rates, t975
 
 
 def failure_headline(f: dict[str, Any]) -> str:
@@ -55,7 +58,7 @@ def redefined(old: dict[str, Any], new: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-EXIT_REGRESSION = 1  # a cell got worse beyond the allowed drop, failed, or is absent
+EXIT_REGRESSION = 1  # a cell got worse beyond the allowed drop, failed, or is absent; a hook failed
 EXIT_INCONCLUSIVE = 3  # nothing the gate was asked to check could be checked (2 is a usage error)
 
 
@@ -66,24 +69,28 @@ class Gate:
     not_separated: list[str] = field(default_factory=list)  # below the limit, Holm does not reject
     gated: list[str] = field(default_factory=list)  # per gated cell with rounds: what it could detect
     underpowered: list[str] = field(default_factory=list)  # of those, the ones with too little power
-    tok_s_cells: int = 0  # cells whose tok/s was put to the gate (gated or found unreliable)
+    no_interval: list[str] = field(default_factory=list)  # fewer than two rounds in a run: not gateable
+    tok_s_cells: int = 0  # cells whose tok/s (open loop: p50 latency) was put to the gate
     tok_s_ungated: int = 0  # of those, the ones disturbed or saturated in a run (in unreliable)
-    tok_s_points: int = 0  # of those, the ones compared as points (fewer than two rounds in a run)
-    tok_s_asked: bool = False  # --max-tok-s-drop was given
+    latency_cells: int = 0  # of those gated from their rounds, the open loops (on their p50 latency)
+    tok_s_asked: bool = False  # --max-tok-s-drop (or --max-latency-rise) was given
     other_work: int = 0  # cells not compared on tok/s: the two runs' cells did different work
     spread: float | None = None  # the run-to-run spread counted (log sd), None: too few cells
+    run_wide: list[str] = field(default_factory=list)  # the run-wide checks that passed, or why not made
+    run_wide_failed: bool = False  # a run-wide interval lies wholly past its limit: a regression
 
     @property
     def powered(self) -> int:
-        """Gated cells that could see a drop the gate cares about: those with rounds and enough
-        power, and those compared as points (one round: their power is not known)."""
-        return len(self.gated) - len(self.underpowered) + self.tok_s_points
+        """Gated cells that could see a drop the gate cares about: those with rounds in both runs
+        and enough power (a cell with one round in a run is not gateable: no interval)."""
+        return len(self.gated) - len(self.underpowered)
 
     @property
     def inconclusive(self) -> bool:
         """tok/s was asked for, nothing regressed, and no cell was gated with the power to see a
-        drop (every one unreliable, other work, or too noisy): the gate checked nothing it was
-        asked to, which a CI must not read as a pass (EXIT_INCONCLUSIVE)."""
+        drop (every one unreliable, other work, with fewer than two rounds in a run, or too noisy):
+        the gate checked nothing it was asked to, which a CI must not read as a pass
+        (EXIT_INCONCLUSIVE)."""
         return self.tok_s_asked and not self.regressions and self.powered == 0
 
     @property
@@ -96,6 +103,21 @@ class Gate:
 def _rates(b: dict[str, Any]) -> list[float]:
     e = b.get("extra_info") or {}
     return [r for r in round_rates(e, (b.get("stats") or {}).get("data") or []) if r > 0]
+
+
+def open_loop(b: dict[str, Any]) -> bool:
+    """An open loop (poisson, trace: a request rate): its tok/s follows the rate it was offered."""
+    return bool((b.get("params") or {}).get("request_rate"))
+
+
+def _speeds(b: dict[str, Any]) -> list[float]:
+    """Per round what the gate compares, higher is better: tok/s, or in an open loop 1 / its p50
+    latency (from per_request, else round_latency_s_p50)."""
+    if not open_loop(b):
+        return _rates(b)
+    e = b.get("extra_info") or {}
+    p50s = round_p50s(e) or [x for x in e.get("round_latency_s_p50") or [] if x is not None]
+    return [1 / x for x in p50s if x > 0]
 
 
 def ratio_between_runs(old: Sequence[float], new: Sequence[float]) -> Interval | None:
@@ -116,56 +138,76 @@ def ratio_between_runs(old: Sequence[float], new: Sequence[float]) -> Interval |
     return Interval(math.exp(d), math.exp(d - half), math.exp(d + half), len(la) + len(lb))
 
 
-def _tok_s(cell: str, a: dict[str, Any], b: dict[str, Any], limit: float, out: Gate) -> CellTest | None:
-    """A cell's tok/s: unreliable (listed), points (judged here), or its test (judged with the
-    others' by Holm, in _judge)."""
-    ea, eb = a["extra_info"], b["extra_info"]
-    why = no_verdict_reason(ea, "the old run's cell") or no_verdict_reason(eb, "the new run's cell")
-    if why:
-        out.unreliable.append(f"{cell}: tok/s not gated: {why}")
-        out.tok_s_ungated += 1
-        return None
-    floor = 1 - limit
-    test = cell_test(cell, _rates(a), _rates(b))
-    if test is not None:
-        return test
-    out.tok_s_points += 1
-    va, vb = ea.get("output_tokens_per_s"), eb.get("output_tokens_per_s")
-    if vb < va * floor:
-        out.regressions.append(
-            f"{cell}: tok/s {va:.3f} -> {vb:.3f} (new/old {vb / va:.3f}, allowed down to {floor:.3f}; fewer "
-            "than 2 rounds in a run: no interval, compared as points)"
-        )
-    return None
+def _latency_rise(speed_drop: float) -> float:
+    """A drop of 1 / latency as the rise of the latency: 1 / (1 - drop) - 1."""
+    return math.inf if speed_drop >= 1 else 1 / (1 - speed_drop) - 1
 
 
-def _judge(tests: list[CellTest], heads: dict[str, str], limit: float, out: Gate) -> None:
+def _judge(tests: list[CellTest], heads: dict[str, str], floor: float, out: Gate) -> None:
     """The cells with rounds together: the run-to-run spread, Holm's step-down, each cell's
-    detectable drop; regressions, not-separated and underpowered cells into ``out``."""
+    detectable drop (an open loop's: rise of its p50 latency); regressions, not-separated and
+    underpowered cells into ``out``."""
     if not tests:
         return
-    floor = 1 - limit
     out.spread = run_to_run_spread(tests)
     holm(tests, floor, out.spread)
     for t in tests:
+        fl = floor if t.floor is None else t.floor
         point, lo, hi = t.interval()
-        det = t.detectable(floor, len(tests))
-        span = (
-            f"new/old {point:.3f} [{lo:.3f}, {hi:.3f}] from {t.n_old} + {t.n_new} rounds; p {t.p:.4f} "
-            f"against {floor:.3f}, Holm's bar {t.bar:.4f} of {len(tests)} cell(s)"
+        det = t.detectable(fl, len(tests))
+        if t.floor is None:
+            span = f"new/old {point:.3f} [{lo:.3f}, {hi:.3f}]"
+            limit, past = 1 - fl, f"below {fl:.3f}"
+            could = f"could detect a drop of {det:.1%} (at {POWER:.0%} power)"
+            weak = underpowered(det, limit)
+        else:  # an open loop: its latency new/old, higher is worse
+            span = f"new/old {1 / point:.3f} [{1 / hi:.3f}, {1 / lo:.3f}]"
+            limit, past = 1 / fl - 1, f"above {1 / fl:.3f}"
+            rise = _latency_rise(det)
+            seen = f"{rise:.1%}" if rise < 10 else "over 1000%"
+            could = f"could detect a rise of {seen} in p50 latency (at {POWER:.0%} power)"
+            weak = underpowered(rise, limit)
+        bound = fl if t.floor is None else 1 / fl
+        span += (
+            f" from {t.n_old} + {t.n_new} rounds; p {t.p:.4f} against {bound:.3f}, "
+            f"Holm's bar {t.bar:.4f} of {len(tests)} cell(s)"
         )
-        could = f"could detect a drop of {det:.1%} (at {POWER:.0%} power)"
-        weak = underpowered(det, limit)
         out.gated.append(f"{t.cell}: {could}" + ("; too little power" if weak else ""))
         if weak:
             out.underpowered.append(t.cell)
         if t.regressed:
-            out.regressions.append(f"{heads[t.cell]} ({span}: below {floor:.3f})")
-        elif point < floor:
+            out.regressions.append(f"{heads[t.cell]} ({span}: {past})")
+        elif point < fl:
+            own = " on its own" if out.run_wide_failed else ""
             out.not_separated.append(
-                f"{heads[t.cell]} ({span}: below {floor:.3f} at the point, not separated from it: "
-                "not a regression)"
+                f"{heads[t.cell]} ({span}: {past} at the point, not separated from it: not a regression{own})"
             )
+
+
+def _run_wide(ds: list[float], floor: float, out: Gate, latency: bool = False) -> None:
+    """The cells' new/old pooled (gate_stats.pooled; ``latency``: the open loops' 1 / p50 latency):
+    wholly below ``floor``, the whole run regressed, said in one line; else where it lies."""
+    what = "open loops' p50 latency" if latency else "tok/s"
+    got = pooled(ds)
+    if got is None:
+        if len(ds) > 1:  # one cell: its own check is the run's
+            out.run_wide.append(f"run-wide {what} not checked: fewer than {POOLED_MIN} cells compared")
+        return
+    point, lo, hi = got
+    if latency:
+        span, past = f"{1 / point:.3f} [{1 / hi:.3f}, {1 / lo:.3f}]", f"above {1 / floor:.3f}"
+    else:
+        span, past = f"{point:.3f} [{lo:.3f}, {hi:.3f}]", f"below {floor:.3f}"
+    said = (
+        f"run-wide: {what} new/old {span} over {len(ds)} cell(s) (their mean log new/old, a 95% "
+        "interval over the cells)"
+    )
+    if hi < floor:
+        out.run_wide_failed = True
+        slower = "slower to answer" if latency else "slower"
+        out.regressions.insert(0, f"{said}: wholly {past}: the whole run is {slower}")
+    else:
+        out.run_wide.append(f"{said}: not wholly {past}")
 
 
 def _accept(cell: str, ea: dict[str, Any], eb: dict[str, Any], limit: float, out: Gate) -> None:
@@ -177,21 +219,40 @@ def _accept(cell: str, ea: dict[str, Any], eb: dict[str, Any], limit: float, out
         )
 
 
+def _hooks(new: dict[str, Any], out: Gate) -> None:
+    """The new run's failed hooks (``specbench.hook_failures``): the run failed, what they were to
+    restore may be left stopped."""
+    for f in (new.get("specbench") or {}).get("hook_failures") or []:
+        if not isinstance(f, dict):
+            out.regressions.append(f"a hook failed in the new run: {f!r}")
+            continue
+        who = f" of {f['group']}" if f.get("group") else ""
+        left = f"; may be left stopped: {f['may_be_left']}" if f.get("may_be_left") else ""
+        err = (str(f.get("error") or "no error recorded").splitlines() or [""])[0]
+        out.regressions.append(f"{f.get('hook') or 'a'} hook{who} failed in the new run: {err}{left}")
+
+
 def gate(
     old: dict[str, Any],
     new: dict[str, Any],
     max_tok_s_drop: float | None = None,
     max_accept_drop: float | None = None,
+    max_latency_rise: float | None = None,
 ) -> Gate:
-    """Every cell of OLD against NEW (docs/gate.md): failed or absent in NEW fails; tok/s fails
-    when Holm's step-down over the gated cells rejects "new/old >= 1 - ``max_tok_s_drop``" (the
-    rounds' spread and the run-to-run spread counted), and gets no verdict when either side was
-    disturbed or saturated; the acceptance length (counted, not timed) fails below old x
+    """Every cell of OLD against NEW (docs/gate.md): failed or absent in NEW fails, and so does a
+    hook that failed in NEW; tok/s fails when Holm's step-down over the gated cells rejects
+    "new/old >= 1 - ``max_tok_s_drop``" (the rounds' spread and the run-to-run spread counted), an
+    open loop's p50 latency when it rejects "new/old <= 1 + ``max_latency_rise``" (default: the
+    tok/s limit), and the whole run when the cells' tok/s new/old pooled lies wholly below the
+    limit; a cell disturbed or saturated in either run gets no verdict, nor one with fewer than two
+    rounds in a run; the acceptance length (counted, not timed) fails below old x
     (1 - ``max_accept_drop``), also in a cell whose rounds did other work. A cell OLD ran only in
     part (dropped by a race) is left out."""
-    out = Gate(tok_s_asked=max_tok_s_drop is not None)
-    if max_tok_s_drop is None and max_accept_drop is None:
+    rise = max_tok_s_drop if max_latency_rise is None else max_latency_rise
+    out = Gate(tok_s_asked=max_tok_s_drop is not None or rise is not None)
+    if max_tok_s_drop is None and max_accept_drop is None and rise is None:
         return out
+    _hooks(new, out)
     a = {b["param"]: b for b in old.get("benchmarks", [])}
     b_ = {b["param"]: b for b in new.get("benchmarks", [])}
     spec = new.get("specbench") or {}
@@ -200,6 +261,7 @@ def gate(
     changed = redefined(old, new)
     tests: list[CellTest] = []
     heads: dict[str, str] = {}
+    ds: dict[bool, list[float]] = {False: [], True: []}  # log new/old, closed and open loops: run-wide
     for cell, ba in a.items():
         if _dropped(ba["extra_info"]):
             continue
@@ -221,16 +283,60 @@ def gate(
         if cell in changed:
             out.other_work += 1
             continue
-        va, vb = ba["extra_info"].get("output_tokens_per_s"), bb["extra_info"].get("output_tokens_per_s")
-        if max_tok_s_drop is not None and va and vb is not None:
-            out.tok_s_cells += 1
-            heads[cell] = f"{cell}: tok/s {va:.3f} -> {vb:.3f}"
-            test = _tok_s(cell, ba, bb, max_tok_s_drop, out)
-            if test is not None:
-                tests.append(test)
+        test, d = _speed(cell, ba, bb, max_tok_s_drop, rise, heads, out)
+        if test is not None:
+            tests.append(test)
+        if d is not None:
+            ds[open_loop(ba)].append(d)
     if max_tok_s_drop is not None:
-        _judge(tests, heads, max_tok_s_drop, out)
+        _run_wide(ds[False], 1 - max_tok_s_drop, out)
+    if rise is not None:
+        _run_wide(ds[True], 1 / (1 + rise), out, latency=True)
+    _judge(tests, heads, 1 - (max_tok_s_drop or 0.0), out)
     return out
+
+
+def _speed(
+    cell: str,
+    a: dict[str, Any],
+    b: dict[str, Any],
+    tok_s: float | None,
+    rise: float | None,
+    heads: dict[str, str],
+    out: Gate,
+) -> tuple[CellTest | None, float | None]:
+    """One cell's tok/s (an open loop's p50 latency): unreliable or not gateable (listed), or its
+    test (judged with the others' by Holm, in _judge); and where compared, its log new/old (open
+    loop: old/new latency) for the run-wide check (a cell of one round counts there: the check's
+    interval is over the cells)."""
+    ea, eb = a["extra_info"], b["extra_info"]
+    loop = open_loop(a)
+    key, limit = ("latency_s_p50", rise) if loop else ("output_tokens_per_s", tok_s)
+    va, vb = ea.get(key), eb.get(key)
+    if limit is None or not va or not vb:
+        return None, None
+    out.tok_s_cells += 1
+    why = no_verdict_reason(ea, "the old run's cell") or no_verdict_reason(eb, "the new run's cell")
+    if why:
+        out.unreliable.append(f"{cell}: {'p50 latency' if loop else 'tok/s'} not gated: {why}")
+        out.tok_s_ungated += 1
+        return None, None
+    if loop:
+        heads[cell] = f"{cell} (open loop): p50 latency {va:.3f} s -> {vb:.3f} s"
+    else:
+        heads[cell] = f"{cell}: tok/s {va:.3f} -> {vb:.3f}"
+    sa, sb = _speeds(a), _speeds(b)
+    test = cell_test(cell, sa, sb)
+    if test is None:
+        n = f"{len(sa)} + {len(sb)} rounds"
+        out.no_interval.append(
+            f"{heads[cell]} (new/old {vb / va:.3f} from {n}: no interval, not gated on a point)"
+        )
+        return None, math.log((va / vb) if loop else (vb / va))
+    if loop:
+        test.floor = 1 / (1 + limit)
+        out.latency_cells += 1
+    return test, test.d
 
 
 def _dropped(e: dict[str, Any]) -> bool:
@@ -243,18 +349,21 @@ def regressions(
     new: dict[str, Any],
     max_tok_s_drop: float | None = None,
     max_accept_drop: float | None = None,
+    max_latency_rise: float | None = None,
 ) -> list[str]:
-    """One line per cell of OLD that fails the gate in NEW."""
-    return gate(old, new, max_tok_s_drop, max_accept_drop).regressions
+    """One line per cell of OLD that fails the gate in NEW (and per run-wide or hook failure)."""
+    return gate(old, new, max_tok_s_drop, max_accept_drop, max_latency_rise).regressions
 
 
 def lines(g: Gate, old_name: str) -> list[str]:
-    """What the gate prints: per cell gated from its rounds the smallest drop it could detect and
-    the run-to-run spread counted, the cells without a verdict, those not separated from the
-    limit, the count gated, then the regressions; an inconclusive gate's last line says so."""
+    """What the gate prints: per cell gated from its rounds the smallest drop it could detect, the
+    run-to-run spread counted and the run-wide check, the cells not gateable or without a verdict,
+    those not separated from the limit, the count gated, then the regressions; an inconclusive
+    gate's last line says so."""
     out: list[str] = []
     if g.gated:
-        head = f"{len(g.gated)} cell(s) gated on tok/s from their rounds, the smallest drop each could see:"
+        what = "tok/s (open loops: p50 latency)" if g.latency_cells else "tok/s"
+        head = f"{len(g.gated)} cell(s) gated on {what} from their rounds, the smallest drop each could see:"
         out += ["\n" + head]
         out += [f"- {x}" for x in g.gated]
         out.append(
@@ -262,6 +371,14 @@ def lines(g: Gate, old_name: str) -> list[str]:
             if g.spread is not None
             else "run-to-run spread not counted: fewer than 4 cells with rounds in both runs"
         )
+    if g.run_wide:
+        out += [("" if g.gated or i else "\n") + x for i, x in enumerate(g.run_wide)]
+    if g.no_interval:
+        out += [
+            f"\n{len(g.no_interval)} cell(s) not gateable (fewer than 2 rounds in a run: no interval, "
+            "so no verdict on a point; each counts in the run-wide check):"
+        ]
+        out += [f"- {x}" for x in g.no_interval]
     if g.unreliable:
         out += [f"\n{len(g.unreliable)} cell(s) without a tok/s verdict (unreliable, not regressions):"]
         out += [f"- {x}" for x in g.unreliable]
@@ -271,8 +388,10 @@ def lines(g: Gate, old_name: str) -> list[str]:
     skipped = g.tok_s_ungated
     if g.tok_s_cells:
         weak = f"; {len(g.underpowered)} with too little power" if g.underpowered else ""
+        lat = f" ({g.latency_cells} open loop(s) on their p50 latency)" if g.latency_cells else ""
+        nope = f"; {len(g.no_interval)} not gateable (fewer than 2 rounds)" if g.no_interval else ""
         out.append(
-            f"\ntok/s gated on {g.tok_s_cells - skipped} of {g.tok_s_cells} cell(s){weak}"
+            f"\ntok/s gated on {len(g.gated)} of {g.tok_s_cells} cell(s){lat}{weak}{nope}"
             + (
                 ": NONE, every one was disturbed or saturated in a run; this gate checked failed and"
                 f" missing cells (and acceptance, when asked) only, and fails as inconclusive (exit"
@@ -284,15 +403,53 @@ def lines(g: Gate, old_name: str) -> list[str]:
     out.append(f"\n{len(g.regressions)} regression(s) against {old_name}" + (":" if g.regressions else ""))
     out += [f"- {x}" for x in g.regressions]
     if g.inconclusive:
-        if g.underpowered and len(g.underpowered) == g.tok_s_cells - skipped:
-            why = (
-                f"every cell gated on tok/s had too little power ({len(g.underpowered)} cell(s); more "
-                "rounds, or a quieter machine)"
-            )
-        elif g.other_work or not g.tok_s_cells:
-            why = f"tok/s gated on no cell ({g.other_work} did other work, {g.tok_s_ungated} were unreliable)"
-        else:
-            why = f"tok/s gated on no cell ({g.tok_s_ungated} were unreliable)"
-        said = f"INCONCLUSIVE (exit {EXIT_INCONCLUSIVE}): {why}"
+        said = f"INCONCLUSIVE (exit {EXIT_INCONCLUSIVE}): {_why_inconclusive(g)}"
         out.append(f"{said}; the gate checked nothing it was asked to")
     return out
+
+
+def _why_inconclusive(g: Gate) -> str:
+    if g.gated:  # every one with too little power
+        why = (
+            f"every cell gated on tok/s had too little power ({len(g.underpowered)} cell(s); more "
+            "rounds, or a quieter machine)"
+        )
+        more = f"; {len(g.no_interval)} more had fewer than 2 rounds in a run" if g.no_interval else ""
+        return why + more
+    parts = [f"{g.other_work} did other work"] if g.other_work or not g.tok_s_cells else []
+    parts.append(f"{g.tok_s_ungated} were unreliable")
+    if g.no_interval:
+        parts.append(f"{len(g.no_interval)} had fewer than 2 rounds in a run")
+    return f"tok/s gated on no cell ({', '.join(parts)})"
+
+
+NO_GATE = (
+    "no gate asked for: exit 0 whatever the table shows{missing}; --max-tok-s-drop F (tok/s; p50 "
+    "latency in open loops), --max-latency-rise F or --max-accept-drop F gates the new run against "
+    "the old (docs/gate.md)"
+)
+
+
+def cli(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    old_name: str,
+    max_tok_s_drop: float | None,
+    max_accept_drop: float | None,
+    max_latency_rise: float | None,
+    allow_inconclusive: bool,
+) -> tuple[list[str], int]:
+    """What ``python -m pytest_specbench.report OLD NEW`` prints after its table, and its exit
+    status: the gate's lines, or without a threshold one line saying no gate was asked for (exit 0)."""
+    if max_tok_s_drop is None and max_accept_drop is None and max_latency_rise is None:
+        seen = {b["param"] for b in new.get("benchmarks", [])}
+        spec = new.get("specbench") or {}
+        failed = {f.get("cell") for f in spec.get("failed_cells") or [] if isinstance(f, dict)}
+        gone = [c for c in (b["param"] for b in old.get("benchmarks", [])) if c not in seen or c in failed]
+        missing = f" ({len(gone)} cell(s) of the old run missing or failed in the new one)" if gone else ""
+        return [NO_GATE.format(missing=missing)], 0
+    g = gate(old, new, max_tok_s_drop, max_accept_drop, max_latency_rise)
+    said = lines(g, old_name)
+    if g.inconclusive and allow_inconclusive:
+        return [*said, "(--allow-inconclusive: exit 0)"], 0
+    return said, g.exit_code

@@ -1,6 +1,7 @@
-"""The gate's statistics (docs/gate.md): per cell the new/old tok/s from two runs' rounds, the
-run-to-run spread the cells show beyond their rounds' own, Holm's step-down over the gated cells
-and the smallest drop each could have detected. Pure: no pytest, no I/O."""
+"""The gate's statistics (docs/gate.md): per cell the new/old tok/s from two runs' rounds (an open
+loop's 1 / p50 latency, higher is better for both), the run-to-run spread the cells show beyond
+their rounds' own, Holm's step-down over the gated cells, the smallest drop each could have
+detected, and the run-wide shift: the cells' new/old pooled. Pure: no pytest, no I/O."""
 
 from __future__ import annotations
 
@@ -15,13 +16,15 @@ ALPHA = 0.025  # one-sided, over all the gated cells (Holm): one cell alone is t
 POWER = 0.80  # the detectable drop: a true drop this large fails the gate at least this often
 UNDERPOWERED = 2.0  # a cell that could not detect UNDERPOWERED x the allowed drop has too little power
 UNDERPOWERED_MIN = 0.05  # ... or, with a smaller allowed drop, this much
+POOLED_MIN = 4  # the run-wide check needs this many cells compared
 
 
 @dataclass
 class CellTest:
     """One cell's tok/s new/old in log: ``d`` the difference of the runs' mean log rates, ``se_rounds``
     its standard error from the rounds (Welch), ``df`` its degrees of freedom; ``tau`` the
-    run-to-run spread added (0 when not counted), ``p`` the one-sided p of "new/old >= the floor"."""
+    run-to-run spread added (0 when not counted), ``p`` the one-sided p of "new/old >= the floor";
+    ``floor`` this cell's own (an open loop's 1 / (1 + the allowed latency rise)), None: Holm's."""
 
     cell: str
     d: float
@@ -33,6 +36,7 @@ class CellTest:
     p: float = 1.0
     bar: float = ALPHA  # Holm's bar for this cell's p (its step)
     regressed: bool = False
+    floor: float | None = None
 
     @property
     def se(self) -> float:
@@ -67,7 +71,8 @@ def cell_test(cell: str, old: Sequence[float], new: Sequence[float]) -> CellTest
     if va + vb == 0:
         return CellTest(cell, d, 0.0, len(la) + len(lb) - 2, len(la), len(lb))
     df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
-    return CellTest(cell, d, math.sqrt(va + vb), max(1, int(df)), len(la), len(lb))
+    # int(df), never up: 2 - 1e-15 (equal variances, their floats) is still 2
+    return CellTest(cell, d, math.sqrt(va + vb), max(1, int(df + 1e-9)), len(la), len(lb))
 
 
 def run_to_run_spread(tests: Sequence[CellTest]) -> float | None:
@@ -87,13 +92,15 @@ def run_to_run_spread(tests: Sequence[CellTest]) -> float | None:
 
 def holm(tests: list[CellTest], floor: float, tau: float | None) -> None:
     """In place: each test's p against ``floor`` (with the run-to-run spread ``tau`` added), its
-    Holm bar and whether it regressed (Holm's step-down at ALPHA over ``tests``)."""
+    Holm bar and whether it regressed (Holm's step-down at ALPHA over ``tests``). A test with a
+    floor of its own is held to it."""
     for t in tests:
         t.tau = tau or 0.0
+        fl = math.log(floor if t.floor is None else t.floor)
         if t.se == 0:
-            t.p = 0.0 if t.d < math.log(floor) else 1.0
+            t.p = 0.0 if t.d < fl else 1.0
         else:
-            t.p = one_sided_p((t.d - math.log(floor)) / t.se, t.df)
+            t.p = one_sided_p((t.d - fl) / t.se, t.df)
     going = True
     for k, t in enumerate(sorted(tests, key=lambda t: t.p)):
         t.bar = ALPHA / (len(tests) - k)
@@ -106,3 +113,15 @@ def underpowered(detectable: float, limit: float) -> bool:
     allows ``limit``: it would miss a drop of max(UNDERPOWERED x limit, UNDERPOWERED_MIN) more than
     1 - POWER of the time."""
     return detectable > max(UNDERPOWERED * limit, UNDERPOWERED_MIN)
+
+
+def pooled(ds: Sequence[float]) -> tuple[float, float, float] | None:
+    """The run-wide new/old: the mean of the cells' log new/old with its 95 % t-interval over the
+    cells (their spread holds the rounds' noise, the run-to-run spread and the cells' own changes),
+    as (point, lo, hi) ratios; None below POOLED_MIN cells. A shift common to every cell moves the
+    whole interval, however noisy each cell alone."""
+    if len(ds) < POOLED_MIN:
+        return None
+    mean = statistics.fmean(ds)
+    half = t_quantile(0.05, len(ds) - 1) * statistics.stdev(ds) / math.sqrt(len(ds))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)

@@ -190,6 +190,23 @@ def failed_line(f: Any) -> str:
     return f"- failed {name}{phase}: {failure_headline(f) or 'no error recorded'}"
 
 
+def hook_lines(spec: dict[str, Any]) -> list[str]:
+    """The run's failed hooks (``specbench.hook_failures``) as a section: they failed the run (and
+    fail a gate on it), and what an after-hook was to restore may be left stopped."""
+    got = spec.get("hook_failures") or []
+    if not got:
+        return []
+    out = ["", f"Hooks that failed: {len(got)} (the run failed; a gate on it fails):"]
+    for f in got:
+        if not isinstance(f, dict):
+            out.append(f"- a hook failed: {f!r}")
+            continue
+        who = f" of `{f['group']}`" if f.get("group") else ""
+        left = f"; may be left stopped: {f['may_be_left']}" if f.get("may_be_left") else ""
+        out.append(f"- {f.get('hook') or 'a'} hook{who}: {f.get('error') or 'no error recorded'}{left}")
+    return [*out, ""]
+
+
 def markdown(doc: dict[str, Any]) -> list[str]:
     """One results JSON as a Markdown table, then its failed cells (with the engine's reason).
     Every string from the JSON is escaped (mdtext): a name or reason cannot break a table."""
@@ -210,6 +227,7 @@ def _markdown(doc: dict[str, Any]) -> list[str]:
     lines += [failed_line(f) for f in spec.get("failed_cells") or []]
     for m in spec.get("missing_cells") or []:  # a partial merge: cells of the split not measured
         lines.append(f"- missing `{m.get('cell') or '?'}`: {m.get('why')}")
+    lines += hook_lines(spec)
     if "engine_starts" in spec:
         lines.append(f"- engine starts: {spec['engine_starts']}")
     from .withheld import load_counts
@@ -315,6 +333,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with two JSONs: exit 1 when a cell's acceptance length is below old x (1 - F)",
     )
     ap.add_argument(
+        "--max-latency-rise",
+        type=fraction,
+        metavar="F",
+        help="with two JSONs: exit 1 when an open-loop cell's (poisson, trace) new/old p50 latency "
+        "interval lies wholly above 1 + F (default: the --max-tok-s-drop fraction; docs/gate.md)",
+    )
+    ap.add_argument(
         "--allow-inconclusive",
         action="store_true",
         help="with the gate: exit 0 instead of 3 when it is inconclusive (no cell gated on tok/s, every "
@@ -351,7 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--screen prints one results JSON's screen; give one JSON, without --html, --plots or --versus"
         )
     if args.versus and len(args.json) > 1:
-        if args.html or args.plots or args.max_tok_s_drop is not None or args.max_accept_drop is not None:
+        thresholds = (args.max_tok_s_drop, args.max_accept_drop, args.max_latency_rise)
+        if args.html or args.plots or any(x is not None for x in thresholds):
             ap.error(
                 "--versus with several JSONs prints their comparisons only; --html, --plots and the gate "
                 "take one JSON (or old new without --versus)"
@@ -363,9 +389,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--html reports one results JSON")
     if len(args.json) > 2:
         ap.error(f"give one results JSON or two (old new); got {len(args.json)}")
-    gated = args.max_tok_s_drop is not None or args.max_accept_drop is not None
+    gated = any(x is not None for x in (args.max_tok_s_drop, args.max_accept_drop, args.max_latency_rise))
     if gated and len(args.json) != 2:
-        ap.error("--max-tok-s-drop / --max-accept-drop compare two results JSONs (old new)")
+        ap.error(
+            "--max-tok-s-drop / --max-accept-drop / --max-latency-rise compare two results JSONs (old new)"
+        )
     docs = []
     for p in args.json:
         try:
@@ -403,12 +431,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             docs[0], docs[1], Path(args.plots), args.max_tok_s_drop, args.max_accept_drop
         ):
             print(f"wrote {png}")
-    from .gate import gate, lines
+    from .gate import cli
 
-    verdict = gate(docs[0], docs[1], args.max_tok_s_drop, args.max_accept_drop)
-    if gated:
-        print("\n".join(lines(verdict, args.json[0])))
-        if verdict.inconclusive and args.allow_inconclusive:
-            print("(--allow-inconclusive: exit 0)")
-            return 0
-    return verdict.exit_code
+    said, status = cli(
+        docs[0], docs[1], args.json[0], args.max_tok_s_drop, args.max_accept_drop, args.max_latency_rise,
+        args.allow_inconclusive,
+    )
+    print("\n".join(said))
+    return status
