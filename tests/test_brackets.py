@@ -143,6 +143,38 @@ def test_a_bracketed_family_reruns_its_baseline_after_each_member_and_the_plan_c
     )
 
 
+def test_a_member_that_cannot_run_has_no_bracket_and_the_plan_lines_add_up() -> None:
+    """A member group with no cell to run (every cell skipped: its engine cannot start) is no
+    member: the plan counts and names only the brackets the schedule has, and its total is
+    theirs."""
+    m = parse(DOC, "m.yaml")
+    (f,) = fam.families(m.cells(), m.baselines(), {"sglang"}, set(), brackets=True)
+
+    class FakePlan:
+        cells: dict = {}
+
+    class Start:
+        start_s = 30.0
+
+    # e2-tp1 cannot run: no job
+    jobs = [schedule.Job(g, 1, 100.0, 1, "sglang") for g in ("ar-tp1", "e1-tp1", "e3-tp1")]
+    fj = fam.merge_jobs([f], jobs, FakePlan(), lambda plan, group, sel: Start())
+    brackets = [label for label, _ in fj.parts[f.scope] if "(bracket after" in label]
+    assert brackets == ["ar-tp1 (bracket after e1-tp1)", "ar-tp1 (bracket after e3-tp1)"]
+    assert fj.fams[0].members == ("e1-tp1", "e3-tp1")
+    assert fj.fams[0].runs() == [
+        ("ar-tp1-c1-out64-after-e1-tp1-sentinel", "e1-tp1"),
+        ("ar-tp1-c1-out64-after-e3-tp1-sentinel", "e3-tp1"),
+    ]
+    assert fj.total_s() == 60.0 and fj.restarts() == {"brackets": 2, "sentinels": 0}
+    lines = fj.lines()
+    assert lines[1] == (
+        "  brackets of ar-tp1: 2 x (engine start 30 s + warm-up and rounds 0 s) = 60 s, one after each "
+        "of e1-tp1, e3-tp1 (ar-tp1-c1-out64, on the same GPUs)"
+    )
+    assert lines[2] == "  sentinels in all: 1.0 min (in the schedule above)"
+
+
 # ------------------------------------------------------------------------------ a drifting machine
 
 

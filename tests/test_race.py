@@ -158,9 +158,10 @@ def test_the_plan_counts_the_extra_engine_starts_of_the_two_phase_order(
 ) -> None:
     _, out, _ = _run(pytester, monkeypatch, TUNED, "", "--specbench-race", "--specbench-plan")
     assert (
-        "tune knob: 3 settings decided on 3 cells (concurrency=1) that run first; the best 1 run the other "
-        "3 cells' shapes (2 or more cells skipped); two-phase order: 2 extra engine starts (ar-tp1, and "
-        "the kept settings' of 3 groups with cells in both phases)"
+        "tune knob: 3 settings decided on 3 cells (concurrency=1) that run first; the best 1 run the "
+        "sweep's other 3 cells' shapes: at most 1 of them, at least 2 skipped; two-phase order: 2 extra "
+        "engine starts (ar-tp1, and 1 for the kept settings among the 3 tuned groups with cells in both "
+        "phases)"
     ) in out
 
 

@@ -1,5 +1,5 @@
-"""benches/examples/seed-experiment.yaml: the seed's experiment loads, collects and plans, with
-its cell counts worked out by hand."""
+"""benches/examples/seed-experiment.yaml, an 8-GPU experiment deciding DDTree vs DFlash on a 27B
+hybrid: it loads, collects and plans, with its cell counts worked out by hand."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pytest_specbench.matrix.schema import load
 
 ROOT = Path(__file__).parent.parent
 SEED = ROOT / "benches" / "examples" / "seed-experiment.yaml"
-# the seed's machine: planned on 8 x RTX PRO 6000, one worker per GPU
+# the experiment's machine: planned on 8 x RTX PRO 6000, one worker per GPU
 PLAN_ON_8 = (
     "--specbench-plan",
     "--specbench-gpu",
@@ -47,7 +47,7 @@ def test_seed_experiment_cells_by_hand() -> None:
     assert dict(g["ddtree-b128-tp8"].method.engine_args)["mem_fraction_static"] == 0.85
     assert dict(g["ar-tp4"].method.engine_args) == {"mem_fraction_static": 0.85, "context_length": 131072}
     assert g["ar-tp4"].method.name == g["ar-tp1"].method.name == "ar"  # the TP view lines it up
-    assert all(x.method.backend == "sglang-server" for x in m.groups())  # the seed's launched server
+    assert all(x.method.backend == "sglang-server" for x in m.groups())  # a launched server
     assert all(dict(x.method.env) == {"SGLANG_ENABLE_SPEC_V2": "1"} for x in m.groups())
     # GPU 0's service: the hooks run for the groups that lease GPU 0
     assert all(dict(x.method.hooks)["gpus"] == "0" for x in m.groups())
@@ -65,7 +65,7 @@ def test_seed_experiment_cells_by_hand() -> None:
 
 def _seed_args(pytester: pytest.Pytester) -> tuple[str, ...]:
     """The repository's bench file in a pytester project, and the arguments that run it on the
-    seed's matrix."""
+    experiment's matrix."""
     write_project(pytester, None, None)
     return ("benches", "--specbench-matrix", str(SEED), "-p", "no:cacheprovider")
 
@@ -79,8 +79,9 @@ def test_seed_experiment_collects_and_plans(pytester: pytest.Pytester) -> None:
             "GPU: RTX PRO 6000, 95.6 GiB, 1.79 TB/s*",
             # DDTREE budget 128 cannot start at TP1 (draft-token states, docs/plan.md): its 8
             # TP1 cells (decode 3, batch 1, long_context 2, agentic 2) skipped, its engine start
-            # never made: 15 - 1 = 14
-            "cells: 144 to run, 8 skipped; engine starts: 14; ETA *",
+            # never made: 15 - 1 = 14; AR restarts for a bracket after each member that runs:
+            # TP1 3 (dflash, b8, b32), TP4 4, TP8 4 = 11
+            "cells: 144 to run, 8 skipped; engine starts: 14 + 11 baseline restarts for brackets; ETA *",
         ]
     )
     out = res.stdout.str()
@@ -93,7 +94,8 @@ def test_seed_experiment_collects_and_plans(pytester: pytest.Pytester) -> None:
         [
             "hooks: after_group, before_group around 9 group(s) of the schedule (docs/matrix.md)",
             "  GPU 0 (its hooks' service): 9 engine start(s) lease it, back to back in one window, "
-            "*:*:* -> *:*:*: the service is down * min of the run's *",
+            "*:*:* -> *:*:*: the service is down * min of the run's *, stopped and started 9 times (its "
+            "hooks run around each start)",
         ]
     )
     slots = [ln.split() for ln in on8.stdout.lines if ln.startswith("  ") and " GPUs " in ln]
@@ -105,8 +107,8 @@ def test_seed_experiment_collects_and_plans(pytester: pytest.Pytester) -> None:
     sel.stdout.fnmatch_lines(["10/155 tests collected (145 deselected)*"])
 
 
-def test_the_seed_experiment_raced_on_eight_gpus_within_two_hours(pytester: pytest.Pytester) -> None:
-    """The seed's matrix raced on 8 x RTX PRO 6000 by 8 workers: at most 120 min expected and 180
+def test_the_experiment_raced_on_eight_gpus_within_two_hours(pytester: pytest.Pytester) -> None:
+    """The experiment raced on 8 x RTX PRO 6000 by 8 workers: at most 120 min expected and 180
     at worst; the full factorial is the packed schedule's makespan; the expected GPU-minutes by
     workload, TP and method (docs/plan.md reads them)."""
     import re
@@ -124,13 +126,17 @@ def test_the_seed_experiment_raced_on_eight_gpus_within_two_hours(pytester: pyte
         [
             "racing/tuning (ddtree: decided on cells with tp=4, workload=decode, output_tokens=256, best 2 "
             "carried), packed on the GPU pool (8 GPUs) by 8 worker(s), *",
-            "  full factorial: * min, 144 cells, 14 engine starts",
+            "  full factorial: * min, 144 cells, 14 engine starts + 11 baseline restarts for brackets",
             # expected: b8 and b32 carried (the plan's times put b128 beyond what the decision can
             # separate); ar-tp4 and both kept budgets' TP4 groups start again after the decision
-            "  expected: * min (the deciding cells done by * min), 123 cells, 16 engine starts, *; 3 extra "
+            # its brackets: TP4 3 after the deciding cells' members and 3 after the carried ones,
+            # TP1 3 and TP8 3 (dflash and the two carried budgets) = 12
+            "  expected: * min (the deciding cells done by * min), 123 cells, 16 engine starts + 12 "
+            "baseline restarts for brackets, *; 3 extra "
             "engine start(s) for the two-phase order (ar-tp4, ddtree-b32-tp4, ddtree-b8-tp4)",
             # worst: every budget carried, every cell to its cap
-            "  worst case: * min (the deciding cells done by * min), 144 cells, 18 engine starts, *",
+            "  worst case: * min (the deciding cells done by * min), 144 cells, 18 engine starts + 14 "
+            "baseline restarts for brackets, *",
             "  where the expected time goes, GPU-minutes of cells (minutes x TP size; engine starts apart):",
             "    long_context: * (tp1 *, tp4 *, tp8 *)",
             "    method ddtree: * (tp1 *, tp4 *, tp8 *)",
@@ -141,6 +147,72 @@ def test_the_seed_experiment_raced_on_eight_gpus_within_two_hours(pytester: pyte
             "expected skipped",
         ]
     )
+
+
+def test_the_raced_plan_of_the_experiment_adds_up(pytester: pytest.Pytester) -> None:
+    """Every count the raced plan prints agrees with the schedule it prints: each family's
+    brackets are those of the members that run (ddtree-b128-tp1 cannot start: no bracket after
+    it), their total is the sentinels' total, the baseline restarts beside the engine starts are
+    the schedule's bracket slots; the GPU-0 window is said for the full factorial's schedule and
+    for the expected run's, with the stop/start cycles each holds; the tune line's skipped cells
+    are the full factorial's less the expected run's; the expected schedule is given per TP size."""
+    import re
+
+    res = pytester.runpytest(*_seed_args(pytester), *PLAN_ON_8, "--specbench-race")
+    out = res.stdout.str()
+    assert res.ret == pytest.ExitCode.OK, out
+    slots = [ln.split()[0] for ln in res.stdout.lines if ln.startswith("  ") and " GPUs " in ln]
+    brackets = [ln for ln in res.stdout.lines if "(bracket after " in ln and " GPUs " in ln]
+    per = re.findall(
+        r"^  brackets of (\S+): (\d+) x \(engine start (\d+) s \+ warm-up and rounds (\d+) s\) = (\d+) s, "
+        r"one after each of ([^(]+) \(",
+        out,
+        re.M,
+    )
+    assert {b: int(n) for b, n, *_ in per} == {"ar-tp4": 4, "ar-tp1": 3, "ar-tp8": 4}, per
+    for base, n, _, _, _, members in per:
+        assert len(members.strip().split(", ")) == int(n)
+        assert sum(1 for ln in brackets if ln.split()[0] == base) == int(n), (base, brackets)
+    assert "ddtree-b128-tp1" not in slots and "ddtree-b128-tp1" not in "".join(m for *_, m in per)
+    total = re.search(r"^  sentinels in all: ([\d.]+) min", out, re.M)
+    assert total and abs(sum(int(t) for *_, t, _ in per) / 60 - float(total.group(1))) < 0.05, out
+    # the restarts beside the starts: the schedule's 11 bracket slots
+    assert len(brackets) == 11
+    assert "; engine starts: 14 + 11 baseline restarts for brackets; ETA " in out
+    # the GPU-0 window: the full factorial's (above), then the expected run's
+    res.stdout.fnmatch_lines(
+        [
+            "hooks: after_group, before_group around 9 group(s) of the full factorial's schedule above; the "
+            "expected raced run's below (docs/matrix.md)",
+            "  GPU 0 (its hooks' service): 9 engine start(s) lease it, *: the service is down * min of the "
+            "run's *, stopped and started 9 times (its hooks run around each start)",
+            "  the expected run's schedule by TP size: TP1 on GPU * 0:00 -> *; TP4 on GPUs *,*,*,* "
+            "0:00 -> *; TP8 on GPUs 0,1,2,3,4,5,6,7 * -> *",
+            "  GPUs of the hooks' service in the expected run's schedule:",
+            # TP8 expected: ar, dflash and the two carried budgets, a bracket after each member: 7
+            "    GPU 0 (its hooks' service): 7 engine start(s) lease it, back to back in one window, *: the "
+            "service is down * min of the expected run's *, stopped and started 7 times (its hooks run "
+            "around each start)",
+        ]
+    )
+    expected = re.search(r"^  expected: ([\d.]+) min .*, (\d+) cells, ", out, re.M)
+    window = re.search(r"^    GPU 0 .* one window, ([\d:]+) -> ([\d:]+): the service is down ([\d.]+) min "
+                       r"of the expected run's ([\d.]+),", out, re.M)
+    tp8 = re.search(r"TP8 on GPUs [\d,]+ ([\d:]+) -> ([\d:]+) \(([\d.]+) min\)", out)
+    assert expected and window and tp8, out
+    assert window.group(4) == expected.group(1) and window.groups()[:2] == tp8.groups()[:2]
+    assert window.group(3) == tp8.group(3)
+    # the tune line: the cells skipped are the full factorial's 144 less the expected run's
+    skipped = 144 - int(expected.group(2))
+    res.stdout.fnmatch_lines(
+        [
+            "tune ddtree: 3 settings decided on 3 cells (tp=4, workload=decode, output_tokens=256) that "
+            "run first; the best 2 run the sweep's other 79 cells' shapes: at most 58 of them, at least "
+            f"{skipped} skipped; two-phase order: 3 extra engine starts (ar-tp4, and 2 for the kept "
+            "settings among the 3 tuned groups with cells in both phases)",
+        ]
+    )
+    assert skipped == 21
 
 
 def test_the_shard_split_packs_drift_families_as_the_schedule_does(pytester: pytest.Pytester) -> None:

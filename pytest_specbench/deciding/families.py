@@ -147,6 +147,15 @@ class FamilyJobs:
         """Every sentinel's and bracket's planned seconds: restarts of the baselines and rounds."""
         return sum((a + b) * self.runs.get(f, 1) for f, (a, b) in self.sentinel_s.items())
 
+    def restarts(self) -> dict[str, int]:
+        """The baselines' engine restarts: {"brackets": N, "sentinels": M} (each a start of a
+        baseline's engine beside the groups' own starts)."""
+        out = {"brackets": 0, "sentinels": 0}
+        for f in self.fams:
+            if f.baseline in self.sentinel_s:
+                out["brackets" if f.brackets else "sentinels"] += self.runs.get(f.baseline, 1)
+        return out
+
     def scope_of(self, group: str) -> str:
         for f in self.fams:
             if group in f.groups:
@@ -196,7 +205,7 @@ class FamilyJobs:
             if f.baseline in self.sentinel_s:
                 start, rounds = self.sentinel_s[f.baseline]
                 if f.brackets:
-                    n = len(f.members)
+                    n = self.runs.get(f.baseline, len(f.members))
                     out.append(
                         f"  brackets of {f.baseline}: {n} x (engine start {start:.0f} s + warm-up and "
                         f"rounds {rounds:.0f} s) = {n * (start + rounds):.0f} s, one after each of "
@@ -231,7 +240,12 @@ def merge_jobs(fams: list[Family], jobs: list[schedule.Job], plan: Any, planned_
     sentinel's planned time added; other jobs as they are. The packed schedule and a shard's
     one-host makespan both read families this way."""
     by = {j.group: j for j in jobs}  # groups with a cell to run
-    fams = [f for f in fams if f.baseline in by and any(g in by for g in f.members)]
+    # a member with no cell to run (every cell skipped: it cannot start) has no bracket, as in the run
+    fams = [
+        dataclasses.replace(f, members=tuple(g for g in f.members if g in by))
+        for f in fams
+        if f.baseline in by and any(g in by for g in f.members)
+    ]
     of = {g: f for f in fams for g in f.groups}
     out: list[schedule.Job] = []
     parts: dict[str, list[tuple[str, float]]] = {}

@@ -160,13 +160,15 @@ def plan_lines(matrix: Matrix, cells: list[Cell], interleaving: frozenset[str] |
         kept_both = min(len(mine_both), tune.keep * len({c.tp for c in mine if c.group.id in mine_both}))
         decided_on = sum(1 for c in mine if deciding(c))
         extra = kept_both + len(others)
+        rest = len(mine) - decided_on
+        kept = _kept_cells(mine, tune.keep)
         out.append(
             f"tune {sweep}: {len(settings)} settings decided on {decided_on} cells ({tune.label}) that run "
-            f"first; the best {tune.keep} run the other {len(mine) - decided_on} cells' shapes "
-            f"({len(mine) - decided_on - _kept_cells(mine, tune.keep)} or more cells skipped); two-phase "
-            f"order: {extra} extra engine starts ("
+            f"first; the best {tune.keep} run the sweep's other {rest} cells' shapes: at most {kept} of "
+            f"them, at least {rest - kept} skipped; two-phase order: {extra} extra engine starts ("
             + (f"{', '.join(others)}, and " if others else "")
-            + f"the kept settings' of {len(mine_both)} groups with cells in both phases)"
+            + f"{kept_both} for the kept settings among the {len(mine_both)} tuned groups with cells in both "
+            "phases)"
         )
         others = []  # counted once
     return out

@@ -391,6 +391,8 @@ class Plan:
     # the drift sentinels' planned seconds (their baselines' restarts and rounds), set by the
     # schedule that plans them (plugin/sentinel.py); in eta_s
     sentinels_s: float = 0.0
+    # their baselines' engine restarts, {"brackets": N, "sentinels": M}: beside the groups' starts
+    restarts: dict[str, int] = dataclasses.field(default_factory=dict)
     # the results JSON (--specbench-plan-from) the plan took measured values from; "" for none
     previous_source: str = ""
 
@@ -450,6 +452,7 @@ class Plan:
             "cells_eta_s": sum(c.eta_s or 0.0 for c in cells if c.feasible),
             "starts_eta_s": self.starts_s(used),
             "sentinels_eta_s": self.sentinels_s,
+            "baseline_restarts": dict(self.restarts),
             "groups": groups,
             "cells": [dataclasses.asdict(c) for c in cells],
         }

@@ -17,7 +17,8 @@ The model of a run with K workers:
   is free gets the lowest free GPUs, so a small group may pass a large one that does not fit yet;
 - a GPU a group hook's service lives on (``hooks: {gpus: [0]}``, reserved) goes only to a start
   that cannot run without it, and those starts are handed out last (:func:`hooked_last`): they
-  run back to back at the end, so the service is down once, for that window;
+  run back to back at the end, so the service is stopped only within that one window (its hooks
+  stop and start it around each of those starts);
 - a group holds its GPUs for its planned duration (engine start + its cells, plus the extra of
   a process's first start of its backend when it is its worker's first), then returns them and
   its worker takes the next group.

@@ -138,7 +138,7 @@ def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
         )
     lines.append(
         f"cells: {n_run} to run, {len(d['cells']) - n_run} skipped; "
-        f"engine starts: {d['engine_starts']}; {eta}"
+        f"engine starts: {d['engine_starts']}{restarts_text(d.get('baseline_restarts') or {})}; {eta}"
     )
     bound = [gp["group"] for gp in d["groups"] if gp["starts"] and gp.get("accept_from") == "upper bound"]
     if bound:  # before the totals, which stay the last line
@@ -149,3 +149,17 @@ def format_plan(plan: Any, selected: list[str] | None = None) -> list[str]:
             "--specbench-plan-from a run that measured it",
         )
     return lines
+
+
+def restarts_text(restarts: dict[str, int]) -> str:
+    """The baselines' restarts for brackets and drift sentinels beside the groups' engine starts
+    (" + 11 baseline restarts for brackets"); "" for none."""
+    parts = {k: n for k, n in restarts.items() if n}
+    if not parts:
+        return ""
+    total = sum(parts.values())
+    noun = "restart" if total == 1 else "restarts"
+    if len(parts) == 1:
+        ((k, _),) = parts.items()
+        return f" + {total} baseline {noun} for {k}"
+    return f" + {total} baseline {noun} (" + ", ".join(f"{n} for {k}" for k, n in parts.items()) + ")"

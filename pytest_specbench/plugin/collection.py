@@ -135,7 +135,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             *race_lines,
             *sharding.plan_lines(st),
             *(
-                tune.plan_lines(st.matrix, cells, sentinel.interleaving(config))
+                tune.plan_lines(
+                    st.matrix,
+                    [c for c in cells if not xdist_sched.skip_reason(config, st, c)],  # those that run
+                    sentinel.interleaving(config),
+                )
                 if st.race is not None
                 else []
             ),

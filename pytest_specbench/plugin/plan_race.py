@@ -25,9 +25,16 @@ def _workers(config: pytest.Config, st: SpecbenchState) -> int:
     return max(1, getattr(st, "plan_workers", None) or workers(config))
 
 
+@dataclasses.dataclass
+class _Jobs:
+    jobs: list[schedule.Job]
+    parts: dict[str, list[tuple[str, float]]]  # a family's job -> its groups and brackets, in order
+    restarts: dict[str, int]  # the baselines' restarts for brackets and sentinels (FamilyJobs.restarts)
+
+
 def _jobs(
     config: pytest.Config, st: SpecbenchState, cells: list[Cell], secs: dict[str, float], carried: bool
-) -> list[schedule.Job]:
+) -> _Jobs:
     """One job per engine group of ``cells`` at ``secs``, a drift family's groups (and its
     sentinel or brackets) as one job as the run's scopes have them (deciding/families.py); a
     carried scope's id ends "(carried)"."""
@@ -50,19 +57,30 @@ def _jobs(
     fj = merge_jobs(families_of(config, st, [c for c in cells if c.id in secs]), jobs, plan, planned_seconds)
     tuned = {c.group.id for c in cells if getattr(c.method, "tune", None) is not None}
     out = []
+    named: dict[str, list[tuple[str, float]]] = {}
     for j in fj.jobs:  # a carried scope's tuned settings wait for the decision: a family's tail
         parts = fj.parts.get(j.group) or [(j.group, j.duration_s)]
         k = next((i for i, (g, _) in enumerate(parts) if g in tuned), None)
+        name = f"{j.group} {CARRIED}" if carried else j.group
+        if j.group in fj.parts:
+            named[name] = parts
         if not carried:
             out.append(j)
             continue
         tail = sum(d for _, d in parts[k:]) if k is not None and len(parts) > 1 else 0.0
         out.append(
-            dataclasses.replace(
-                j, group=f"{j.group} {CARRIED}", not_before_s=-1.0 if k is not None else 0.0, tail_s=tail
-            )
+            dataclasses.replace(j, group=name, not_before_s=-1.0 if k is not None else 0.0, tail_s=tail)
         )
-    return out
+    return _Jobs(out, named, fj.restarts())
+
+
+@dataclasses.dataclass
+class _Packed:
+    makespan_s: float
+    done_s: float  # when the first phase is done
+    starts: int  # the groups' engine starts
+    restarts: dict[str, int]  # the baselines' restarts for brackets and sentinels
+    sched: schedule.Schedule | None  # each family's groups and brackets as slots of their own
 
 
 def _pack(
@@ -72,20 +90,24 @@ def _pack(
     later: list[Cell],
     secs: dict[str, float],
     n: int = 1,
-) -> tuple[float, float, int]:
-    """(makespan, when the first phase is done, engine starts) of the cells at ``secs`` by ``n``
+) -> _Packed:
+    """The makespan, when the first phase is done, engine starts and schedule of the cells at
+    ``secs`` by ``n``
     workers on the run's GPU pool (serially where the pool is unknown), in the run's order: the
     first phase's groups (a tuned sweep's deciding cells and their baselines') longest first, then
     every other group's scope longest first, those needing a hooked GPU last (as
     xdist_sched.make_scheduler hands them out); a tuned setting's carried scope waits until the
     first phase is done (its worker idle, no GPUs held), a drift family's only at its tuned
     members (its GPUs held: the family's other groups ran)."""
+    from ..deciding.families import FamilyJobs
     from .xdist_sched import reserved_gpus
 
-    one = _jobs(config, st, first, secs, False)
-    two = _jobs(config, st, later, secs, bool(first))
+    j1 = _jobs(config, st, first, secs, False)
+    j2 = _jobs(config, st, later, secs, bool(first))
+    one, two = j1.jobs, j2.jobs
+    restarts = {k: j1.restarts.get(k, 0) + j2.restarts.get(k, 0) for k in {**j1.restarts, **j2.restarts}}
     if not one + two:
-        return 0.0, 0.0, 0
+        return _Packed(0.0, 0.0, 0, restarts, None)
     pool = tuple(st.gpus or range(max(j.gpus for j in one + two)))
     reserved = reserved_gpus(st)
     # the groups that need a hooked GPU last, in one window, as the run hands them out
@@ -99,7 +121,28 @@ def _pack(
     sched = schedule.pack(waits, pool, n if st.gpus else 1, reserved)
     done = max((s.end_s for s in sched.slots if s.group in names), default=0.0)
     starts = len({c.group.id for c in first}) + len({c.group.id for c in later})
-    return sched.makespan_s, done, starts
+    makespan = sched.makespan_s
+    sched = FamilyJobs([], [], {**j1.parts, **j2.parts}, {}).expand(sched)
+    return _Packed(makespan, done, starts, restarts, sched)
+
+
+def _by_tp(sched: schedule.Schedule) -> str:
+    """Per TP size of the schedule's GPU groups: the GPUs its starts held and from when to when
+    ("TP1 on GPU 1 0:00 -> 1:06:30")."""
+    spans: dict[int, list[Any]] = {}
+    for s in sched.slots:
+        if s.gpus:
+            spans.setdefault(s.gpus_needed, []).append(s)
+    out = []
+    for tp in sorted(spans):
+        mine = spans[tp]
+        gpus = sorted({g for s in mine for g in s.gpus})
+        first, last = min(s.start_s for s in mine), max(s.end_s for s in mine)
+        out.append(
+            f"TP{tp} on GPU{'s' if len(gpus) > 1 else ''} {','.join(map(str, gpus))} "
+            f"{schedule.clock(first)} -> {schedule.clock(last)} ({(last - first) / 60:.1f} min)"
+        )
+    return "; ".join(out)
 
 
 SETTLES = 1.10  # a member planned this far from its baseline (either way) is expected to settle at once
@@ -286,11 +329,17 @@ def race_plan(
     settles = _settles(st, runnable) if race else None
     skips, ratios = _tp_standing(st, runnable) if race else (None, [])
     worst_s = 0.0
+    expected: _Packed | None = None
+    from ..planning.text import restarts_text
+
     for v in raced_plan.variants(runnable, eta, tuned, settles, skips, carried):
         phased = v.name != "full factorial"  # the full factorial: a run without the race's order
         first = [c for c in runnable if c.id in v.cells and c.id in first_ids and phased]
         later = [c for c in runnable if c.id in v.cells and c.id not in first_ids or not phased]
-        total, done, starts = _pack(config, st, first, later, v.cells, n)
+        packed = _pack(config, st, first, later, v.cells, n)
+        total, done, starts = packed.makespan_s, packed.done_s, packed.starts
+        if v.name == "expected":
+            expected = packed
         if v.name == "worst case":  # at least the expected (its other settings may pack better)
             total = max(total, worst_s)
         if v.name == "expected":
@@ -301,12 +350,13 @@ def race_plan(
         extra = extra if again else ""
         phases = f" (the deciding cells done by {done / 60:.1f} min)" if first and later else ""
         ratio = f", {total / full_s:.2f}x the full factorial" if v.name != "full factorial" and full_s else ""
-        counts = f"{len(v.cells)} cells, {starts} engine starts"
+        counts = f"{len(v.cells)} cells, {starts} engine starts{restarts_text(packed.restarts)}"
         lines.append(f"  {v.name}: {total / 60:.1f} min{phases}, {counts}{ratio}{extra}")
         doc[v.name.replace(" ", "_")] = {
             "makespan_s": total,
             "cells": len(v.cells),
             "engine_starts": starts,
+            "baseline_restarts": packed.restarts,
             "extra_starts": again,
             "gpu_min": _where(runnable, v.cells),
         }
@@ -324,6 +374,16 @@ def race_plan(
             "the deciding cells first, the carried settings waiting for them; racing's drops not predicted)"
         )
         lines += _where_lines(doc["expected"]["gpu_min"])
+    if race and expected is not None and expected.sched is not None and st.gpus:
+        from .xdist_sched import hook_windows
+
+        by_tp = _by_tp(expected.sched)
+        if by_tp:
+            lines.append(f"  the expected run's schedule by TP size: {by_tp}")
+        hooked = hook_windows(st, expected.sched, run="the expected run", head=False)
+        if hooked:
+            lines.append("  GPUs of the hooks' service in the expected run's schedule:")
+            lines += ["  " + x for x in hooked]
     if race and ratios:
         from ..deciding.race import TP_DRIFT
 

@@ -286,4 +286,5 @@ def merge(
     fj = merge_jobs(families_of(config, st, cells), js.jobs, plan, planned_seconds)
     js.jobs = fj.jobs
     plan.sentinels_s = fj.total_s()  # in the plan's ETA line
+    plan.restarts = fj.restarts()  # beside its engine starts
     return fj

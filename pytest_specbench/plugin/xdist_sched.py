@@ -187,7 +187,8 @@ def reserved_gpus(st: SpecbenchState) -> tuple[int, ...]:
 def hooked_window_last(items: list[Any], cell_of: Any, st: SpecbenchState) -> None:
     """In one process, in place: the items of the groups that need a hooked GPU (hooks with
     ``gpus:``) after every other, in their order, so those groups run back to back at the end
-    and a service their hooks stop is down once (under -n the scheduler orders them so)."""
+    and a service their hooks stop is stopped only within that window, around each of those
+    starts (under -n the scheduler orders them so)."""
     reserved = reserved_gpus(st)
     if not reserved:
         return
@@ -276,7 +277,10 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
             f"  (CPU groups are packed as if each worker had its own cores; this machine has {cores}: "
             f"{k} workers running the CPU backend slow each other, and their measurements with them)",
         )
-    return sched, lines + fj.lines() + hook_windows(st, sched)
+    # under --specbench-race this schedule is the full factorial's; the racing section prints the
+    # expected raced run's window too (plan_race.py)
+    raced = bool(config.getoption("specbench_race", False))
+    return sched, lines + fj.lines() + hook_windows(st, sched, full_factorial=raced)
 
 
 def windows(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -290,12 +294,16 @@ def windows(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def hook_windows(st: SpecbenchState, sched: Any) -> list[str]:
+def hook_windows(
+    st: SpecbenchState, sched: Any, full_factorial: bool = False, run: str = "the run", head: bool = True
+) -> list[str]:
     """The plan's lines for the matrix's group hooks: which groups run them, and per GPU of the
     packed schedule when its hooked groups hold it. Hooks that name their GPUs (``gpus: [0]``):
-    per such GPU the window(s) the groups leasing it span, a service living there down that long
-    (one window: the schedule runs them back to back, last); else per GPU the span from the
-    first hooked group's start there to the last one's end."""
+    per such GPU the window(s) the engine starts leasing it span (a family's bracket or sentinel
+    is a start too), a service living there down that long (one window: the schedule runs them
+    back to back, last), and the stop/start cycles the window holds (the hooks run around every
+    start). ``full_factorial``: the schedule is the full factorial's of a raced run (said in the
+    head line); ``run``: what the makespan is of; ``head``: without the first line."""
     if st.matrix is None or sched is None:
         return []
     from .group_hooks import hook_gpus
@@ -309,7 +317,10 @@ def hook_windows(st: SpecbenchState, sched: Any) -> list[str]:
     reserved = reserved_gpus(st)
     if reserved:
         slots = [s for s in slots if (hook_gpus(groups[s.group.split(" ")[0]]) or set()) & set(s.gpus)]
-    out = [f"hooks: {', '.join(kinds)} around {len(slots)} group(s) of the schedule (docs/matrix.md)"]
+    which = "the full factorial's schedule above; the expected raced run's below" if full_factorial else ""
+    which = which or "the schedule"
+    out = [f"hooks: {', '.join(kinds)} around {len(slots)} group(s) of {which} (docs/matrix.md)"]
+    out = out if head else []
     per_gpu: dict[int, list[Any]] = {}
     for sl in slots:
         for g in sl.gpus:
@@ -326,7 +337,8 @@ def hook_windows(st: SpecbenchState, sched: Any) -> list[str]:
             out.append(
                 f"  GPU {g} (its hooks' service): {len(mine)} engine start(s) lease it, "
                 + (f"back to back in one window, {span}" if len(ws) == 1 else f"in {len(ws)} windows, {span}")
-                + f": the service is down {down / 60:.1f} min of the run's {sched.makespan_s / 60:.1f}"
+                + f": the service is down {down / 60:.1f} min of {run}'s {sched.makespan_s / 60:.1f}, "
+                f"stopped and started {len(mine)} times (its hooks run around each start)"
             )
             continue
         out.append(
