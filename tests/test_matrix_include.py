@@ -211,3 +211,48 @@ def test_the_plan_sizes_each_group_with_the_mem_fraction_its_include_entry_gives
     assert not p.cells[cells[1].id].feasible
     assert p.cells[cells[2].id].feasible and p.cells[cells[4].id].feasible
     assert g2.error is None and g4.error is None
+
+
+HF_DOC: dict[str, Any] = {
+    "models": {"t": "embedded:tiny"},
+    "methods": {
+        "ar": {"backend": "hf", "model": "t"},
+        "ngram": {
+            "backend": "hf",
+            "model": "t",
+            "speculative": {"algorithm": "ngram", "num_draft_tokens": 4},
+        },
+    },
+    "workloads": {"throughput": {"concurrency": [1], "output_tokens": [8]}},
+    "include": [{"method": "ngram", "tp": 2}],
+}
+HF_REFUSED = (
+    "m.yaml: include[0]: adds method ngram at TP 2, but its backend 'hf' runs at most TP=1 (it runs at TP "
+    "1 already): remove the entry, or give the method a multi-GPU backend such as sglang"
+)
+
+
+def test_an_entry_adding_a_tp_its_backend_cannot_run_is_refused_at_load() -> None:
+    """The hf backend runs at most TP=1 (the engines' registry, which the plugin hands the loader):
+    an include entry adding ngram at TP 2 is refused naming the entry, the backend and its limit,
+    not skipped at run time; without the limits (names only) the loader cannot tell."""
+    with pytest.raises(MatrixError) as e:
+        parse(copy.deepcopy(HF_DOC), "m.yaml", {"hf": 1, "sglang": None})
+    assert str(e.value) == HF_REFUSED
+    ok = parse(copy.deepcopy(HF_DOC), "m.yaml", ("hf", "sglang"))
+    assert [g.id for g in ok.groups()] == ["ar-tp1", "ngram-tp1", "ngram-tp2"]
+    # within the limit (sglang: any TP) the entry adds the group
+    d = doc(include=[{"method": "ar", "tp": 8}])
+    assert "ar-tp8" in [g.id for g in parse(d, "m.yaml", {"hf": 1, "sglang": None}).groups()]
+
+
+def test_the_plugin_refuses_such_an_include_before_any_engine_starts(pytester: pytest.Pytester) -> None:
+    """End to end: the plugin loads the matrix with the registry's TP limits, so the run stops
+    with a usage error naming the entry (exit 4), nothing collected or started."""
+    import yaml
+
+    (pytester.path / "m.yaml").write_text(yaml.safe_dump(HF_DOC))
+    pytester.makepyfile(test_b="def test_throughput(engine, cell, specbench):\n    pass")
+    res = pytester.runpytest("--specbench-matrix", "m.yaml", "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str()
+    assert f"ERROR: {HF_REFUSED}" in res.stderr.lines, res.stderr.str()

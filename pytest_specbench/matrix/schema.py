@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -204,8 +205,13 @@ def _speculative(
     return out
 
 
+# the registered backends' names, or name -> the most TP it runs (None: any), as the plugin gives
+# them (engines' registry; the matrix never imports it)
+Backends = tuple[str, ...] | Mapping[str, int | None]
+
+
 def _method(
-    cx: Ctx, name: str, raw: Any, models: dict[str, Model], backends: tuple[str, ...] | None
+    cx: Ctx, name: str, raw: Any, models: dict[str, Model], backends: Backends | None
 ) -> list[Method]:
     """A method, or one per setting when its speculative knobs are lists (``name-s3-d4``)."""
     key = f"methods.{name}"
@@ -403,9 +409,11 @@ def _endpoint(
 
 
 def parse(
-    data: Any, path: str = "<matrix>", backends: tuple[str, ...] | None = None, base_dir: Path | None = None
+    data: Any, path: str = "<matrix>", backends: Backends | None = None, base_dir: Path | None = None
 ) -> Matrix:
-    """Validate a loaded YAML document and build the frozen :class:`Matrix`."""
+    """Validate a loaded YAML document and build the frozen :class:`Matrix`. ``backends``: the
+    registered backends' names, or a mapping of each to the most TP it runs (None: any), with
+    which an include entry that adds a method at a TP size its backend cannot run is refused."""
     cx = Ctx(path)
     data = without_x_keys(data)  # x-... keys are the file's own (a home for YAML anchors): ignored
     d = cx.mapping(data, "(top level)", TOP_KEYS, required=("models", "methods", "workloads"))
@@ -451,7 +459,8 @@ def parse(
     )
     everything = m.cells()
     ex = excludes(cx, d.get("exclude"), everything)
-    inc, added = includes(cx, d.get("include"), everything, ex)
+    max_tp = dict(backends) if isinstance(backends, Mapping) else None
+    inc, added = includes(cx, d.get("include"), everything, ex, max_tp)
     m = dataclasses.replace(
         m,
         methods=add_groups(m.methods, added, m.tp),  # include entries that add a method at a TP
@@ -475,7 +484,7 @@ def parse(
     return m
 
 
-def load(path: str | Path, backends: tuple[str, ...] | None = None) -> Matrix:
+def load(path: str | Path, backends: Backends | None = None) -> Matrix:
     p = Path(path)
     try:
         text = p.read_text()

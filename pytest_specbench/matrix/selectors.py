@@ -194,7 +194,11 @@ def excludes(cx: Ctx, raw: Any, cells: list[Any]) -> tuple[Selector, ...]:
 
 
 def includes(
-    cx: Ctx, raw: Any, cells: list[Any], excluded: tuple[Selector, ...]
+    cx: Ctx,
+    raw: Any,
+    cells: list[Any],
+    excluded: tuple[Selector, ...],
+    max_tp: dict[str, int | None] | None = None,
 ) -> tuple[tuple[Override, ...], tuple[tuple[str, int], ...]]:
     """The ``include:`` list, as GitHub Actions reads it where a combination is an engine group
     (one method at one TP size): an entry whose values match groups among the cells left after
@@ -203,7 +207,9 @@ def includes(
     (every shape its workloads give it), with the entry's settings. Returns the settings
     (Override per entry) and the (method, tp) combinations added. What GitHub Actions would do
     and a matrix cannot (a combination of only some axes, an excluded one added back) is refused
-    naming the difference and what to write instead."""
+    naming the difference and what to write instead. ``max_tp``: backend -> the most TP it runs
+    (None: any; the plugin gives the engines' registry): an added combination its method's
+    backend cannot run is refused here, before any engine starts, not skipped at run time."""
     if raw is None:
         return (), ()
     if not isinstance(raw, list):
@@ -240,6 +246,7 @@ def includes(
         if new is not None:
             s = Selector(where, (("method", (new[0],)), ("tp", (new[1],))))
             hit = [c for c in cells if any(_same(new[0], x) for x in cell_axes(c)["method"])]
+            _check_tp(cx, where, new, hit, max_tp or {})
             added.append(new)
         else:
             s = _selector(cx, where, entry, GROUP_AXES, known)
@@ -292,6 +299,23 @@ def _addition(cx: Ctx, where: str, entry: Any, cells: list[Any]) -> tuple[str, i
         return None
     cx.pos_int(tp, f"{where}.tp")
     return m, tp
+
+
+def _check_tp(
+    cx: Ctx, where: str, new: tuple[str, int], hit: list[Any], max_tp: dict[str, int | None]
+) -> None:
+    """An added (method, tp) its method's backend cannot run (more TP than the backend's most):
+    refused, naming the entry, the backend and its limit."""
+    for backend in sorted({c.method.backend for c in hit}):
+        limit = max_tp.get(backend)
+        if limit is not None and new[1] > limit:
+            sizes = sorted({c.tp for c in hit})
+            raise cx.err(
+                where,
+                f"adds method {new[0]} at TP {new[1]}, but its backend {backend!r} runs at most TP={limit} "
+                f"(it runs at TP {', '.join(map(str, sizes))} already): remove the entry, or give the method "
+                "a multi-GPU backend such as sglang",
+            )
 
 
 def _no_group(s: Selector, cells: list[Any]) -> str:

@@ -83,7 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
         results.check_json_target(config)
     if path is not None:
         try:
-            st.matrix = load(path, tuple(BACKENDS))
+            st.matrix = load(path, {n: b.max_tp for n, b in BACKENDS.items()})  # TP limits: checked
         except MatrixError as e:
             raise pytest.UsageError(str(e)) from None
         sends = not (config.getoption("specbench_plan") or config.getoption("collectonly"))
