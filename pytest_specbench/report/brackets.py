@@ -3,7 +3,8 @@
 
 A member whose baseline cannot run beside it (planning/residency.py: both do not fit on its
 GPUs; every family with --specbench-brackets) runs between two brackets: re-runs of its
-baseline's first shape on the same GPUs, one round each, the first before the member (for the
+baseline's first shape on the same GPUs, each the drift sentinel's warm-up and 3-5 timed rounds
+(report/drift.py ``sentinel_rounds``), the first before the member (for the
 family's first member: the baseline's own cell), the second after it. Each bracket's speed over
 the baseline's own rounds of that shape is the machine's level then, relative to when the
 baseline's cells ran: b before, a after (report/drift.py measures both as sentinels). Where the
@@ -14,7 +15,8 @@ machine's level moved monotonically between the two brackets, the member ran at 
 
 is the widened interval the verdict reads. Against a leader that is itself a bracketed member
 (range [g_lo, g_hi]): [lo x g_lo / max(a, b), hi x g_hi / min(a, b)]. The brackets' points are
-used, not their intervals: each is one round, as the drift sentinel's is.
+used (each one's rounds' geometric mean over the baseline's), not their intervals (docs/metrics.md
+"Brackets" says why).
 """
 
 from __future__ import annotations
