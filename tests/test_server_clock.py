@@ -73,9 +73,22 @@ def test_at_c64_the_cell_records_the_servers_clock_beside_the_clients(
     assert m["server_e2e_ms_mean"] >= 50.0 + 15 * 5.0
     assert m["client_ttft_ms_mean"] >= m["server_ttft_ms_mean"]  # read after it was written
     late = m["client_ttft_ms_mean"] - m["server_ttft_ms_mean"]
-    assert ("client_bound" in m) is (late > 2.0 and late > 0.02 * m["server_ttft_ms_mean"]), (
+    marked = "client_bound" in m or "ttft_before_server_clock" in m  # the latter: the loops on time
+    assert marked is (late > 2.0 and late > 0.02 * m["server_ttft_ms_mean"]), (
         late,
         m.get("client_bound"),
+        m.get("ttft_before_server_clock"),
     )
     if "client_bound" in m:
         assert "client-bound TTFT" in res.stdout.str()
+
+
+def test_a_gap_with_the_client_loops_on_time_is_said_before_the_server_clock_not_client_bound() -> None:
+    from pytest_specbench.report.metrics import loop_lag
+
+    recs = [_rec(0.150), _rec(0.170)]  # client mean 160 ms, the server 150: +10 ms, +7 %
+    on_time = server_clock(recs, {"ttft_ms_mean": 150.0, "ttft_requests": 2}, loop_lag([0.2] * 100))
+    assert "client_bound" not in on_time
+    assert "+10.0 ms, +7%) while the client's loops ran on time" in on_time["ttft_before_server_clock"]
+    late = server_clock(recs, {"ttft_ms_mean": 150.0, "ttft_requests": 2}, loop_lag([3.0] * 100))
+    assert "+10.0 ms, +7%" in late["client_bound"] and "ttft_before_server_clock" not in late
