@@ -418,39 +418,19 @@ class Race:
             gain = self.largest_gain(lost_at, cell, info.get("lost_to")) if costlier(cell, lost_at) else None
             if gain is not None and info["hi"] * gain < 1 - paired.EQUIVALENCE:
                 info = {**info, "largest_gain": round(gain, 6)}
-                self._emit(
-                    {
-                        "kind": "dropped",
-                        "record": {
-                            "cell_id": cell.id,
-                            "group": cell.group.id,
-                            "params": cell.params(),
-                            "metrics": None,
-                            "extra_info": {
-                                "race": {**info, "skipped": True},
-                                "rounds_run": 0,
-                                "stop_reason": "dropped",
-                            },
-                        },
-                    }
-                )
+                self._skipped(cell, {**info, "skipped": True})
                 return out_text(cell.id, info)
         dom = self.tp_dominated(cell)
         if dom is not None:
-            self._emit(
-                {
-                    "kind": "dropped",
-                    "record": {
-                        "cell_id": cell.id,
-                        "group": cell.group.id,
-                        "params": cell.params(),
-                        "metrics": None,
-                        "extra_info": {"race": dom, "rounds_run": 0, "stop_reason": "dropped"},
-                    },
-                }
-            )
+            self._skipped(cell, dom)
             return tp_text(dom)
         return None
+
+    def _skipped(self, cell: Cell, race: dict[str, Any]) -> None:
+        """``cell`` out of the race before it ran: its record, no metrics, for every process."""
+        record = {"cell_id": cell.id, "group": cell.group.id, "params": cell.params(), "metrics": None}
+        extra = {"race": race, "rounds_run": 0, "stop_reason": "dropped"}
+        self._emit({"kind": "dropped", "record": {**record, "extra_info": extra}})
 
     def tp_dominated(self, cell: Cell) -> dict[str, Any] | None:
         """A TP size dominated at a cheaper shape: the same method, workload and other axes

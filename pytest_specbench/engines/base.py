@@ -311,6 +311,31 @@ def poisson_arrivals(rate: float, n: int, seed: int) -> list[float]:
     return out
 
 
+async def sent_at(
+    engine: Any, req: Request, t_start: float, at: float, sem: asyncio.Semaphore, wait: Any = None
+) -> RequestRecord:
+    """``req`` sent at ``t_start + at`` (``wait(deadline)`` sleeps until then; asyncio.sleep by
+    default), through a slot of ``sem``: its record with ``start_s`` / ``end_s`` since
+    ``t_start``, the wait for a slot as ``queue_s`` and how late the loop woke as
+    ``client_late_s``. One process's open loop and a client worker's share send alike."""
+    deadline = t_start + at
+    if deadline - time.perf_counter() > 0:
+        await (wait(deadline) if wait is not None else asyncio.sleep(deadline - time.perf_counter()))
+    woke = time.perf_counter()
+    full = sem.locked()  # every slot taken: this request waits for one
+    async with sem:
+        queued = time.perf_counter() - woke if full else 0.0
+        start = time.perf_counter() - t_start
+        rec = await safe_generate(engine, req)
+    rec = dataclasses.replace(
+        rec,
+        start_s=start,
+        end_s=time.perf_counter() - t_start,
+        client_late_s=max(0.0, woke - deadline),
+    )
+    return with_queue(rec, queued)
+
+
 async def open_loop(
     engine: Engine, requests: Sequence[Request], arrivals: Sequence[float], max_in_flight: int
 ) -> list[RequestRecord]:
@@ -326,22 +351,7 @@ async def open_loop(
     t_start = time.perf_counter()
 
     async def one(req: Request, at: float) -> RequestRecord:
-        delay = t_start + at - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        woke = time.perf_counter()
-        full = sem.locked()  # every slot taken: this request waits for one
-        async with sem:
-            queued = time.perf_counter() - woke if full else 0.0
-            start = time.perf_counter() - t_start
-            rec = await safe_generate(engine, req)
-        rec = dataclasses.replace(
-            rec,
-            start_s=start,
-            end_s=time.perf_counter() - t_start,
-            client_late_s=max(0.0, woke - (t_start + at)),
-        )
-        return with_queue(rec, queued)
+        return await sent_at(engine, req, t_start, at, sem)
 
     return list(await asyncio.gather(*(one(r, a) for r, a in zip(requests, arrivals, strict=True))))
 

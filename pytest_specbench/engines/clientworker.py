@@ -85,7 +85,7 @@ async def run_share(
     (a request that finds them taken waits: its ``queue_s``), as ``base.closed_loop`` and
     ``base.open_loop`` do in one process. Records in the share's order with ``start_s`` /
     ``end_s`` since ``t_start``; the loop's lag (ms) over the share."""
-    from .base import safe_generate, with_queue
+    from .base import safe_generate, sent_at
 
     sender = _Sender(client)
     sem = asyncio.Semaphore(concurrency)
@@ -100,22 +100,7 @@ async def run_share(
             return dataclasses.replace(rec, start_s=start, end_s=time.perf_counter() - t_start)
 
     async def opened(req: Any, at: float) -> Any:
-        delay = t_start + at - time.perf_counter()
-        if delay > 0:
-            await sleep_until(t_start + at)
-        woke = time.perf_counter()
-        full = sem.locked()
-        async with sem:
-            queued = time.perf_counter() - woke if full else 0.0
-            start = time.perf_counter() - t_start
-            rec = await safe_generate(sender, req)
-        rec = dataclasses.replace(
-            rec,
-            start_s=start,
-            end_s=time.perf_counter() - t_start,
-            client_late_s=max(0.0, woke - (t_start + at)),
-        )
-        return with_queue(rec, queued)
+        return await sent_at(sender, req, t_start, at, sem, sleep_until)
 
     try:
         if arrivals is None:
