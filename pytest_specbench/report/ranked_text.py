@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .decide import (
+from .paired import CV_WARN
+from .pairwise import (
     _baseline_row,
     _interleaved_tok_s,
     fmt_speedup,
@@ -15,7 +16,6 @@ from .decide import (
     relation,
     verdict_text,
 )
-from .paired import CV_WARN
 
 
 def _details(r: dict[str, Any]) -> list[str]:
