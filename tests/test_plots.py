@@ -112,7 +112,7 @@ def test_report_cli_writes_an_index_and_the_comparison(
     rc = report.main(
         [str(run), str(tmp_path / "new.json"), "--plots", str(tmp_path / "c"), "--max-tok-s-drop", "0.1"]
     )
-    assert rc == 1  # ngram c1 fell to 0.8 of the old run
+    assert rc == 3  # ngram c1 fell to 0.8, but one round a run is not gated on a point: inconclusive
     rows = _rows(tmp_path / "c" / "compare_tok_s.csv")
     assert {r["x"]: r["y"] for r in rows}["ngram-tp1-c1-out64"] == "0.8"
 
