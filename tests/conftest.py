@@ -43,3 +43,17 @@ def _earlier_objects_out_of_the_collector() -> None:
     frozen out of the collector, so a round's collection walks what the test itself made, as
     in a benchmark process of its own."""
     gc.freeze()
+
+
+@pytest.fixture(autouse=True)
+def _backends_as_they_were() -> object:
+    """An inner run's conftest that registers a fake under a real backend's name (a launched
+    server registered as "sglang-server" with gpu=False) writes into this process's registry,
+    which the inner run's sys.modules restore does not undo: put it back after each test, so a
+    later test in the same worker plans the real backends."""
+    from pytest_specbench.engines import BACKENDS
+
+    saved = dict(BACKENDS)
+    yield
+    BACKENDS.clear()
+    BACKENDS.update(saved)
