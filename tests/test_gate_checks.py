@@ -10,33 +10,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from test_gate import _run, _write
 
 from pytest_specbench.report.gate import gate
 from pytest_specbench.report.summary import main, markdown
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results" / "cpu-default-tour"
-
-
-def _run(cells: dict[str, list[float]], **extra: dict) -> dict:
-    """A run whose cells have these rounds' tok/s (the cell's tok/s: their geometric mean)."""
-    out = []
-    for cell, rates in cells.items():
-        e = {
-            "output_tokens_per_s": math.exp(sum(math.log(r) for r in rates) / len(rates)),
-            "round_tokens_per_s": rates,
-            "accept_length": None,
-            "errors": 0,
-            **extra.get(cell, {}),
-        }
-        out.append({"param": cell, "extra_info": e, "stats": {"data": [1.0] * len(rates)}})
-    return {"benchmarks": out, "specbench": {"failed_cells": []}}
-
-
-def _write(tmp_path: Path, old: dict, new: dict) -> tuple[str, str]:
-    a, b = tmp_path / "old.json", tmp_path / "new.json"
-    a.write_text(json.dumps(old))
-    b.write_text(json.dumps(new))
-    return str(a), str(b)
 
 
 def test_a_shift_common_to_every_cell_fails_the_run_in_one_line(
