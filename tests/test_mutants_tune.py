@@ -7,33 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_deciding import _tuned_matrix
 
 from pytest_specbench.deciding import tune
 from pytest_specbench.deciding.race import Race
-from pytest_specbench.matrix.schema import parse
 from pytest_specbench.report import paired
-
-
-def _matrix() -> Any:
-    doc = {
-        "models": {"m": "embedded:tiny"},
-        "methods": {
-            "ar": {"backend": "hf", "model": "m"},
-            "knob": {
-                "backend": "hf",
-                "model": "m",
-                "speculative": {"algorithm": "ngram", "num_draft_tokens": [1, 2, 3, 4]},
-                "tune": {"at": {"concurrency": 1}, "keep": 4},
-            },
-        },
-        "workloads": {"throughput": {"concurrency": [1, 4], "output_tokens": [8], "rounds": 6, "warmup": 0}},
-    }
-    return parse(doc, "m.yaml")
 
 
 def _decide(ratios: dict[int, float]) -> tuple[Race, dict[str, Any]]:
     """Each setting's deciding cell (c1) at ``ratio`` x its interleaved baseline, 4 steady rounds."""
-    m = _matrix()
+    m = _tuned_matrix(4)
     race = Race(m)
     cells = {c.id: c for c in m.cells()}
     for d, ratio in ratios.items():
