@@ -64,6 +64,11 @@ export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi --query-gpu=index,name,memory.used,memory.total,driver_version --format=csv > "$OUT/logs/nvidia-smi.csv"
 (while true; do nvidia-smi --query-gpu=timestamp,index,memory.used --format=csv,noheader >> "$OUT/logs/gpumem.csv"; sleep 2; done) &
 MEMLOG=$!
+lscpu > "$OUT/logs/lscpu.txt" 2>&1
+# the busiest processes every 5 s, with the CPU each ran on last (psr): an idle server spinning a
+# core beside a busy one shows here
+(while true; do date +%T; ps -eo pid,psr,pcpu,etimes,args --sort=-pcpu | cut -c1-160 | head -n 14; sleep 5; done) > "$OUT/logs/cpu.log" 2>&1 &
+CPULOG=$!
 NPROC=${NPROC:-$(nvidia-smi -L | wc -l)}
 bench() {  # NAME MATRIX ARGS...: one pytest session, its wall time in $OUT/logs/walltimes.txt
   local name=$1 matrix=$2; shift 2
@@ -233,7 +238,7 @@ case "$PART" in
     tail -n 8 "$OUT/logs/fidelity.log" ;;
 esac
 done
-kill $MEMLOG
+kill $MEMLOG $CPULOG
 nvidia-smi --query-gpu=index,memory.used --format=csv >> "$OUT/logs/nvidia-smi.csv"
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"
 ls -la "$OUT"

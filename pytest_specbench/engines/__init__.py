@@ -49,6 +49,10 @@ class Backend:
     # launched server): rounds interleave as on the CPU, each engine with half the memory
     # (plugin/resident.py); --specbench-no-interleave measures apart with sentinels instead
     resident: bool = False
+    # engine args an engine gets while another shares its GPUs (a resident baseline and its
+    # member), unless its method sets them: sglang-server's sleep_on_idle, so the idle server
+    # waits on its sockets instead of spinning a CPU core at 100 % beside the busy one
+    beside_args: tuple[tuple[str, Any], ...] = ()
 
     def skip_reason(self, group: EngineGroup) -> str | None:
         """Why this backend cannot run ``group`` at this TP size (checked at collection)."""
@@ -150,6 +154,7 @@ def register_backend(
     forced_accept: str | None = None,
     sentinel: bool = False,
     resident: bool = False,
+    beside_args: tuple[tuple[str, Any], ...] = (),
 ) -> None:
     BACKENDS[name] = Backend(
         name,
@@ -165,6 +170,7 @@ def register_backend(
         forced_accept,
         sentinel,
         resident,
+        beside_args,
     )
 
 
@@ -218,6 +224,7 @@ register_backend(
     forced_accept="env",
     sentinel=True,
     resident=True,  # AR's server beside each member's on its GPUs, rounds interleaved
+    beside_args=(("sleep_on_idle", True),),  # an idle SGLang scheduler otherwise spins a core
 )
 # an endpoint the plugin does not start (SGLang, vLLM or any OpenAI-compatible server)
 register_backend(

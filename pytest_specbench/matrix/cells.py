@@ -368,6 +368,23 @@ class Matrix:
                 out[m.name] = ar.name if ar else None
         return out
 
+    def controls(self) -> dict[str, str]:
+        """Method -> its baseline, for each method that is a twin of its baseline (the A/A
+        control, report/control.py): the same backend, model, engine_args, env, endpoint and
+        hooks, neither speculative; only its name differs."""
+
+        def engine(m: Method) -> tuple[Any, ...]:
+            return (m.backend, m.model, m.engine_args, m.env, m.url, m.api, m.hooks, m.tp)
+
+        out: dict[str, str] = {}
+        for m, b in self.baselines().items():
+            if b is None or b == m:
+                continue
+            me, base = self.method(m), self.method(b)
+            if not me.is_speculative and not base.is_speculative and engine(me) == engine(base):
+                out[m] = b
+        return out
+
     def method(self, name: str) -> Method:
         for m in self.methods:
             if m.name == name:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ..report import breakeven, decide, drift, provenance
+from ..report import breakeven, control, decide, drift, provenance
 from ..report import summary as report
 from ..report.summary import failure_headline
 from ..report.tuning import tuning
@@ -39,6 +39,7 @@ def full_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     target = config.getoption("benchmark_json", None)
     out += report.table(st.doc)
     out += drift.lines(st.doc)
+    out += control.lines(st.doc)
     spec = st.doc["specbench"]
     out.append(engine_starts_line(spec))
     if spec.get("resumed_cells"):

@@ -9,12 +9,17 @@ beside another gets ``used / total + share``: its own share on top of what is al
 Each engine's share is the group's planned fraction (its engine_args' or SGLang's default)
 halved, at most ``MAX_SHARE`` (planning/residency.py: the rule the plan checks both engines'
 memory by; a member they do not fit beside is bracketed instead); the engine event records it.
+Each engine started beside another also gets its backend's ``beside_args`` (sglang-server:
+``sleep_on_idle``): an idle SGLang scheduler otherwise spins one CPU core at 100 %, beside the
+server whose round is running, and which instance it slows depends on where the OS placed the
+two: an instance effect the alternation of rounds does not cancel.
 One process keeps the baseline resident across its member groups while they lease the same
 GPUs; under -n it stops with the member's lease (another worker may lease those GPUs next).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..engines import BACKENDS
@@ -46,8 +51,23 @@ def sized(
     total = {i: g.memory_total_mib for i, g in inv.items()}
     share = share_of(planned_fraction, dict(group.method.engine_args).get("mem_fraction_static"))
     frac = fraction_beside(used, total, share)
-    return with_fraction(group, frac), {
+    group, added = with_beside_args(with_fraction(group, frac))
+    return group, {
         "share": share,
         "mem_fraction_static": frac,
         "used_mib_before": {str(k): v for k, v in used.items()},
+        **({"beside_args": added} if added else {}),
     }
+
+
+def with_beside_args(group: EngineGroup) -> tuple[EngineGroup, dict[str, Any]]:
+    """The group with its backend's ``beside_args`` (engines/__init__.py) added where its method
+    does not set them, and those added: an engine that shares its GPUs with another waits idle
+    without spinning a CPU core the busy one may need (an instance effect rounds cannot cancel)."""
+    b = BACKENDS.get(group.method.backend)
+    given = dict(group.method.engine_args)
+    added = {k: v for k, v in (b.beside_args if b is not None else ()) if k not in given}
+    if not added:
+        return group, {}
+    method = dataclasses.replace(group.method, engine_args=(*group.method.engine_args, *added.items()))
+    return dataclasses.replace(group, method=method), added

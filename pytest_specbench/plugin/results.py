@@ -251,6 +251,8 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "reference_engines": [e for e in st.engine_events if e.get("event") == "reference"],
             # drift sentinels: report.build turns them into "drift" and withholds smaller verdicts
             "sentinels": st.sentinels,
+            # twins of a baseline (A/A controls): report/control.py withholds by what they read
+            "controls": st.matrix.controls(),
             "gpus_used": list(st.gpus) if st.gpus is not None else None,
             "gpu_notes": st.gpu_notes,
             # a crashed worker's cell that xdist ran again and that then measured is a result,

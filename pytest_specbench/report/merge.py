@@ -30,6 +30,7 @@ LISTS = (
     "crashed_workers",
     "sentinels",  # each shard's drift sentinels and the drift they read: every family's, not the first's
     "drift",
+    "control",  # each shard's A/A control records and the verdicts they withheld
     "hook_failures",
 )
 RACE_LISTS = ("dropped_cells", "tuned_out")  # a raced shard's decisions: every shard's

@@ -304,6 +304,19 @@ def drift_view(doc: dict[str, Any]) -> list[str]:
     return [clip(ln) for ln in got]
 
 
+def control_view(doc: dict[str, Any]) -> list[str]:
+    """Each A/A control (a twin of the baseline, report/control.py): what it read against its
+    baseline's instance and the verdicts it withheld; or that a run with resident baselines has none."""
+    from .control import lines
+
+    got = lines(doc)
+    if len(got) > MAX_VIEW_LINES:
+        got = got[:MAX_VIEW_LINES] + [
+            f"... and {len(got) - MAX_VIEW_LINES} more controls (the report lists each)"
+        ]
+    return [clip(ln) for ln in got]
+
+
 # ---------------------------------------------------------------------------------- pointers
 
 
@@ -324,6 +337,7 @@ SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [  # after the decisions
     forced_view,
     compare_view,
     drift_view,
+    control_view,
     withheld_lines,
     care_line,
 ]
@@ -352,9 +366,7 @@ def json_facts(doc: dict[str, Any]) -> list[str]:
     return [engine_starts_line(spec)] if spec.get("engine_starts") is not None else []
 
 
-def lines(
-    doc: dict[str, Any], json_path: str | None = None, facts: Iterable[str] | None = None
-) -> list[str]:
+def lines(doc: dict[str, Any], json_path: str | None = None, facts: Iterable[str] | None = None) -> list[str]:
     """The screen for a results document: the sections, the run's ``facts`` (the plugin's: engine
     starts, wall time, ...; as given; None: those the JSON holds, json_facts), then the pointers;
     every line at most WIDTH but a command's (a pointer, a resume) with a path longer than fits."""

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import brackets, decide, drift
+from . import brackets, control, decide, drift
 from .celltable import _columns, _fmt, _md_value, legend, table  # noqa: F401
 from .gate import failure_headline
 from .gate import redefined as _redefined
@@ -128,6 +128,7 @@ def build(
     sp = compare_all(ordered, baseline)
     drift.apply(ordered, sp, specbench)  # a family's sentinel: its drift withholds smaller verdicts
     brackets.apply(ordered, sp, specbench)  # a bracketed member: verdicts on the widened interval
+    control.apply(ordered, sp, specbench)  # a twin of the baseline: an instance effect withholds
     return {
         "machine_info": machine_info,
         "commit_info": commit_info,
@@ -234,6 +235,7 @@ def _markdown(doc: dict[str, Any]) -> list[str]:
 
     lines += load_counts(doc)
     lines += [f"- {ln}" for ln in drift.lines(doc)]
+    lines += [f"- {ln}" for ln in control.lines(doc)]
     from .provenance import markdown as settings_table
     from .tuning import section as tuning_section
     from .versus import section as versus_section

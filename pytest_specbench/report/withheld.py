@@ -114,6 +114,12 @@ def _drift(doc: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def _control(doc: dict[str, Any]) -> list[str]:
+    from .control import withheld_cells
+
+    return withheld_cells(doc)
+
+
 def _failed(doc: dict[str, Any]) -> list[str]:
     fs = (doc.get("specbench") or {}).get("failed_cells") or []
     return [str(f.get("cell") or "?") if isinstance(f, dict) else "?" for f in fs]
@@ -178,6 +184,12 @@ REASONS: list[
     ("out of the race", _dropped, "lost to a shape's leader; never ranked or a baseline", None),
     ("tuned out", _tuned_out, "a sweep's setting not carried past its deciding cells; not run", None),
     ("drift-withheld", _drift, "verdict not clear of its family's drift (the drift lines above)", None),
+    (
+        "instance-withheld",
+        _control,
+        "verdict not clear of the instance effect its shape's A/A control read (the control lines above)",
+        None,
+    ),
     ("failed", _failed, "measured nothing", None),
     ("missing", _missing, "not in any merged shard", None),
 ]
@@ -190,7 +202,10 @@ def withheld_counts(doc: dict[str, Any]) -> dict[str, list[str]]:
 
 def withheld_lines(doc: dict[str, Any]) -> list[str]:
     counts = withheld_counts(doc)
-    out = [clip("withheld or never ranked: " + ", ".join(f"{k} {len(v)}" for k, v in counts.items()))]
+    # the A/A control's count only where the run carries a control (or it withheld something)
+    controls = bool((doc.get("specbench") or {}).get("controls"))
+    said = {k: v for k, v in counts.items() if v or k != "instance-withheld" or controls}
+    out = [clip("withheld or never ranked: " + ", ".join(f"{k} {len(v)}" for k, v in said.items()))]
     kept = kept_head(doc)
     if kept:  # not withheld: its own lines, before the withheld ones
         out[0:0] = wrap(*kept)
@@ -204,7 +219,10 @@ def withheld_lines(doc: dict[str, Any]) -> list[str]:
             out += [clip(head + ":"), *failed_lines(doc)]
         elif name == "out of the race":
             out += [clip(head + ":"), *dropped_lines(doc)]
-        elif name in ("disturbed", "forced (never ranked)", "drift-withheld") or len(ids) > 6:
+        elif (
+            name in ("disturbed", "forced (never ranked)", "drift-withheld", "instance-withheld")
+            or len(ids) > 6
+        ):
             out.append(clip(head))  # many cells: named in the full report, not here
         else:
             out += wrap(head + (", " if extra else ": "), ids)

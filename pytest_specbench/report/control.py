@@ -1,0 +1,133 @@
+"""The A/A control: a twin of the baseline (the same engine, another instance) measured as a member
+against it, and the verdicts it withholds (docs/metrics.md "A/A control"). Pure: no pytest, no I/O.
+
+Rounds that alternate cancel what the machine does to two engines over time; they do not cancel a
+difference between the two engine instances themselves: a server whose processes the OS placed
+badly, a slower GPU of a set, a cache warmed differently. A member compared with a baseline
+instance that runs 30 % slow reads 30 % "faster" with an interval as tight as any. A twin of the
+baseline (same backend, model, engine_args and env; ``Matrix.controls``) reads that effect: it
+should be x1.00. Where its interval at a shape excludes 1, the instance effect is established and
+its band is the interval's far end from 1 (|log|), as a drift sentinel's (report/drift.py): each
+other verdict at that shape (same workload, TP, concurrency, ...) must be clear of the band, or it
+is withheld with the control as the reason. A control whose interval spans 1 withholds nothing: its
+spread is the rounds', which every interval already carries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .drift import VERDICTS, not_clear
+
+
+def shape_key(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A cell's shape: its parameters without the method."""
+    return tuple(sorted((str(k), str(v)) for k, v in params.items() if k != "method"))
+
+
+def apply(
+    results: Sequence[Mapping[str, Any]], comparisons: Mapping[int, dict[str, Any]], specbench: dict[str, Any]
+) -> None:
+    """In place: ``specbench["control"]``, one record per control cell with a comparison (its
+    ratio, interval, whether it is established, its band, the verdicts it withheld), and each
+    withheld verdict turned into "no verdict: ..." (``speedup_verdict_before_control`` keeps it).
+    Nothing without ``specbench["controls"]`` (method -> the baseline it is a twin of)."""
+    controls = specbench.get("controls") or {}
+    if not controls:
+        return
+    recs: list[dict[str, Any]] = []
+    for i, r in enumerate(results):
+        method = r["params"].get("method")
+        f = comparisons.get(i)
+        if method not in controls or f is None or not f.get("speedup_vs_ar"):
+            continue
+        point, ci = f["speedup_vs_ar"], f.get("speedup_vs_ar_ci95")
+        rec: dict[str, Any] = {
+            "control": method,
+            "baseline": controls[method],
+            "control_cell": r["cell_id"],
+            "shape": dict(shape_key(r["params"])),
+            "ratio": point,
+            "ci95": list(ci) if ci else None,
+            "pairing": f.get("speedup_pairing"),
+            "withheld": [],
+        }
+        if not ci:
+            rec.update(established=False, band=0.0, why="one round: no interval")
+        elif ci[0] <= 1 <= ci[1]:
+            rec.update(established=False, band=0.0)
+        else:
+            rec.update(established=True, band=max(abs(math.log(ci[0])), abs(math.log(ci[1]))))
+        recs.append(rec)
+    by_shape: dict[tuple[tuple[str, str], ...], list[dict[str, Any]]] = {}
+    for rec in recs:
+        by_shape.setdefault(tuple(sorted(rec["shape"].items())), []).append(rec)
+    for i, r in enumerate(results):
+        method = r["params"].get("method")
+        f = comparisons.get(i)
+        if method in controls or f is None:
+            continue
+        here = [c for c in by_shape.get(shape_key(r["params"]), ()) if c["established"]]
+        v = f.get("speedup_verdict")
+        if not here or v not in VERDICTS:
+            continue
+        rec = max(here, key=lambda c: c["band"])
+        why = not_clear(f, rec["band"], v)
+        if why:
+            f["speedup_verdict_before_control"] = v
+            f["speedup_verdict"] = (
+                f"no verdict: {why} of the instance effect its A/A control {rec['control_cell']} "
+                f"measured ({says(rec)})"
+            )
+            rec["withheld"].append(r["cell_id"])
+    specbench["control"] = recs
+
+
+def says(rec: Mapping[str, Any]) -> str:
+    """``x1.402 [1.210, 1.625] against ar``."""
+    ci = rec.get("ci95")
+    return (
+        f"x{rec['ratio']:.3f}"
+        + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+        + f" against {rec['baseline']}"
+    )
+
+
+def lines(doc: Mapping[str, Any]) -> list[str]:
+    """One line per control cell, e.g. "A/A control twin-tp1-c16: x1.07 [0.90, 1.27] against ar:
+    not separated (the instances agree within the rounds' spread)"; and where a run compared
+    members with baselines beside them and carries no control, the line that says so."""
+    sb = doc.get("specbench") or {}
+    out = []
+    for rec in sb.get("control") or ():
+        if rec.get("established"):
+            held = rec.get("withheld") or []
+            said = (
+                f"separated: an instance effect of up to x{math.exp(rec['band']):.3f}; "
+                f"{len(held)} verdicts at its shape withheld" + (f" ({', '.join(held)})" if held else "")
+            )
+        else:
+            said = "not separated" + (f" ({rec['why']})" if rec.get("why") else "")
+        out.append(f"A/A control {rec['control_cell']}: {says(rec)}: {said}")
+    if not sb.get("controls") and uncontrolled(doc):
+        out.append(
+            "no A/A control: members were compared with a baseline instance beside them; a twin of "
+            "the baseline in the matrix (same engine args, another name) would check that instance "
+            'runs as fast as another (docs/metrics.md "A/A control")'
+        )
+    return out
+
+
+def uncontrolled(doc: Mapping[str, Any]) -> bool:
+    """Whether the run took verdicts against baseline engines started beside a member's on its GPUs
+    (resident baselines: a second instance whose speed no other cell checks)."""
+    refs = (doc.get("specbench") or {}).get("reference_engines") or ()
+    return any(isinstance(e, dict) and e.get("resident") for e in refs)
+
+
+def withheld_cells(doc: Mapping[str, Any]) -> list[str]:
+    """The cells whose verdicts an A/A control withheld."""
+    ids = [c for rec in (doc.get("specbench") or {}).get("control") or () for c in rec.get("withheld") or ()]
+    return list(dict.fromkeys(ids))

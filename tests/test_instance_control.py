@@ -1,0 +1,147 @@
+"""The A/A control (report/control.py): a twin of the baseline read against the baseline's instance
+withholds the verdicts at its shape that an instance effect could explain; and engines that share
+their GPUs get the args that keep an idle one off the CPU (plugin/resident.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from test_resident import _resident_project
+
+from pytest_specbench.matrix.cells import EngineGroup
+from pytest_specbench.matrix.schema import parse
+from pytest_specbench.plugin import resident
+from pytest_specbench.report import control, screen, withheld
+
+
+def _matrix(extra: str = "") -> dict[str, Any]:
+    return {
+        "models": {"t": {"path": "embedded:tiny"}, "d": {"path": "embedded:tiny-draft"}},
+        "methods": {
+            "ar": {"backend": "sglang-server", "model": "t", "engine_args": {"disable_cuda_graph": True}},
+            "twin": {"backend": "sglang-server", "model": "t", "engine_args": {"disable_cuda_graph": True}},
+            "bigger": {
+                "backend": "sglang-server",
+                "model": "t",
+                "engine_args": {"chunked_prefill_size": 512},
+            },
+            "sd": {
+                "backend": "sglang-server",
+                "model": "t",
+                "speculative": {"algorithm": "standalone", "draft_model": "d", "num_steps": 3},
+                "engine_args": {"disable_cuda_graph": True},
+            },
+        },
+        "workloads": {"throughput": {"concurrency": [1], "output_tokens": [8], "prompt_tokens": 8}},
+    }
+
+
+def test_a_twin_of_the_baseline_is_its_control_and_nothing_else_is() -> None:
+    m = parse(_matrix(), "m.yaml")
+    assert m.controls() == {"twin": "ar"}  # other engine args, or speculative: members, not controls
+
+
+def _row(method: str, conc: int) -> dict[str, Any]:
+    params = {"method": method, "tp": 1, "workload": "throughput", "concurrency": conc, "output_tokens": 64}
+    return {"cell_id": f"{method}-tp1-c{conc}", "params": params, "group": f"{method}-tp1"}
+
+
+def _cmp(point: float, lo: float, hi: float, verdict: str) -> dict[str, Any]:
+    return {
+        "speedup_vs_ar": point,
+        "speedup_vs_ar_ci95": [lo, hi],
+        "speedup_verdict": verdict,
+        "speedup_pairing": "interleaved",
+        "speedup_pairs": 6,
+    }
+
+
+def _read(
+    control_ci: tuple[float, float, float],
+) -> tuple[list[dict[str, Any]], dict[int, Any], dict[str, Any]]:
+    """The H200 instance effect's figures: the baseline's instance ~30 % slow for a whole call, a
+    member that cannot beat AR reads x1.208 "faster", one truly x2.4 faster."""
+    rows = [_row("twin", 16), _row("a1", 16), _row("a4", 16), _row("a1", 1)]
+    comparisons = {
+        0: _cmp(*control_ci, "faster" if control_ci[1] > 1 else "within ±2%"),
+        1: _cmp(1.208, 1.093, 1.336, "faster"),
+        2: _cmp(2.399, 2.360, 2.438, "faster"),
+        3: _cmp(0.709, 0.687, 0.731, "slower"),
+    }
+    spec: dict[str, Any] = {"controls": {"twin": "ar"}}
+    control.apply(rows, comparisons, spec)
+    return rows, comparisons, spec
+
+
+def test_a_separated_control_withholds_what_its_instance_effect_could_explain() -> None:
+    rows, cmp, spec = _read((1.40, 1.21, 1.62))
+    (rec,) = spec["control"]
+    assert rec["control_cell"] == "twin-tp1-c16" and rec["established"] is True
+    assert rec["band"] == pytest.approx(0.4824, abs=1e-4)  # |log 1.62|: the far end of its interval
+    # x1.208 lies inside x0.617..x1.62: withheld, the verdict kept beside it
+    assert cmp[1]["speedup_verdict"].startswith("no verdict: x1.208 is smaller than the band")
+    assert "A/A control twin-tp1-c16" in cmp[1]["speedup_verdict"]
+    assert cmp[1]["speedup_verdict_before_control"] == "faster"
+    assert cmp[2]["speedup_verdict"] == "faster"  # x2.399 [2.360, 2.438]: clear of the band
+    assert cmp[3]["speedup_verdict"] == "slower"  # another shape (c1): no control there
+    assert cmp[0]["speedup_verdict"] == "faster"  # the control's own reading is what it is
+    assert rec["withheld"] == ["a1-tp1-c16"]
+    doc = {"specbench": spec, "benchmarks": []}
+    assert withheld.withheld_counts(doc)["instance-withheld"] == ["a1-tp1-c16"]
+    (line,) = screen.control_view(doc)
+    assert line.startswith("A/A control twin-tp1-c16: x1.400 [1.210, 1.620] against ar: separated")
+    assert "1 verdicts at its shape withheld (a1-tp1-c16)" in line
+
+
+def test_a_control_within_the_rounds_spread_withholds_nothing() -> None:
+    rows, cmp, spec = _read((1.07, 0.90, 1.27))
+    (rec,) = spec["control"]
+    assert rec["established"] is False and rec["withheld"] == []
+    assert cmp[1]["speedup_verdict"] == "faster" and "speedup_verdict_before_control" not in cmp[1]
+    (line,) = control.lines({"specbench": spec})
+    assert line == "A/A control twin-tp1-c16: x1.070 [0.900, 1.270] against ar: not separated"
+    # the count is on the withheld line of a run that carries a control, and only there
+    assert "instance-withheld 0" in withheld.withheld_lines({"specbench": spec, "benchmarks": []})[0]
+    assert "instance-withheld" not in withheld.withheld_lines({"specbench": {}, "benchmarks": []})[0]
+
+
+def test_resident_baselines_without_a_control_say_so() -> None:
+    doc = {
+        "specbench": {"controls": {}, "reference_engines": [{"group": "ar-tp1", "resident": {"share": 0.42}}]}
+    }
+    (line,) = control.lines(doc)
+    assert line.startswith("no A/A control: members were compared with a baseline instance beside them")
+    doc["specbench"]["reference_engines"] = [{"group": "ar-tp1"}]  # in one process (CPU): no line
+    assert control.lines(doc) == []
+
+
+def test_engines_sharing_their_gpus_get_sleep_on_idle_unless_their_method_sets_it() -> None:
+    m = parse(_matrix(), "m.yaml")
+    ar = EngineGroup(m.method("ar"), 1)
+    got, added = resident.with_beside_args(ar)
+    assert added == {"sleep_on_idle": True}
+    assert dict(got.method.engine_args) == {"disable_cuda_graph": True, "sleep_on_idle": True}
+    assert got.id == ar.id
+    doc = _matrix()
+    doc["methods"]["ar"]["engine_args"]["sleep_on_idle"] = False
+    own = EngineGroup(parse(doc, "m.yaml").method("ar"), 1)
+    assert resident.with_beside_args(own) == (own, {})  # the method's own setting stands
+    hf = EngineGroup(
+        parse({**_matrix(), "methods": {"ar": {"backend": "hf", "model": "t"}}}, "m.yaml").method("ar"), 1
+    )
+    assert resident.with_beside_args(hf) == (hf, {})  # a backend without beside_args: unchanged
+
+
+def test_a_run_with_a_twin_records_its_control_and_says_what_it_read(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _resident_project(pytester, monkeypatch)  # ar, its twin and sd on a launched-server backend
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json")
+    res.assert_outcomes(passed=6)
+    spec = json.loads((pytester.path / "out.json").read_text())["specbench"]
+    assert spec["controls"] == {"twin": "ar"}
+    assert [r["control_cell"] for r in spec["control"]] == ["twin-tp1-c1-out8", "twin-tp1-c2-out8"]
+    assert all(r["pairing"] == "interleaved" for r in spec["control"])
+    res.stdout.fnmatch_lines(["*A/A control twin-tp1-c1-out8: x* against ar: *"])
