@@ -145,7 +145,8 @@ if p.exists():
             bench[r.get("max_concurrency")] = r
 print("plugin http backend against one SGLang server (client TTFT vs the server's own histogram):")
 print(f"{'cell':34} {'procs':>5} {'client ms':>9} {'server ms':>9} {'diff ms':>8} {'diff %':>7} "
-      f"{'lag p99':>7} {'tok/s':>9} {'bench tok/s':>11} {'ratio':>6}  marked")
+      f"{'lag p99':>7} {'intake':>7} {'server':>7} {'deliv':>6} {'d p99':>6} {'tok/s':>9} {'round tok/s':>11} "
+      f"{'bench tok/s':>11} {'ratio':>6}  marked")
 p = out / "h200-clock-http.json"
 doc = json.loads(p.read_text()) if p.exists() else {"benchmarks": []}
 for b in doc["benchmarks"]:
@@ -154,11 +155,14 @@ for b in doc["benchmarks"]:
     d = None if cl is None or sv is None else cl - sv
     bt = (bench.get(c) or {}).get("output_throughput")
     tps = e.get("output_tokens_per_s")
+    tot = e.get("output_tokens_per_s_total")  # the whole rounds' tokens over their wall: bench_serving's
     print(f"{b['name'].split('[')[-1].rstrip(']'):34} {str(e.get('client_processes', '-')):>5} {f(cl):>9} "
           f"{f(sv):>9} {f(d, '{:+.2f}'):>8} {f(None if d is None or not sv else 100 * d / sv, '{:+.1f}'):>7} "
-          f"{f(e.get('client_loop_lag_ms_p99')):>7} {f(tps, '{:.1f}'):>9} {f(bt, '{:.1f}'):>11} "
-          f"{f(None if not bt or tps is None else tps / bt, '{:.4f}'):>6}  "
-          f"{'client_bound' if e.get('client_bound') else '-'}")
+          f"{f(e.get('client_loop_lag_ms_p99')):>7} {f(e.get('ttft_intake_ms_mean')):>7} "
+          f"{f(e.get('ttft_server_ms_mean')):>7} {f(e.get('ttft_delivery_ms_mean')):>6} "
+          f"{f(e.get('ttft_delivery_ms_p99')):>6} {f(tps, '{:.1f}'):>9} {f(tot, '{:.1f}'):>11} {f(bt, '{:.1f}'):>11} "
+          f"{f(None if not bt or tot is None else tot / bt, '{:.4f}'):>6}  "
+          f"{'client_bound' if e.get('client_bound') else 'before_server_clock' if e.get('ttft_before_server_clock') else '-'}")
 srv = {}
 p = out / "bench-serving-server.jsonl"
 if p.exists():

@@ -235,6 +235,10 @@ class FakeServer:
                             "cached_tokens": 0,
                             "spec_verify_ct": j + 1 if self.accept > 1 else 0,
                             **({"spec_accept_histogram": hist} if self.accept > 1 and cum == n else {}),
+                            # SGLang's wall-clock stamps: the first chunk's hand-over to HTTP, and
+                            # (in the last chunk) where its clock started, the request's arrival
+                            **({"response_sent_to_client_ts": time.time()} if j == 0 else {}),
+                            **({"request_received_ts": _wall(t0)} if cum == n else {}),
                         },
                     }
                 else:
@@ -281,6 +285,11 @@ class FakeServer:
             "choices": [{"index": 0, "text": "x" * n, "token_ids": out}],
             "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n},
         }
+
+
+def _wall(t: float) -> float:
+    """A time.monotonic() instant on the wall clock (time.time()), as SGLang stamps its meta_info."""
+    return t + time.time() - time.monotonic()
 
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: the kernel's receive time per read

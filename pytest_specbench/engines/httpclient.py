@@ -103,6 +103,11 @@ class StreamState:
     meta: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
     approximate: bool = False  # token counts per chunk guessed from text chunks (OpenAI, no usage)
+    # SGLang's own wall-clock stamps (meta_info): when its clock started for the request
+    # (request_received_ts, in the last chunk) and when it handed the first chunk to its HTTP
+    # layer (response_sent_to_client_ts, in the first)
+    received_ts: float | None = None
+    first_sent_ts: float | None = None
 
     text: str = ""
 
@@ -111,6 +116,10 @@ class StreamState:
         are cumulative by default and deltas under --incremental-streaming-output."""
         meta = ev.get("meta_info") or {}
         self.meta = meta
+        if self.first_sent_ts is None and meta.get("response_sent_to_client_ts") is not None:
+            self.first_sent_ts = float(meta["response_sent_to_client_ts"])
+        if meta.get("request_received_ts") is not None:
+            self.received_ts = float(meta["request_received_ts"])
         n = int(meta.get("completion_tokens", self.n))
         ids = ev.get("output_ids")
         if isinstance(ids, list):
@@ -152,14 +161,26 @@ class StreamState:
 
 
 def record_from(
-    request: Request, st: StreamState, t_chunks: list[tuple[float, int]], latency: float
+    request: Request,
+    st: StreamState,
+    t_chunks: list[tuple[float, int]],
+    latency: float,
+    sent_wall: float | None = None,
 ) -> RequestRecord:
+    """The request's record; with ``sent_wall`` (time.time() at submission) and the server's two
+    stamps, its TTFT in three legs (``ttft_legs_s``): the client's submission to the server's clock
+    start, the server's clock start to its first chunk handed to HTTP, and that hand-over to the
+    client's read of it (report/ttft_legs.py)."""
     meta = st.meta or {}
     n = st.n
     ids = tuple(st.ids) if st.ids is not None and len(st.ids) == n else ()
     extra: list[tuple[str, Any]] = []
     if st.approximate:
         extra.append(("token_counts", "approximate"))
+    if sent_wall is not None and t_chunks and st.received_ts is not None and st.first_sent_ts is not None:
+        read = sent_wall + t_chunks[0][0]
+        legs = (st.received_ts - sent_wall, st.first_sent_ts - st.received_ts, read - st.first_sent_ts)
+        extra.append(("ttft_legs_s", tuple(round(x, 6) for x in legs)))
     prompt = meta.get("prompt_tokens", (st.usage or {}).get("prompt_tokens"))
     return RequestRecord(
         prompt_tokens=len(request.input_ids),
@@ -262,6 +283,7 @@ class Client:
         st = StreamState()
         t_chunks: list[tuple[float, int]] = []
         t0 = time.perf_counter()  # submission, as SGLang's and vLLM's benchmark clients count
+        wall = time.time()  # the same instant on the clock SGLang stamps its meta_info with
         async with session.post(url, json=body) as resp:
             if resp.status != 200:
                 text = (await resp.text())[:500]
@@ -278,7 +300,7 @@ class Client:
                     t_chunks.append((now, st.n))
         if t_chunks and t_chunks[-1][1] != st.n:  # a final usage chunk corrected the count
             t_chunks[-1] = (t_chunks[-1][0], st.n)
-        return record_from(request, st, t_chunks, time.perf_counter() - t0)
+        return record_from(request, st, t_chunks, time.perf_counter() - t0, sent_wall=wall)
 
 
 async def _events(content: Any, where: str = "the server") -> AsyncIterator[Any]:

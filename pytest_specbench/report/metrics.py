@@ -457,20 +457,21 @@ def server_clock(
     ``client_bound`` when the client read TTFT more than 2 ms and 2 % later than the server
     stamped it and its loops' lag was not measured on time (measured on time, the gap is said as
     ``ttft_before_server_clock``: an H200 SGLang server's histogram starts after its HTTP intake,
-    which a burst of 64-256 requests waits in: docs/results/h200-clock2). Only when the server counted exactly the cell's requests (else someone else's
-    are in its mean: ``server_latency_exclusive: False``). With ``lag`` (:func:`loop_lag` of the
-    client's event loops), ``client_loop_lag_ms_mean`` / ``_p99`` / ``_max``, and the cell is
+    which a burst of 64-256 requests waits in: docs/results/h200-clock2). Only when the server
+    counted exactly the cell's requests (else someone else's are in its mean:
+    ``server_latency_exclusive: False``). Where the requests carry the server's own stamps
+    (report/ttft_legs.py), TTFT's three legs are recorded and judge instead: the client is bound
+    only when it read the first chunks late after their hand-over. With ``lag`` (:func:`loop_lag`
+    of the client's event loops), ``client_loop_lag_ms_mean`` / ``_p99`` / ``_max``, and the cell is
     client-bound too when its loops ran more than CLIENT_LAG_MS late on average or
     CLIENT_LAG_P99_MS in their worst 1 % (with or without a server histogram)."""
     out: dict[str, Any] = _lag_fields(lag)
-    if not server:
-        return out
     ok = [r for r in records if not r.error]
     for what, client in (
         ("ttft", [r.ttft_s for r in ok if r.ttft_s is not None]),
         ("e2e", [r.latency_s for r in ok]),
     ):
-        mean, n = server.get(f"{what}_ms_mean"), server.get(f"{what}_requests")
+        mean, n = (server or {}).get(f"{what}_ms_mean"), (server or {}).get(f"{what}_requests")
         if mean is None:
             continue
         out[f"server_{what}_ms_mean"] = mean
@@ -478,8 +479,19 @@ def server_clock(
             out[f"client_{what}_ms_mean"] = sum(client) / len(client) * 1e3
         if n != len(ok):
             out["server_latency_exclusive"] = False
+    from .ttft_legs import judged, legs
+
+    out.update(legs(records))
     c, s = out.get("client_ttft_ms_mean"), out.get("server_ttft_ms_mean")
-    if c is not None and s and out.get("server_latency_exclusive") is not False:
+    if "ttft_delivery_ms_mean" in out:  # the server's own stamps per request: the legs judge
+        if c is None:
+            ok_ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
+            out["client_ttft_ms_mean"] = c = sum(ok_ttft) / len(ok_ttft) * 1e3 if ok_ttft else None
+        by_legs = judged(out, CLIENT_BOUND_MS, CLIENT_BOUND_FRACTION)
+        if "client_bound" in by_legs and out.get("client_bound"):
+            by_legs["client_bound"] += "; " + out["client_bound"]
+        out.update(by_legs)
+    elif c is not None and s and out.get("server_latency_exclusive") is not False:
         late = c - s
         on_time = "client_loop_lag_ms_mean" in out and not out.get("client_bound")
         if late > CLIENT_BOUND_MS and late > CLIENT_BOUND_FRACTION * s and on_time:

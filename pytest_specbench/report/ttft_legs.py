@@ -1,0 +1,76 @@
+"""A streamed request's time to first token in three legs, on the one wall clock the client and
+an SGLang server on the same host share (docs/metrics.md "The server's clock beside the client's").
+Pure: no pytest, no I/O.
+
+SGLang (0.5.x) stamps two instants in a ``/generate`` stream's meta_info: ``request_received_ts``,
+where its TTFT histogram starts (its tokenizer manager took the request, after its HTTP layer
+read and parsed it), and ``response_sent_to_client_ts``, where it handed the first chunk to its
+HTTP layer (just after the histogram's end). With the client's own submission and read times:
+
+- intake: the client's submission to the server's clock start (the client's write, the server's
+  HTTP intake and parsing of a burst of requests);
+- server: the server's clock start to the first chunk handed over (its histogram's TTFT and its
+  output loop's wake-up);
+- delivery: the hand-over to the client's read (the server's HTTP write and the client's read
+  loop): the only leg that is the client's own.
+
+A client that keeps up reads each first chunk within CLIENT_BOUND_MS of its hand-over; a TTFT gap
+against the server's histogram with the delivery leg that small lies in the server's intake.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..engines.base import RequestRecord
+
+LEGS = ("intake", "server", "delivery")
+
+
+def _p99(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, math.ceil(0.99 * len(s)) - 1))]
+
+
+def legs(records: Sequence[RequestRecord]) -> dict[str, Any]:
+    """``ttft_<leg>_ms_mean`` for each leg, ``ttft_delivery_ms_p99`` and ``ttft_legs_requests``
+    over the requests that carry them (error-free, streamed, both server stamps); {} without."""
+    got = [dict(r.meta).get("ttft_legs_s") for r in records if not r.error]
+    got = [g for g in got if g is not None and len(g) == 3]
+    if not got:
+        return {}
+    out: dict[str, Any] = {
+        f"ttft_{name}_ms_mean": round(sum(g[i] for g in got) / len(got) * 1e3, 3)
+        for i, name in enumerate(LEGS)
+    }
+    out["ttft_delivery_ms_p99"] = round(_p99([g[2] for g in got]) * 1e3, 3)
+    out["ttft_legs_requests"] = len(got)
+    return out
+
+
+def judged(m: dict[str, Any], bound_ms: float, bound_fraction: float) -> dict[str, Any]:
+    """The legs' judgement, in place of the loop-lag inference, where a cell has them: the client
+    is bound when it read the first chunks late after their hand-over (the delivery leg above
+    ``bound_ms`` and ``bound_fraction`` of its TTFT); else a TTFT above the server's histogram is
+    said as lying before the server's clock (``ttft_before_server_clock``), with the legs."""
+    if "ttft_delivery_ms_mean" not in m:
+        return {}
+    c = m.get("client_ttft_ms_mean")
+    d, i, s = m["ttft_delivery_ms_mean"], m["ttft_intake_ms_mean"], m["ttft_server_ms_mean"]
+    said = f"intake {i:.1f} ms, server {s:.1f} ms, delivery {d:.1f} ms (p99 {m['ttft_delivery_ms_p99']:.1f})"
+    if c and d > bound_ms and d > bound_fraction * c:
+        return {
+            "client_bound": f"the client read the first chunks {d:.1f} ms on average after the server "
+            f"handed them to HTTP ({said}): its reading, not the server, set that part of TTFT"
+        }
+    srv = m.get("server_ttft_ms_mean") if m.get("server_latency_exclusive") is not False else None
+    if c and srv and c - srv > bound_ms and c - srv > bound_fraction * srv:
+        return {
+            "ttft_before_server_clock": f"the client read TTFT {c:.1f} ms, the server's histogram "
+            f"{srv:.1f} ms (+{c - srv:.1f} ms, +{(c - srv) / srv:.0%}); legs: {said}: the client read "
+            "each first chunk on time after its hand-over, the gap lies in the server's intake "
+            "before its clock starts"
+        }
+    return {}

@@ -1,0 +1,88 @@
+"""TTFT in three legs on the wall clock client and server share (report/ttft_legs.py): the client's
+submission to the server's clock start, the server's clock to its first chunk's hand-over, and the
+hand-over to the client's read; the client is bound only when that last leg is late."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_server_backends import HTTP_MATRIX, _cells, _project, fake_server  # noqa: F401
+
+from pytest_specbench.engines.base import Request, RequestRecord
+from pytest_specbench.engines.httpclient import StreamState, record_from
+from pytest_specbench.report.metrics import server_clock
+from pytest_specbench.report.ttft_legs import legs
+
+
+def _stream(received: float | None, sent: float | None) -> StreamState:
+    st = StreamState()
+    st.sglang({"output_ids": [1], "meta_info": {"completion_tokens": 1, "response_sent_to_client_ts": sent}})
+    st.sglang({"output_ids": [1, 2], "meta_info": {"completion_tokens": 2, "request_received_ts": received}})
+    return st
+
+
+def test_a_streamed_record_carries_its_three_legs() -> None:
+    req = Request(input_ids=(1, 2, 3), max_new_tokens=2)
+    # sent at 1000.000; the server's clock started at .020, handed the first chunk over at .140;
+    # the client read it 150 ms after sending
+    rec = record_from(req, _stream(1000.020, 1000.140), [(0.150, 1), (0.160, 2)], 0.2, sent_wall=1000.0)
+    assert dict(rec.meta)["ttft_legs_s"] == pytest.approx((0.020, 0.120, 0.010), abs=1e-6)
+    # without the server's stamps, or without the client's send time: no legs
+    assert "ttft_legs_s" not in dict(record_from(req, _stream(None, 1000.14), [(0.15, 1)], 0.2, 1000.0).meta)
+    assert "ttft_legs_s" not in dict(record_from(req, _stream(1000.02, 1000.14), [(0.15, 1)], 0.2).meta)
+
+
+def _rec(ttft: float, intake: float, delivery: float) -> RequestRecord:
+    legs_s = (intake, ttft - intake - delivery, delivery)
+    return RequestRecord(16, 8, ttft + 0.1, ttft_s=ttft, meta=(("ttft_legs_s", legs_s),))
+
+
+def test_the_legs_judge_the_client_by_its_own_leg() -> None:
+    on_time = [_rec(0.200, 0.060, 0.0005), _rec(0.220, 0.070, 0.0015)]  # client mean 210 ms
+    got = legs(on_time)
+    assert got == {
+        "ttft_intake_ms_mean": 65.0,
+        "ttft_server_ms_mean": 144.0,
+        "ttft_delivery_ms_mean": 1.0,
+        "ttft_delivery_ms_p99": 1.5,
+        "ttft_legs_requests": 2,
+    }
+    m = server_clock(on_time, {"ttft_ms_mean": 140.0, "ttft_requests": 2})
+    assert "client_bound" not in m  # 70 ms above the histogram, but read 1 ms after the hand-over
+    assert m["ttft_before_server_clock"].startswith(
+        "the client read TTFT 210.0 ms, the server's histogram 140.0"
+    )
+    assert "intake 65.0 ms, server 144.0 ms, delivery 1.0 ms (p99 1.5)" in m["ttft_before_server_clock"]
+    late = [_rec(0.200, 0.010, 0.030), _rec(0.220, 0.010, 0.050)]  # read 40 ms after the hand-over
+    m = server_clock(late, {"ttft_ms_mean": 150.0, "ttft_requests": 2})
+    assert m["client_bound"].startswith("the client read the first chunks 40.0 ms on average after")
+    assert "ttft_before_server_clock" not in m
+    # no histogram at all: the legs are still recorded, and still judge the client
+    assert server_clock(late, None)["ttft_delivery_ms_mean"] == 40.0 and "client_bound" in server_clock(
+        late, None
+    )
+
+
+def test_a_cell_against_the_scripted_server_records_legs_that_add_up_to_its_ttft(
+    pytester: pytest.Pytester,
+    fake_server,  # noqa: F811
+) -> None:
+    """The scripted server stamps its first chunk's hand-over and the request's arrival as SGLang
+    does: every timed request carries its legs, their means add up to the client's mean TTFT,
+    the server's leg covers its script, and the client-bound mark follows the delivery leg."""
+    srv = fake_server(FAKE_TTFT_MS="40", FAKE_ITL_MS="5", FAKE_ACCEPT="1")
+    _project(pytester, HTTP_MATRIX.format(url=srv.url, api="sglang", extra="", conc="[16]", out=8))
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json", "-p", "no:randomly")
+    res.assert_outcomes(passed=1)
+    (b,) = _cells(json.loads((pytester.path / "out.json").read_text())).values()
+    m = b["extra_info"]
+    assert m["ttft_legs_requests"] == m["server_latency"]["ttft_requests"]  # every timed request
+    total = m["ttft_intake_ms_mean"] + m["ttft_server_ms_mean"] + m["ttft_delivery_ms_mean"]
+    assert total == pytest.approx(m["client_ttft_ms_mean"], abs=0.01)
+    assert m["ttft_server_ms_mean"] >= 40.0  # the script's TTFT, from the arrival
+    assert m["ttft_intake_ms_mean"] >= -1.0 and m["ttft_delivery_ms_mean"] >= -1.0  # one clock
+    late = m["ttft_delivery_ms_mean"]
+    assert ("client_bound" in m) is (late > 2.0 and late > 0.02 * m["client_ttft_ms_mean"]), m.get(
+        "client_bound"
+    )
