@@ -486,23 +486,42 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
 
 def warn_cpu_engines_share_cores(config: pytest.Config, st: SpecbenchState) -> None:
     """CPU backends under -n K: K engines at once split the cores (each gets cores // K torch
-    threads, engines/hf.py); past one thread each they oversubscribe them. Said once, up front."""
+    threads, engines/hf.py); past one thread each they oversubscribe them. Said once, on the
+    controller, when it learns the session's items (a worker's collection, or its own under
+    --specbench-plan) and they hold a cell of a CPU backend: a session that collected none (a
+    project's own tests, run beside its CPU matrix) starts no CPU engine and is told nothing."""
     k = workers(config)
-    cpu = st.matrix is not None and any(
-        not get_backend(m.backend).gpu and not get_backend(m.backend).external for m in st.matrix.methods
-    )
-    if hasattr(config, "workerinput") or k <= 1 or not cpu:
+    if hasattr(config, "workerinput") or k <= 1 or st.matrix is None:
         return
-    import os
-
+    cpu = {
+        c.id
+        for c in st.matrix.cells()
+        if not get_backend(c.method.backend).gpu and not get_backend(c.method.backend).external
+    }
+    if not cpu:
+        return
     cores = os.cpu_count() or 1
     share = f"{max(1, cores // k)} thread(s) each"
     over = " (more engines than cores: they oversubscribe them)" if k > cores else ""
-    config.issue_config_time_warning(
-        pytest.PytestConfigWarning(
-            f"-n {k} runs {k} CPU engines at once on {cores} cores, {share}{over}: CPU cells run "
-            "slower and noisier than serially, and cells that overlap disturb each other (marked "
-            "'disturbed'); run CPU matrices without -n to compare methods"
-        ),
-        stacklevel=2,
+    warning = pytest.PytestConfigWarning(
+        f"-n {k} runs {k} CPU engines at once on {cores} cores, {share}{over}: CPU cells run "
+        "slower and noisier than serially, and cells that overlap disturb each other (marked "
+        "'disturbed'); run CPU matrices without -n to compare methods"
     )
+
+    class CpuCellsCollected:
+        said = False
+
+        def _told(self, nodeids: Iterable[str]) -> None:
+            if self.said or not any(n.endswith("]") and n[n.rfind("[") + 1 : -1] in cpu for n in nodeids):
+                return
+            self.said = True
+            config.issue_config_time_warning(warning, stacklevel=2)
+
+        def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+            self._told(ids)
+
+        def pytest_collection_finish(self, session: pytest.Session) -> None:
+            self._told(item.nodeid for item in session.items)
+
+    config.pluginmanager.register(CpuCellsCollected(), "specbench-cpu-cells-warning")
