@@ -39,8 +39,13 @@ def _matrix(extra: str = "") -> dict[str, Any]:
 
 
 def test_a_twin_of_the_baseline_is_its_control_and_nothing_else_is() -> None:
+    from pytest_specbench.engines import separate_instances
+
     m = parse(_matrix(), "m.yaml")
     assert m.controls() == {"twin": "ar"}  # other engine args, or speculative: members, not controls
+    assert m.controls(separate_instances) == {"twin": "ar"}  # launched servers: instances of their own
+    cpu = {**_matrix(), "methods": {n: {"backend": "hf", "model": "t"} for n in ("ar", "twin")}}
+    assert parse(cpu, "m.yaml").controls(separate_instances) == {}  # two engines of one process
 
 
 def _row(method: str, conc: int) -> dict[str, Any]:
@@ -145,3 +150,49 @@ def test_a_run_with_a_twin_records_its_control_and_says_what_it_read(
     assert [r["control_cell"] for r in spec["control"]] == ["twin-tp1-c1-out8", "twin-tp1-c2-out8"]
     assert all(r["pairing"] == "interleaved" for r in spec["control"])
     res.stdout.fnmatch_lines(["*A/A control twin-tp1-c1-out8: x* against ar: *"])
+
+
+def _race_matrix() -> Any:
+    hf = {"backend": "sglang-server", "model": "m"}
+    doc = {
+        "models": {"m": "embedded:tiny"},
+        "methods": {"ar": hf, "twin": hf, "ng": {**hf, "speculative": {"algorithm": "ngram"}}},
+        "workloads": {"throughput": {"concurrency": [1, 4], "output_tokens": [8], "rounds": 6, "warmup": 0}},
+    }
+    return parse(doc, "m.yaml")
+
+
+def _record(race: Any, cell: Any, speedup: float) -> None:
+    """Six rounds of ``cell`` at ``speedup`` x the 100 tok/s of the baseline beside it."""
+    own = [100.0 * speedup * f for f in (1.0, 1.02, 0.98, 1.01, 0.99, 1.0)]
+    result = {
+        "cell_id": cell.id,
+        "group": cell.group.id,
+        "params": cell.params(),
+        "metrics": {"round_tokens_per_s": own, "reference": {"round_tokens_per_s": [100.0] * 6}},
+        "extra_info": {},
+        "round_times": [1.0] * 6,
+    }
+    race.record(cell, result)
+
+
+def test_a_race_never_drops_within_the_instance_effect_its_control_established() -> None:
+    from pytest_specbench.deciding.race import Race
+    from pytest_specbench.report.sequential import Looks
+
+    m = _race_matrix()
+    cells = {(c.method.name, c.concurrency): c for c in m.cells()}
+    ng = cells[("ng", 1)]
+    own = [0.80, 0.82, 0.79, 0.81, 0.80, 0.80]  # x0.80 of the baseline beside it, every round
+    looks = Looks(3, 6, 1)
+    plain = Race(m)
+    iv, info = plain.vs_leader(ng, own, True, looks)
+    assert iv.hi < 0.98 and "control_band" not in info  # without a control: out of the race
+    race = Race(m)
+    assert race.races(cells[("twin", 1)]) is False  # a control never races: it runs at every shape
+    _record(race, cells[("twin", 1)], 1.30)  # the twin read x1.30: the baseline's instance is slow
+    iv, info = race.vs_leader(ng, own, True, looks)
+    assert info["control_band"] > 1.25 and iv.hi > 1.0  # x0.80 lies within the instance effect: kept
+    other = Race(m)
+    _record(other, cells[("twin", 4)], 1.30)  # a control at another shape says nothing here
+    assert "control_band" not in other.vs_leader(ng, own, True, looks)[1]

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engines import separate_instances
 from ..matrix.cells import Cell, Matrix
 from ..report import paired, sequential
 from ..report.brackets import widen
@@ -188,6 +189,8 @@ class Race:
 
     def __post_init__(self) -> None:
         self.baselines = self.matrix.baselines()
+        # twins of a baseline whose engines are instances of their own: A/A controls, never racing
+        self.controls = self.matrix.controls(separate_instances)
         self._cells = {(paired.axes(c.params()), c.method.name): c for c in self.matrix.cells()}
         self._by_id = {c.id: c for c in self.matrix.cells()}
 
@@ -263,7 +266,9 @@ class Race:
         accept length races too, but only in its own pool (``same_pool``): its baseline and the
         other forced lengths of its sweep, a ground truth whose order is known; it never leads a
         drafter nor is led by one."""
-        return self.baselines.get(cell.method.name) not in (None, cell.method.name)
+        return self.baselines.get(cell.method.name) not in (None, cell.method.name) and (
+            cell.method.name not in self.controls  # an A/A control runs at every shape
+        )
 
     def same_pool(self, cell: Cell, shape: tuple[Any, ...], rival: str) -> bool:
         """Whether the method ``rival`` at ``shape`` races against ``cell``: drafters against
@@ -342,6 +347,7 @@ class Race:
             iv = paired.ratio_interval([a for a, _ in pairs], [b for _, b in pairs], both)
         if iv is None or iv.lo is None or iv.hi is None:
             return None
+        band = self.control_band(cell, looks) if relative else 0.0
         info = {
             "status": "dropped",
             "lost_to": lead.cell_id,
@@ -351,6 +357,9 @@ class Race:
             "shape": shape_label(cell),
             "family": both.family if both is not None else 1,
         }
+        if band:  # an instance effect its shape's A/A control established: clear of it, or no drop
+            iv = paired.Interval(iv.point, iv.lo * math.exp(-band), iv.hi * math.exp(band), iv.n)
+            info.update(control_band=round(math.exp(band), 6), lo=round(iv.lo, 6), hi=round(iv.hi, 6))
         if not relative and cell.group.id in self.brackets:  # widened by what the brackets bound
             lead_group = self._by_id[lead.cell_id].group.id if lead.cell_id in self._by_id else ""
             at = (1.0, 1.0) if lead.method == self.baselines.get(cell.method.name) else None
@@ -364,6 +373,20 @@ class Race:
             iv = paired.Interval(iv.point, iv.lo * (1 - self.drift), iv.hi / (1 - self.drift), iv.n)
             info.update(drift_allowed=self.drift, lo=round(iv.lo, 6), hi=round(iv.hi, 6))
         return iv, info
+
+    def control_band(self, cell: Cell, looks: Looks) -> float:
+        """The instance effect an A/A control (a twin of the baseline, report/control.py) measured
+        so far at ``cell``'s shape established: its interval against the baseline beside it, where
+        that excludes 1, read as its far end from 1 (|log|); 0 without a control there or where
+        its interval spans 1. A drop's interval is widened by it either way."""
+        band = 0.0
+        for e in self.shapes.get(paired.axes(cell.params()), []):
+            if e.method not in self.controls or not e.relative:
+                continue
+            iv = paired.unpaired_ratio_interval([s for s in e.speeds if s], [1.0], e.looks or looks)
+            if iv is not None and iv.lo and iv.hi and not iv.lo <= 1.0 <= iv.hi:
+                band = max(band, abs(math.log(iv.lo)), abs(math.log(iv.hi)))
+        return band
 
     # ------------------------------------------------------------------ after a cell ran
 

@@ -187,6 +187,14 @@ def forced_env(method: Any) -> dict[str, str]:
     return env
 
 
+def separate_instances(name: str) -> bool:
+    """Whether a backend's engines are instances of their own whose speed can differ between two
+    starts of one configuration (a launched server, a GPU engine): where a twin of the baseline
+    is an A/A control (Matrix.controls). Two engines of one process on the CPU are not."""
+    b = BACKENDS.get(name)
+    return b is not None and (b.resident or (b.gpu and not b.external))
+
+
 def get_backend(name: str) -> Backend:
     try:
         return BACKENDS[name]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -368,10 +369,12 @@ class Matrix:
                 out[m.name] = ar.name if ar else None
         return out
 
-    def controls(self) -> dict[str, str]:
+    def controls(self, separate: Callable[[str], bool] | None = None) -> dict[str, str]:
         """Method -> its baseline, for each method that is a twin of its baseline (the A/A
         control, report/control.py): the same backend, model, engine_args, env, endpoint and
-        hooks, neither speculative; only its name differs."""
+        hooks, neither speculative; only its name differs. ``separate(backend)``: whether that
+        backend's engines are instances of their own (a launched server, a GPU engine) whose
+        speed a twin checks; two engines of one process (the embedded CPU model) are not."""
 
         def engine(m: Method) -> tuple[Any, ...]:
             return (m.backend, m.model, m.engine_args, m.env, m.url, m.api, m.hooks, m.tp)
@@ -381,6 +384,8 @@ class Matrix:
             if b is None or b == m:
                 continue
             me, base = self.method(m), self.method(b)
+            if separate is not None and not separate(me.backend):
+                continue
             if not me.is_speculative and not base.is_speculative and engine(me) == engine(base):
                 out[m] = b
         return out

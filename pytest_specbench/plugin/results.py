@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from ..engines import separate_instances
 from ..report import summary as report
 from . import group_hooks, sharding
 from .long_summary import full_lines, wall_vs_plan
@@ -252,7 +253,7 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             # drift sentinels: report.build turns them into "drift" and withholds smaller verdicts
             "sentinels": st.sentinels,
             # twins of a baseline (A/A controls): report/control.py withholds by what they read
-            "controls": st.matrix.controls(),
+            "controls": st.matrix.controls(separate_instances),
             "gpus_used": list(st.gpus) if st.gpus is not None else None,
             "gpu_notes": st.gpu_notes,
             # a crashed worker's cell that xdist ran again and that then measured is a result,

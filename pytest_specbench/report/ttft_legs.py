@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..engines.base import RequestRecord
+if TYPE_CHECKING:
+    from ..engines.base import RequestRecord
 
 LEGS = ("intake", "server", "delivery")
 
