@@ -10,8 +10,9 @@ import statistics
 from pathlib import Path
 
 import pytest
-from bench_project import write_project
+from bench_project import fake_conftest, write_project
 
+from pytest_specbench.plugin import disturbance  # imported before pytester's sys.modules snapshot
 from pytest_specbench.report import pooled, screen, sequential
 
 HERE = Path(__file__).parent
@@ -136,15 +137,25 @@ def test_a_shape_without_a_verdict_is_left_out_and_counted() -> None:
     assert "1 shape(s) without a verdict left out" in pooled.line(f)
 
 
-EMBEDDED = """
-models: {tiny: embedded:tiny, tiny-draft: embedded:tiny-draft}
+# the embedded model's backend as the plugin sees it (a CPU backend whose baseline runs
+# interleaved rounds beside each method), on an engine that streams a token every 2 ms whatever
+# the method: the pooled figure and its line are the plugin's, not the engine's
+CONFTEST = fake_conftest(
+    "FakeTimedEngine",
+    'register_backend("fake-timed", FakeTimedEngine, max_tp=1, gpu=False, interleave=True)',
+)
+MATRIX = """
+models: {m: /nonexistent/model}
 methods:
-  ar: {backend: hf, model: tiny}
-  ngram: {backend: hf, model: tiny, speculative: {algorithm: ngram, num_draft_tokens: [2, 4], max_ngram: 3}}
+  ar: {backend: fake-timed, model: m}
+  ngram:
+    backend: fake-timed
+    model: m
+    speculative: {algorithm: ngram, num_draft_tokens: [2, 4], max_ngram: 3}
   draft:
-    backend: hf
-    model: tiny
-    speculative: {algorithm: draft, draft_model: tiny-draft, num_draft_tokens: 3}
+    backend: fake-timed
+    model: m
+    speculative: {algorithm: draft, draft_model: m, num_draft_tokens: 3}
 compare: [[ngram, draft]]
 workloads:
   throughput: {concurrency: [1, 2], output_tokens: [16], prompt_tokens: 32, rounds: 3, warmup: 0}
@@ -152,19 +163,23 @@ workloads:
 
 
 @pytest.mark.slow
-def test_the_embedded_model_prints_the_pooled_line_first_and_the_json_has_it(
-    pytester: pytest.Pytester,
+def test_a_run_prints_the_pooled_line_first_and_the_json_has_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_project(pytester, EMBEDDED, None)  # the embedded model's backend needs no conftest
+    """A swept ngram (d2, d4) against draft at two shapes: the JSON's compare_pooled holds one
+    figure over both shapes, the best of the 2 settings, its interval around its ratio, and its
+    line is the first of the summary. The disturbance meter is off (its own tests cover it): no
+    shape is withheld because the suite's other worker took the CPU, so every figure is checked."""
+    monkeypatch.setattr(disturbance.DisturbanceMeter, "start", lambda self: None)
+    monkeypatch.setattr(disturbance.DisturbanceMeter, "stop", lambda self: {})
+    write_project(pytester, MATRIX, CONFTEST)
     res = pytester.runpytest("benches", "-p", "no:cacheprovider", "--benchmark-json", "out.json")
     res.assert_outcomes(passed=8)
     doc = json.loads((pytester.path / "out.json").read_text())
     (f,) = doc["specbench"]["compare_pooled"]
-    # on a loaded machine a disturbed shape has no verdict: left out, and counted
-    assert f["a"] == "ngram" and f["b"] == "draft" and f["shapes"] + f["withheld"] == 2
-    if f["shapes"]:
-        assert f["setting"] in ("ngram-d2", "ngram-d4") and "the best of 2 settings" in f["how"]
-        assert f["lo"] < f["ratio"] < f["hi"]
+    assert f["a"] == "ngram" and f["b"] == "draft" and (f["shapes"], f["withheld"]) == (2, 0)
+    assert f["setting"] in ("ngram-d2", "ngram-d4") and "the best of 2 settings" in f["how"]
+    assert f["lo"] < f["ratio"] < f["hi"]
     out = res.stdout.str().splitlines()
     first = out.index(next(ln for ln in out if "specbench summary" in ln)) + 1
     import textwrap
