@@ -203,7 +203,7 @@ def test_a_tuned_race_under_xdist_waits_for_every_deciding_cell_and_decides_as_o
     setting's deciding cell is slow (its engine sleeps), so a worker that did not wait would
     decide without it."""
     pytester.makeconftest(CONFTEST + WORKER_PATCHES)
-    monkeypatch.setenv("FAKE_SLOW_S", "0.4")
+    monkeypatch.setenv("FAKE_SLOW_S", "0.2")
     matrix = TUNED.replace("knob:", "slowknob:")
     speeds = "slowknob-d1=1.5,slowknob-d2=2,slowknob-d4=4"
     two, out, _ = _run(pytester, monkeypatch, matrix, speeds, "--specbench-race", "-n", "2")
