@@ -151,9 +151,11 @@ def pytest_runtest_call(item):
         eng.planned += eta
 """
 
-# 1 planned second = makespan / 5 s under -n 8 (about 7.5 ms), serial / 7 s in one process
+# 1 planned second = makespan / 5 s under -n 8 (about 7.5 ms: the groups planned to start at once
+# do, though 8 workers start up on two cores), serial / 2 s in one process (about 1 ms: one engine
+# at a time, whatever the scale)
 PARALLEL_WALL_S = 5.0
-SERIAL_WALL_S = 7.0
+SERIAL_WALL_S = 2.0
 
 
 def _seed_matrix() -> str:
@@ -192,10 +194,12 @@ def test_seed_matrix_on_8_fake_gpus_keeps_to_the_planned_schedule(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The seed's methods x TP1/4/8 x contexts on 8 fake H200s, GPU 0 busy. The fake engine takes
-    the planner's times scaled down. Under -n 8 the engines' wall (first start asked for to last
-    stop; the 8 workers' own start-up is not in the plan) stays within 1.15x of the printed
-    makespan, no GPU is held by two engines at once, GPU 0 is never used, the TP8 cells are skipped
-    with the free count; serial, the same matrix takes about the planned sum."""
+    the planner's times scaled down. Under -n 8 and serially: no GPU is held by two engines at
+    once, GPU 0 is never used, the TP8 cells are skipped with the free count; under -n 8 the groups
+    the printed schedule starts at once start before any engine stops, on its GPUs, and its TP4
+    groups follow one another in its order. How close the engines' wall (first start asked for to
+    last stop; the workers' own start-up is not in the plan) came to the printed makespan and
+    serial sum is printed, not asserted."""
     from pytest_specbench.gpus.leases import overlaps, read_log
 
     pytester.makeconftest(SIM_CONFTEST)
