@@ -24,9 +24,9 @@ workloads:
     concurrency: [2]
     output_tokens: [8]
     prompt_tokens: 16
-    waves: 4
+    waves: 2
     rounds: 4
-    warmup: 1
+    warmup: 0
   poisson:
     kind: throughput
     request_rate: [50]
