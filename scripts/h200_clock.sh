@@ -16,7 +16,9 @@
 # Everything under $OUT: summary.txt, h200-clock-http.json, bench-serving.jsonl (bench_serving's own
 # JSON), bench-serving-server.jsonl (the server's TTFT histogram around each run), inproc-clock.json,
 # and clock-logs.tgz (the server's command and log, the pytest and bench_serving logs, wall times).
-# TLIMIT (default 420) bounds the whole.
+# TLIMIT (default 420) bounds the whole. HTTP_MATRIX (default benches/gpu/h200-clock-http.yaml) is
+# the plugin's matrix; BENCH_C (default "1 64 256") the concurrencies bench_serving runs, each
+# BENCH_REPS times (default 1; the summary's ratio divides by their mean); NO_INPROC=1 skips step 4.
 set -uo pipefail
 OUT=${OUT:-out}; L=$OUT/clock-logs; mkdir -p "$L"
 PORT=30123  # the url of benches/gpu/h200-clock-http.yaml
@@ -79,7 +81,7 @@ if [ -z "$up" ]; then tail -n 40 "$L/server.log"; exit 1; fi
 # 2. the plugin's http backend, worker processes and one process, one pytest session
 t=$SECONDS
 timeout "$(upto 150 220)" python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
-  --specbench-matrix benches/gpu/h200-clock-http.yaml --benchmark-json "$OUT/h200-clock-http.json" \
+  --specbench-matrix "${HTTP_MATRIX:-benches/gpu/h200-clock-http.yaml}" --benchmark-json "$OUT/h200-clock-http.json" \
   --specbench-log-dir "$L/http" -rsfE > "$L/http.pytest.log" 2>&1
 echo "http rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
 tail -n 25 "$L/http.pytest.log"
@@ -99,7 +101,7 @@ h = histogram_sums(parse_prometheus(text))
 print(h.get("sglang:time_to_first_token_seconds_sum", 0.0), h.get("sglang:time_to_first_token_seconds_count", 0.0))
 EOF
 }
-for c in 1 64 256; do
+for c in ${BENCH_C:-1 64 256}; do for rep in $(seq "${BENCH_REPS:-1}"); do
   [ "$(left)" -gt 120 ] || { echo "bench_serving c$c skipped: $(left) s left" | tee -a "$L/walltimes.txt"; continue; }
   t=$SECONDS
   before=$(scrape)
@@ -111,14 +113,14 @@ for c in 1 64 256; do
   echo "{\"max_concurrency\": $c, \"before\": [${before/ /, }], \"after\": [$(scrape | sed 's/ /, /')]}" \
     >> "$OUT/bench-serving-server.jsonl"
   grep -E "Output token throughput|Mean TTFT|Successful requests|Max request concurrency" "$L/bench-serving-c$c.log"
-done
+done; done
 stop_server
 echo "server stopped at $((SECONDS - T0)) s; sglang processes left: $(ps -eo args | grep -c '[s]glang')" \
   | tee -a "$L/walltimes.txt"
 
 # 4. the in-process backend, if time is left (an engine start, as the server's about 100 s, and three
 #    shapes: about 150 s; TLIMIT=560 leaves it that whatever the setup took)
-if [ "$(left)" -gt 150 ]; then
+if [ -z "${NO_INPROC:-}" ] && [ "$(left)" -gt 150 ]; then
   t=$SECONDS
   timeout "$(upto 10 300)" python3 scripts/inproc_clock.py benches/gpu/h200-clock-inproc.yaml \
     "$OUT/inproc-clock.json" "$L/inproc" > "$L/inproc.log" 2>&1
@@ -142,7 +144,10 @@ if p.exists():
     for line in p.read_text().splitlines():
         if line.strip():
             r = json.loads(line)
-            bench[r.get("max_concurrency")] = r
+            bench.setdefault(r.get("max_concurrency"), []).append(r)
+def mean_tput(c):  # bench_serving's output tok/s at c, the mean of its passes
+    xs = [r.get("output_throughput") for r in bench.get(c) or [] if r.get("output_throughput")]
+    return sum(xs) / len(xs) if xs else None
 print("plugin http backend against one SGLang server (client TTFT vs the server's own histogram):")
 print(f"{'cell':34} {'procs':>5} {'client ms':>9} {'server ms':>9} {'diff ms':>8} {'diff %':>7} "
       f"{'lag p99':>7} {'intake':>7} {'server':>7} {'deliv':>6} {'d p99':>6} {'tok/s':>9} {'round tok/s':>11} "
@@ -153,7 +158,7 @@ for b in doc["benchmarks"]:
     e, c = b["extra_info"], b["params"]["concurrency"]
     cl, sv = e.get("client_ttft_ms_mean"), e.get("server_ttft_ms_mean")
     d = None if cl is None or sv is None else cl - sv
-    bt = (bench.get(c) or {}).get("output_throughput")
+    bt = mean_tput(c)
     tps = e.get("output_tokens_per_s")
     tot = e.get("output_tokens_per_s_total")  # the whole rounds' tokens over their wall: bench_serving's
     print(f"{b['name'].split('[')[-1].rstrip(']'):34} {str(e.get('client_processes', '-')):>5} {f(cl):>9} "
@@ -170,11 +175,12 @@ if p.exists():
         try:
             r = json.loads(line)
             n = r["after"][1] - r["before"][1]
-            srv[r["max_concurrency"]] = ((r["after"][0] - r["before"][0]) / n * 1e3 if n > 0 else None, n)
+            srv.setdefault(r["max_concurrency"], []).append(
+                ((r["after"][0] - r["before"][0]) / n * 1e3 if n > 0 else None, n))
         except (ValueError, KeyError, IndexError, TypeError):
             continue
-for c, r in sorted(bench.items(), key=lambda kv: kv[0] or 0):
-    s_ms, n = srv.get(c, (None, 0))
+for c, i, r in sorted(((c, i, r) for c, rs in bench.items() for i, r in enumerate(rs)), key=lambda t: (t[0] or 0, t[1])):
+    s_ms, n = (srv.get(c) or [])[i] if i < len(srv.get(c) or []) else (None, 0)
     ttft = r.get("mean_ttft_ms")
     print(f"bench_serving c{c}: {r.get('completed')} requests, output {f(r.get('output_throughput'), '{:.1f}')} tok/s, "
           f"mean TTFT {f(ttft)} ms, the server's over its window {f(s_ms)} ms ({n:g} requests), "
