@@ -73,6 +73,9 @@ class Mutant:
     tests: tuple[str, ...]  # pytest arguments: the files (or node ids) that cover the line
 
 
+RE = "pytest_specbench/deciding/entries.py"
+CTL, LEGS = "pytest_specbench/report/control.py", "pytest_specbench/report/ttft_legs.py"
+CONTROL = ("tests/test_instance_control.py",)
 R, D, S, V = (
     "pytest_specbench/deciding/race.py",
     "pytest_specbench/report/drift.py",
@@ -112,14 +115,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "race-apart-far-ends",
-        R,
+        RE,
         "own.lo / lead.hi, own.hi / lead.lo,",
         "own.lo / lead.lo, own.hi / lead.hi,",
         RACE,
     ),
     Mutant(
         "race-costlier-strict",
-        R,
+        RE,
         "return all(d >= 0 for d in bigger) and any(d > 0 for d in bigger)",
         "return all(d >= 0 for d in bigger)",
         RACE,
@@ -319,6 +322,26 @@ MUTANTS: tuple[Mutant, ...] = (
     # tuning a sweep
     Mutant("tune-separated-margin", T, "if iv[2] < 1 - paired.EQUIVALENCE:", "if iv[2] < 1:", TUNE),
     Mutant("tune-family", T, "family = max(1, len(measured) - 1)", "family = 1", TUNE),
+    # the A/A control: it withholds what its instance effect could explain, only when established,
+    # and a race's drop at its shape must clear it
+    Mutant("control-withhold", CTL, "        if why:", "        if False:", CONTROL),
+    Mutant("control-established", CTL, "elif ci[0] <= 1 <= ci[1]:", "elif False:", CONTROL),
+    Mutant(
+        "race-control-band",
+        R,
+        "band = self.control_band(cell, looks) if relative else 0.0",
+        "band = 0.0",
+        CONTROL,
+    ),
+    Mutant("race-control-never-races", R, "cell.method.name not in self.controls", "True", CONTROL),
+    # TTFT's legs: the delivery leg, the client's own, decides client_bound
+    Mutant(
+        "legs-delivery-bound",
+        LEGS,
+        "if c and d > bound_ms and d > bound_fraction * c:",
+        "if c:",
+        ("tests/test_ttft_legs.py",),
+    ),
 )
 
 
