@@ -91,10 +91,16 @@ def test_a_separated_control_withholds_what_its_instance_effect_could_explain() 
     assert cmp[1]["speedup_verdict_before_control"] == "faster"
     assert cmp[2]["speedup_verdict"] == "faster"  # x2.399 [2.360, 2.438]: clear of the band
     assert cmp[3]["speedup_verdict"] == "slower"  # another shape (c1): no control there
-    assert cmp[0]["speedup_verdict"] == "faster"  # the control's own reading is what it is
+    # the control's own reading is never a method's verdict: kept beside, never ranked
+    assert cmp[0]["speedup_verdict"].startswith("no verdict: the A/A control, a twin of ar")
+    assert cmp[0]["speedup_verdict_before_control"] == "faster" and cmp[0]["aa_control"] == "ar"
+    from pytest_specbench.report.pareto import never_ranked
+
+    assert never_ranked(cmp[0]) and not never_ranked(cmp[2])
     assert rec["withheld"] == ["a1-tp1-c16"]
     doc = {"specbench": spec, "benchmarks": []}
     assert withheld.withheld_counts(doc)["instance-withheld"] == ["a1-tp1-c16"]
+    assert "instance-withheld 1" in " ".join(withheld.withheld_lines(doc)[:2])  # the head, wrapped
     (line,) = screen.control_view(doc)
     assert line.startswith("A/A control twin-tp1-c16: x1.400 [1.210, 1.620] against ar: separated")
     assert "1 verdicts at its shape withheld (a1-tp1-c16)" in line
@@ -106,10 +112,35 @@ def test_a_control_within_the_rounds_spread_withholds_nothing() -> None:
     assert rec["established"] is False and rec["withheld"] == []
     assert cmp[1]["speedup_verdict"] == "faster" and "speedup_verdict_before_control" not in cmp[1]
     (line,) = control.lines({"specbench": spec})
-    assert line == "A/A control twin-tp1-c16: x1.070 [0.900, 1.270] against ar: not separated"
-    # the count is on the withheld line of a run that carries a control, and only there
-    assert "instance-withheld 0" in withheld.withheld_lines({"specbench": spec, "benchmarks": []})[0]
-    assert "instance-withheld" not in withheld.withheld_lines({"specbench": {}, "benchmarks": []})[0]
+    assert line == (
+        "A/A control twin-tp1-c16: x1.070 [0.900, 1.270] against ar: not separated: an instance "
+        "effect up to x1.270 either way not ruled out"
+    )
+    # the counts: the control cell never ranked, nothing withheld (said only where not 0)
+    head = withheld.withheld_lines({"specbench": spec, "benchmarks": []})[0]
+    assert "A/A control 1" in head and "instance-withheld" not in head
+
+
+def test_a_control_checks_only_its_own_baselines_instance() -> None:
+    """A twin of ar checks members compared with ar in the same worker (the same instance): not
+    a member of another baseline, nor one measured beside another worker's instance."""
+    rows = [_row("twin", 16), _row("a1", 16), _row("b1", 16), _row("a1", 16)]
+    rows[3] = {**rows[3], "cell_id": "a1-tp1-c16-gw1", "worker": "gw1"}
+    for r in rows[:3]:
+        r["worker"] = "gw0"
+    cmp = {0: _cmp(1.40, 1.21, 1.62, "faster"), **{i: _cmp(1.208, 1.093, 1.336, "faster") for i in (1, 2, 3)}}
+    spec: dict[str, Any] = {"controls": {"twin": "ar"}}
+    control.apply(rows, cmp, spec, {"twin": "ar", "a1": "ar", "b1": "other-ar"})
+    assert spec["control"][0]["withheld"] == ["a1-tp1-c16"]  # gw0's a1 against ar only
+    assert cmp[2]["speedup_verdict"] == "faster"  # compared with another baseline
+    assert cmp[3]["speedup_verdict"] == "faster"  # beside gw1's instance, which no control read
+
+
+def test_a_control_that_measured_nothing_says_its_instances_are_unchecked() -> None:
+    doc = {"specbench": {"controls": {"twin": "ar"}, "control": []}}
+    assert control.lines(doc) == [
+        "A/A control twin (a twin of ar) measured nothing: the instances of ar are unchecked in this run"
+    ]
 
 
 def test_resident_baselines_without_a_control_say_so() -> None:

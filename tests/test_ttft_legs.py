@@ -86,3 +86,31 @@ def test_a_cell_against_the_scripted_server_records_legs_that_add_up_to_its_ttft
     assert ("client_bound" in m) is (late > 2.0 and late > 0.02 * m["client_ttft_ms_mean"]), m.get(
         "client_bound"
     )
+
+
+def test_legs_judge_only_when_every_request_carries_them_on_one_clock() -> None:
+    # 2 of 10 requests stamped: their mean is not the cell's; no judgement by the legs
+    recs = [_rec(0.200, 0.060, 0.0005), _rec(0.220, 0.070, 0.0015)]
+    recs += [RequestRecord(16, 8, 1.7, ttft_s=1.6) for _ in range(8)]
+    m = server_clock(recs, None)
+    assert m["ttft_legs_unused"] == "the server's stamps came with 2 of the 10 timed requests"
+    assert "ttft_before_server_clock" not in m and "client_bound" not in m
+    # a leg that runs backwards: the server's clock is not the client's
+    skewed = [_rec(0.200, -0.050, 0.0005), _rec(0.220, -0.040, 0.0015)]
+    m = server_clock(skewed, {"ttft_ms_mean": 100.0, "ttft_requests": 2})
+    assert m["ttft_legs_unused"].startswith("a leg read -45.0 ms on average")
+    # loops that ran late: client-bound by their lag, never "on time ... the server's intake"
+    on_time = [_rec(0.200, 0.060, 0.0005), _rec(0.220, 0.070, 0.0015)]
+    m = server_clock(
+        on_time,
+        {"ttft_ms_mean": 140.0, "ttft_requests": 2},
+        {"mean_ms": 5.0, "p99_ms": 30.0, "max_ms": 40.0, "ticks": 100},
+    )
+    assert "client_bound" in m and "ttft_before_server_clock" not in m
+
+
+def test_the_client_takes_the_legs_only_from_a_server_on_its_own_host() -> None:
+    from pytest_specbench.engines.httpclient import same_host
+
+    assert same_host("http://127.0.0.1:30000") and same_host("http://localhost:8000/")
+    assert not same_host("http://10.1.2.3:30000") and not same_host("https://api.example.com")

@@ -118,6 +118,7 @@ def variants(
 
     full = Variant("full factorial", {c.id: eta(c) for c in cells}, frozenset(c.id for c in cells), ())
     out = [full]
+
     def early(c: Cell) -> float:
         return eta(c) * (first_look_share(c) if settles is not None and settles(c) else 1.0)
 

@@ -235,6 +235,18 @@ def openai_payload(request: Request, model: str) -> dict[str, Any]:
     return body
 
 
+def same_host(url: str) -> bool:
+    """Whether ``url``'s server runs on this host (loopback, or this host's own name): the one
+    clock its stamps and the client's times share."""
+    import socket
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return True
+    return host in {socket.gethostname().lower(), socket.getfqdn().lower()}
+
+
 class Client:
     """One aiohttp session per engine, on the engine's event loop, pooled to the concurrency."""
 
@@ -244,6 +256,8 @@ class Client:
         self.headers = dict(headers)
         self.model = model
         self.session: Any = None
+        # TTFT's legs need the server's stamps on this host's clock: a server on this host only
+        self.same_host = same_host(self.base)
 
     async def ensure(self) -> Any:
         """The session, created on first use on the running loop. Its pool is unbounded
@@ -300,7 +314,9 @@ class Client:
                     t_chunks.append((now, st.n))
         if t_chunks and t_chunks[-1][1] != st.n:  # a final usage chunk corrected the count
             t_chunks[-1] = (t_chunks[-1][0], st.n)
-        return record_from(request, st, t_chunks, time.perf_counter() - t0, sent_wall=wall)
+        return record_from(
+            request, st, t_chunks, time.perf_counter() - t0, sent_wall=wall if self.same_host else None
+        )
 
 
 async def _events(content: Any, where: str = "the server") -> AsyncIterator[Any]:

@@ -27,13 +27,26 @@ def shape_key(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in params.items() if k != "method"))
 
 
+def _instance(r: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Where a cell's baseline instance lives: its shape and, under -n, its worker (each worker
+    starts its own baseline instance beside its members)."""
+    return (*shape_key(r["params"]), ("worker", str(r.get("worker") or "")))
+
+
 def apply(
-    results: Sequence[Mapping[str, Any]], comparisons: Mapping[int, dict[str, Any]], specbench: dict[str, Any]
+    results: Sequence[Mapping[str, Any]],
+    comparisons: Mapping[int, dict[str, Any]],
+    specbench: dict[str, Any],
+    baselines: str | Mapping[str, str | None] | None = None,
 ) -> None:
     """In place: ``specbench["control"]``, one record per control cell with a comparison (its
     ratio, interval, whether it is established, its band, the verdicts it withheld), and each
     withheld verdict turned into "no verdict: ..." (``speedup_verdict_before_control`` keeps it).
-    Nothing without ``specbench["controls"]`` (method -> the baseline it is a twin of)."""
+    A control checks the members compared with the same baseline at its shape in the same worker
+    (the same baseline instance). Its own reading is never a method's verdict: its comparison
+    gets ``aa_control`` (never ranked) and "no verdict: ..." (``speedup_verdict_before_control``
+    keeps what it read). ``baselines``: each method's baseline (one name for all); without it a
+    control checks every member at its shape. Nothing without ``specbench["controls"]``."""
     controls = specbench.get("controls") or {}
     if not controls:
         return
@@ -49,27 +62,42 @@ def apply(
             "baseline": controls[method],
             "control_cell": r["cell_id"],
             "shape": dict(shape_key(r["params"])),
+            "worker": r.get("worker"),
             "ratio": point,
             "ci95": list(ci) if ci else None,
             "pairing": f.get("speedup_pairing"),
             "withheld": [],
         }
         if not ci:
-            rec.update(established=False, band=0.0, why="one round: no interval")
+            rec.update(established=False, band=0.0, why="one round: no interval, no check")
         elif ci[0] <= 1 <= ci[1]:
             rec.update(established=False, band=0.0)
         else:
             rec.update(established=True, band=max(abs(math.log(ci[0])), abs(math.log(ci[1]))))
         recs.append(rec)
-    by_shape: dict[tuple[tuple[str, str], ...], list[dict[str, Any]]] = {}
-    for rec in recs:
-        by_shape.setdefault(tuple(sorted(rec["shape"].items())), []).append(rec)
+        f["aa_control"] = controls[method]
+        if f.get("speedup_verdict") is not None:
+            f["speedup_verdict_before_control"] = f["speedup_verdict"]
+            f["speedup_verdict"] = (
+                f"no verdict: the A/A control, a twin of {controls[method]}: it reads the instance "
+                "effect, not a method's speed"
+            )
+    by_cell = {c["control_cell"]: c for c in recs}
+    at: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in results:
+        if r["cell_id"] in by_cell:
+            at.setdefault(_instance(r), []).append(by_cell[r["cell_id"]])
     for i, r in enumerate(results):
-        method = r["params"].get("method")
         f = comparisons.get(i)
+        method = r["params"].get("method")
         if method in controls or f is None:
             continue
-        here = [c for c in by_shape.get(shape_key(r["params"]), ()) if c["established"]]
+        base = baselines if isinstance(baselines, str) or baselines is None else baselines.get(method)
+        here = [
+            c
+            for c in at.get(_instance(r), ())
+            if c["established"] and (base is None or c["baseline"] == base)
+        ]
         v = f.get("speedup_verdict")
         if not here or v not in VERDICTS:
             continue
@@ -97,20 +125,32 @@ def says(rec: Mapping[str, Any]) -> str:
 
 def lines(doc: Mapping[str, Any]) -> list[str]:
     """One line per control cell, e.g. "A/A control twin-tp1-c16: x1.07 [0.90, 1.27] against ar:
-    not separated (the instances agree within the rounds' spread)"; and where a run compared
-    members with baselines beside them and carries no control, the line that says so."""
+    not separated: an instance effect up to x1.27 not ruled out"; a control that measured nothing;
+    and where a run compared members with baselines beside them and carries no control, the line
+    that says so."""
     sb = doc.get("specbench") or {}
     out = []
-    for rec in sb.get("control") or ():
+    recs = list(sb.get("control") or ())
+    for rec in recs:
         if rec.get("established"):
             held = rec.get("withheld") or []
             said = (
                 f"separated: an instance effect of up to x{math.exp(rec['band']):.3f}; "
                 f"{len(held)} verdicts at its shape withheld" + (f" ({', '.join(held)})" if held else "")
             )
+        elif rec.get("why"):
+            said = rec["why"]
         else:
-            said = "not separated" + (f" ({rec['why']})" if rec.get("why") else "")
+            lo, hi = rec["ci95"]
+            said = f"not separated: an instance effect up to x{max(hi, 1 / lo):.3f} either way not ruled out"
         out.append(f"A/A control {rec['control_cell']}: {says(rec)}: {said}")
+    read = {r.get("control") for r in recs}
+    for m, base in (sb.get("controls") or {}).items():
+        if m not in read:
+            out.append(
+                f"A/A control {m} (a twin of {base}) measured nothing: the instances of {base} "
+                "are unchecked in this run"
+            )
     if not sb.get("controls") and uncontrolled(doc):
         out.append(
             "no A/A control: members were compared with a baseline instance beside them; a twin of "
@@ -125,6 +165,11 @@ def uncontrolled(doc: Mapping[str, Any]) -> bool:
     (resident baselines: a second instance whose speed no other cell checks)."""
     refs = (doc.get("specbench") or {}).get("reference_engines") or ()
     return any(isinstance(e, dict) and e.get("resident") for e in refs)
+
+
+def control_cells(doc: Mapping[str, Any]) -> list[str]:
+    """The A/A control cells (never ranked: they read the instance effect)."""
+    return [str(rec.get("control_cell")) for rec in (doc.get("specbench") or {}).get("control") or ()]
 
 
 def withheld_cells(doc: Mapping[str, Any]) -> list[str]:

@@ -479,13 +479,17 @@ def server_clock(
             out[f"client_{what}_ms_mean"] = sum(client) / len(client) * 1e3
         if n != len(ok):
             out["server_latency_exclusive"] = False
-    from .ttft_legs import judged, legs
+    from .ttft_legs import judged, legs, usable
 
     out.update(legs(records))
     c, s = out.get("client_ttft_ms_mean"), out.get("server_ttft_ms_mean")
-    if "ttft_delivery_ms_mean" in out:  # the server's own stamps per request: the legs judge
+    ok_ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
+    has_legs = "ttft_delivery_ms_mean" in out
+    unusable = usable(out, len(ok_ttft)) if has_legs else None
+    if unusable:
+        out["ttft_legs_unused"] = unusable
+    if has_legs and not unusable:  # the server's own stamps on every request, one clock: they judge
         if c is None:
-            ok_ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
             out["client_ttft_ms_mean"] = c = sum(ok_ttft) / len(ok_ttft) * 1e3 if ok_ttft else None
         by_legs = judged(out, CLIENT_BOUND_MS, CLIENT_BOUND_FRACTION)
         if "client_bound" in by_legs and out.get("client_bound"):

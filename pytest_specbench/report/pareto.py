@@ -54,8 +54,13 @@ def _per_user(e: dict[str, Any]) -> tuple[float, str] | None:
 
 def never_ranked(e: dict[str, Any]) -> bool:
     """A cell that is never ranked, on a frontier or in a crossover: a forced accept length (a
-    verify step's cost, not a drafter; breakeven.py reads it) or a cell a race dropped."""
-    return e.get("accept_forced") is not None or (e.get("race") or {}).get("status") == "dropped"
+    verify step's cost, not a drafter; breakeven.py reads it), a cell a race dropped, or an A/A
+    control (a twin of the baseline: it reads the instance effect, report/control.py)."""
+    return (
+        e.get("accept_forced") is not None
+        or (e.get("race") or {}).get("status") == "dropped"
+        or e.get("aa_control") is not None
+    )
 
 
 def points(doc: dict[str, Any]) -> dict[str, list[Point]]:

@@ -128,7 +128,7 @@ def build(
     sp = compare_all(ordered, baseline)
     drift.apply(ordered, sp, specbench)  # a family's sentinel: its drift withholds smaller verdicts
     brackets.apply(ordered, sp, specbench)  # a bracketed member: verdicts on the widened interval
-    control.apply(ordered, sp, specbench)  # a twin of the baseline: an instance effect withholds
+    control.apply(ordered, sp, specbench, baseline)  # a twin of the baseline: an instance effect withholds
     return {
         "machine_info": machine_info,
         "commit_info": commit_info,

@@ -51,11 +51,28 @@ def legs(records: Sequence[RequestRecord]) -> dict[str, Any]:
     return out
 
 
+CLOCK_SLACK_MS = 1.0  # a leg this far below 0 on average: the two clocks are not one
+
+
+def usable(m: dict[str, Any], timed_with_ttft: int) -> str | None:
+    """Why a cell's legs cannot judge it, or None: every request with a TTFT must carry them (a
+    mean over some is not the cell's), and no leg may run backwards (the server's clock and the
+    client's are not one: another host, a clock stepped)."""
+    n = m.get("ttft_legs_requests") or 0
+    if n != timed_with_ttft:
+        return f"the server's stamps came with {n} of the {timed_with_ttft} timed requests"
+    low = min(m["ttft_intake_ms_mean"], m["ttft_delivery_ms_mean"])
+    if low < -CLOCK_SLACK_MS:
+        return f"a leg read {low:.1f} ms on average: the server's clock and the client's are not one"
+    return None
+
+
 def judged(m: dict[str, Any], bound_ms: float, bound_fraction: float) -> dict[str, Any]:
-    """The legs' judgement, in place of the loop-lag inference, where a cell has them: the client
-    is bound when it read the first chunks late after their hand-over (the delivery leg above
-    ``bound_ms`` and ``bound_fraction`` of its TTFT); else a TTFT above the server's histogram is
-    said as lying before the server's clock (``ttft_before_server_clock``), with the legs."""
+    """The legs' judgement, where a cell has usable legs: the client is bound when it read the
+    first chunks late after their hand-over (the delivery leg above ``bound_ms`` and
+    ``bound_fraction`` of its TTFT); else, its loops on time (no ``client_bound`` already), a TTFT
+    above the server's histogram is said as lying before the server's clock
+    (``ttft_before_server_clock``), with the legs."""
     if "ttft_delivery_ms_mean" not in m:
         return {}
     c = m.get("client_ttft_ms_mean")
@@ -67,11 +84,13 @@ def judged(m: dict[str, Any], bound_ms: float, bound_fraction: float) -> dict[st
             f"handed them to HTTP ({said}): its reading, not the server, set that part of TTFT"
         }
     srv = m.get("server_ttft_ms_mean") if m.get("server_latency_exclusive") is not False else None
+    if m.get("client_bound"):  # its loops ran late: its sends were late too (they are in the intake)
+        return {}
     if c and srv and c - srv > bound_ms and c - srv > bound_fraction * srv:
         return {
             "ttft_before_server_clock": f"the client read TTFT {c:.1f} ms, the server's histogram "
             f"{srv:.1f} ms (+{c - srv:.1f} ms, +{(c - srv) / srv:.0%}); legs: {said}: the client read "
-            "each first chunk on time after its hand-over, the gap lies in the server's intake "
-            "before its clock starts"
+            "each first chunk on time after its hand-over and its loops ran on time, so the gap is "
+            "the intake leg: the server's HTTP intake before its clock starts"
         }
     return {}

@@ -114,6 +114,12 @@ def _drift(doc: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def _controls(doc: dict[str, Any]) -> list[str]:
+    from .control import control_cells
+
+    return control_cells(doc)
+
+
 def _control(doc: dict[str, Any]) -> list[str]:
     from .control import withheld_cells
 
@@ -184,6 +190,7 @@ REASONS: list[
     ("out of the race", _dropped, "lost to a shape's leader; never ranked or a baseline", None),
     ("tuned out", _tuned_out, "a sweep's setting not carried past its deciding cells; not run", None),
     ("drift-withheld", _drift, "verdict not clear of its family's drift (the drift lines above)", None),
+    ("A/A control", _controls, "a twin of the baseline, never ranked: it reads the instance effect", None),
     (
         "instance-withheld",
         _control,
@@ -202,10 +209,9 @@ def withheld_counts(doc: dict[str, Any]) -> dict[str, list[str]]:
 
 def withheld_lines(doc: dict[str, Any]) -> list[str]:
     counts = withheld_counts(doc)
-    # the A/A control's count only where the run carries a control (or it withheld something)
-    controls = bool((doc.get("specbench") or {}).get("controls"))
-    said = {k: v for k, v in counts.items() if v or k != "instance-withheld" or controls}
-    out = [clip("withheld or never ranked: " + ", ".join(f"{k} {len(v)}" for k, v in said.items()))]
+    # the A/A control's counts only where there is something to count (its lines say the rest)
+    said = {k: v for k, v in counts.items() if v or k not in ("instance-withheld", "A/A control")}
+    out = wrap("withheld or never ranked: ", [f"{k} {len(v)}" for k, v in said.items()])
     kept = kept_head(doc)
     if kept:  # not withheld: its own lines, before the withheld ones
         out[0:0] = wrap(*kept)
