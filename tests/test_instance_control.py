@@ -227,3 +227,20 @@ def test_a_race_never_drops_within_the_instance_effect_its_control_established()
     other = Race(m)
     _record(other, cells[("twin", 4)], 1.30)  # a control at another shape says nothing here
     assert "control_band" not in other.vs_leader(ng, own, True, looks)[1]
+
+
+def test_under_the_race_the_control_runs_before_every_member(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listed after the member, the twin still runs first: a member's drop needs what it reads."""
+    from test_resident import MATRIX, _resident_project
+
+    _resident_project(pytester, monkeypatch)
+    swapped = MATRIX.replace("  twin: {backend: sglang-server, model: t}\n", "")
+    swapped = swapped.replace("workloads:", "  twin: {backend: sglang-server, model: t}\nworkloads:")
+    (pytester.path / "benches" / "specbench.yaml").write_text(swapped)
+    res = pytester.runpytest("benches", "--benchmark-json", "out.json", "--specbench-race")
+    res.assert_outcomes(passed=6)
+    spec = json.loads((pytester.path / "out.json").read_text())["specbench"]
+    starts = [e["group"] for e in spec["engine_groups"] if e.get("ok")]
+    assert starts.index("twin-tp1") < starts.index("sd-tp1"), starts  # matrix order: ar, sd, twin

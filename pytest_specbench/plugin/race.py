@@ -69,8 +69,8 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
 
 def order(items: list[pytest.Item], cell_of: Callable[[pytest.Item], Cell | None], st: Any) -> None:
     """The groups that need a hooked GPU last (xdist_sched.hooked_window_last); with the race,
-    tuned sweeps' deciding cells (and the baseline's cells at their shapes) first, in place,
-    keeping the order within each phase."""
+    the A/A controls' cells first, then tuned sweeps' deciding cells (and the baseline's cells at
+    their shapes), in place, keeping the order within each phase."""
     from ..deciding.tune import first_phase
     from .xdist_sched import hooked_window_last
 
@@ -79,14 +79,16 @@ def order(items: list[pytest.Item], cell_of: Callable[[pytest.Item], Cell | None
         return
     first = first_phase([c for c in map(cell_of, items) if c is not None], st.matrix)
     st.race.deciding_ids = set(first)
-    if not first:
+    # the A/A controls' groups before every member's: a drop needs the instance effect they read
+    controls = set(st.race.controls)
+    if not first and not controls:
         return
     cells = [cell_of(i) for i in items]
-    items[:] = (
-        [i for i, c in zip(items, cells, strict=True) if c is None]
-        + [i for i, c in zip(items, cells, strict=True) if c is not None and c.id in first]
-        + [i for i, c in zip(items, cells, strict=True) if c is not None and c.id not in first]
-    )
+
+    def phase(c: Cell | None) -> int:
+        return 0 if c is None else 1 if c.method.name in controls else 2 if c.id in first else 3
+
+    items[:] = [i for _, i in sorted(enumerate(items), key=lambda t: (phase(cells[t[0]]), t[0]))]
 
 
 def finished(st: Any, cell: Cell | None) -> None:
