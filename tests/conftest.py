@@ -24,6 +24,16 @@ def pytest_configure(config: pytest.Config) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache  # noqa: F401
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The end-to-end runs marked slow first, the rest after them in their own order. Under -n the
+    workers take the tests one at a time in this order (this repository's benches/specbench.yaml
+    is the session's default matrix, so the plugin's scheduler deals them, and it keeps the
+    collection's order for items that are not cells): the long runs start first and the short
+    tests fill in at the end, so the two workers finish together instead of one running a long
+    test at the end alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs (pytester) are not xdist workers, also when this suite runs under -n."""

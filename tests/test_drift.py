@@ -275,6 +275,7 @@ def test_a_machine_that_slows_between_groups_withholds_the_small_verdict(
     assert "drift ar-tp1: -" in out and "1 verdicts withheld (fast-tp1-c2-out8)" in out
 
 
+@pytest.mark.slow
 def test_without_drift_the_verdict_stands(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """fast reads x4 against ar; the sentinel reads ar as before, within the box's noise."""
     got = _run(pytester, monkeypatch, "0")

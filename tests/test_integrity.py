@@ -479,6 +479,7 @@ workloads:
 """
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_controller_under_n2_marks_the_running_cells_and_names_the_signal(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:

@@ -195,6 +195,7 @@ def test_tune_refuses_what_it_cannot_decide() -> None:
     assert m.methods[0].tune.keep == 2 and m.methods[0].tune.label == "concurrency=1/4"
 
 
+@pytest.mark.slow
 def test_a_tuned_race_under_xdist_waits_for_every_deciding_cell_and_decides_as_one_process(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -476,6 +476,7 @@ def _families(doc: dict, matrix_path: Path) -> set[str]:
     return {shards.family_of(by_id[b["param"]], m.baselines()) for b in doc["benchmarks"]}
 
 
+@pytest.mark.slow
 def test_under_xdist_the_split_is_what_the_workers_collected(project: pytest.Pytester) -> None:
     """-n 2 with -m (not -k) and a bench file not named test_specbench.py: the two shards' JSONs
     carry the split the workers ran (the same as without -n), list only families they ran, and
