@@ -86,10 +86,11 @@ def test_without_interleaving_the_same_drift_reads_slower(
     got.pop("_doc")
     e = got["throughput-twin-tp1-c2-out8"]["extra_info"]
     assert "reference" not in e and e["speedup_pairing"] == "digest"
-    # "slower", or withheld when the suite's other processes took the CPU (-n): the interval is
-    # below 1 either way
+    # "slower", or withheld when the suite's other processes took the CPU (-n) during the twin's
+    # cell or ar's: the interval is below 1 either way
     v = e["speedup_verdict"]
-    assert v == "slower" or v.startswith("no verdict: the cell was disturbed"), v
+    withheld = ("no verdict: the cell was disturbed", "no verdict: its baseline was disturbed")
+    assert v == "slower" or v.startswith(withheld), v
     assert e["speedup_vs_ar_ci95"][1] < 0.98, (e["speedup_vs_ar"], e["speedup_vs_ar_ci95"])
 
 
