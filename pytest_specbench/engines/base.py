@@ -145,7 +145,8 @@ async def guard(coro: Awaitable[T], deadline: float | None) -> T:
     """
     hit: list[str] = []
     task = asyncio.current_task()
-    saved = _trap_signals(asyncio.get_running_loop(), task, hit) if task is not None else []
+    loop = asyncio.get_running_loop()  # the finally below may run outside it (a coroutine closed by gc)
+    saved = _trap_signals(loop, task, hit) if task is not None else []
     try:
         if deadline is None:
             return await coro
@@ -159,7 +160,7 @@ async def guard(coro: Awaitable[T], deadline: float | None) -> T:
             raise Interrupted(f"interrupted by {hit[0]}") from None
         raise
     finally:
-        _untrap(asyncio.get_running_loop(), saved)
+        _untrap(loop, saved)
 
 
 WATCH_S = 0.5  # how often a running engine's processes are checked
