@@ -325,7 +325,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # the A/A control: it withholds what its instance effect could explain, only when established,
     # and a race's drop at its shape must clear it
     Mutant("control-withhold", CTL, "        if why:", "        if False:", CONTROL),
-    Mutant("control-established", CTL, "elif ci[0] <= 1 <= ci[1]:", "elif False:", CONTROL),
+    Mutant("control-established", CTL, "established=b > 0, band=b", "established=True, band=b", CONTROL),
     Mutant(
         "race-control-band",
         R,

@@ -266,14 +266,16 @@ class Race:
         so far at ``cell``'s shape established: its interval against the baseline beside it, where
         that excludes 1, read as its far end from 1 (|log|); 0 without a control there or where
         its interval spans 1. A drop's interval is widened by it either way."""
-        band = 0.0
+        from ..report.control import band
+
+        widest = 0.0
         for e in self.shapes.get(paired.axes(cell.params()), []):
             if e.method not in self.controls or not e.relative:
                 continue
             iv = paired.unpaired_ratio_interval([s for s in e.speeds if s], [1.0], e.looks or looks)
-            if iv is not None and iv.lo and iv.hi and not iv.lo <= 1.0 <= iv.hi:
-                band = max(band, abs(math.log(iv.lo)), abs(math.log(iv.hi)))
-        return band
+            if iv is not None and iv.lo and iv.hi:
+                widest = max(widest, band(iv.lo, iv.hi))
+        return widest
 
     # ------------------------------------------------------------------ after a cell ran
 

@@ -36,11 +36,16 @@ def share_of(planned_fraction: float | None, given: Any = None) -> float:
     return round(min(alone / 2, MAX_SHARE), 4)
 
 
+def with_engine_args(group: EngineGroup, args: Mapping[str, Any]) -> EngineGroup:
+    """The group with ``args`` set in its engine args, each replacing the method's own (same id)."""
+    kept = tuple((k, v) for k, v in group.method.engine_args if k not in args)
+    method = dataclasses.replace(group.method, engine_args=(*kept, *args.items()))
+    return dataclasses.replace(group, method=method)
+
+
 def with_fraction(group: EngineGroup, fraction: float) -> EngineGroup:
     """The group with ``mem_fraction_static`` set in its engine args (same id)."""
-    args = tuple((k, v) for k, v in group.method.engine_args if k != "mem_fraction_static")
-    method = dataclasses.replace(group.method, engine_args=(*args, ("mem_fraction_static", fraction)))
-    return dataclasses.replace(group, method=method)
+    return with_engine_args(group, {"mem_fraction_static": fraction})
 
 
 @dataclass

@@ -19,12 +19,17 @@ GPUs; under -n it stops with the member's lease (another worker may lease those 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from ..engines import BACKENDS
 from ..matrix.cells import EngineGroup
-from ..planning.residency import DEFAULT_FRACTION, MAX_SHARE, share_of, with_fraction  # noqa: F401
+from ..planning.residency import (  # noqa: F401
+    DEFAULT_FRACTION,
+    MAX_SHARE,
+    share_of,
+    with_engine_args,
+    with_fraction,
+)
 
 
 def is_resident(group: EngineGroup) -> bool:
@@ -67,7 +72,4 @@ def with_beside_args(group: EngineGroup) -> tuple[EngineGroup, dict[str, Any]]:
     b = BACKENDS.get(group.method.backend)
     given = dict(group.method.engine_args)
     added = {k: v for k, v in (b.beside_args if b is not None else ()) if k not in given}
-    if not added:
-        return group, {}
-    method = dataclasses.replace(group.method, engine_args=(*group.method.engine_args, *added.items()))
-    return dataclasses.replace(group, method=method), added
+    return (with_engine_args(group, added), added) if added else (group, {})

@@ -396,10 +396,8 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
     cells = {c.id: c for c in st.matrix.cells()}
 
     def cell_of(nodeid: str) -> Cell | None:
-        i = nodeid.rfind("[")
-        if i >= 0 and nodeid.endswith("]"):
-            return cells.get(nodeid[i + 1 : -1])
-        return None
+        cid = cell_id_of(nodeid)
+        return cells.get(cid) if cid is not None else None
 
     fj: families.FamilyJobs | None = None  # the collection's families (drift sentinels)
     # --specbench-race with `tune`: the cells that decide (phase 1) go out before the rest, in
@@ -484,6 +482,12 @@ def make_scheduler(config: pytest.Config, log: Any, st: SpecbenchState) -> Any:
     return EngineGroupScheduling(config, log)
 
 
+def cell_id_of(nodeid: str) -> str | None:
+    """A bench item's cell id: its node id's parameter (``...::test_throughput[ID]``), or None."""
+    i = nodeid.rfind("[")
+    return nodeid[i + 1 : -1] if i >= 0 and nodeid.endswith("]") else None
+
+
 def warn_cpu_engines_share_cores(config: pytest.Config, st: SpecbenchState) -> None:
     """CPU backends under -n K: K engines at once split the cores (each gets cores // K torch
     threads, engines/hf.py); past one thread each they oversubscribe them. Said once, on the
@@ -513,7 +517,7 @@ def warn_cpu_engines_share_cores(config: pytest.Config, st: SpecbenchState) -> N
         said = False
 
         def _told(self, nodeids: Iterable[str]) -> None:
-            if self.said or not any(n.endswith("]") and n[n.rfind("[") + 1 : -1] in cpu for n in nodeids):
+            if self.said or not any(cell_id_of(n) in cpu for n in nodeids):
                 return
             self.said = True
             config.issue_config_time_warning(warning, stacklevel=2)

@@ -19,18 +19,20 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .drift import VERDICTS, not_clear
+from .drift import VERDICTS, band_of, not_clear
+from .paired import axes
 
 
-def shape_key(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """A cell's shape: its parameters without the method."""
-    return tuple(sorted((str(k), str(v)) for k, v in params.items() if k != "method"))
+def band(lo: float, hi: float) -> float:
+    """The instance effect a control's interval [lo, hi] against its baseline establishes: as a
+    drift sentinel's (drift.band_of), its far end from 1 (|log|) where it excludes 1, else 0."""
+    return band_of(0.0, (math.log(lo), math.log(hi)))[1]
 
 
 def _instance(r: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """Where a cell's baseline instance lives: its shape and, under -n, its worker (each worker
     starts its own baseline instance beside its members)."""
-    return (*shape_key(r["params"]), ("worker", str(r.get("worker") or "")))
+    return (*axes(r["params"]), ("worker", str(r.get("worker") or "")))
 
 
 def apply(
@@ -61,7 +63,7 @@ def apply(
             "control": method,
             "baseline": controls[method],
             "control_cell": r["cell_id"],
-            "shape": dict(shape_key(r["params"])),
+            "shape": dict(axes(r["params"])),
             "worker": r.get("worker"),
             "ratio": point,
             "ci95": list(ci) if ci else None,
@@ -70,10 +72,9 @@ def apply(
         }
         if not ci:
             rec.update(established=False, band=0.0, why="one round: no interval, no check")
-        elif ci[0] <= 1 <= ci[1]:
-            rec.update(established=False, band=0.0)
         else:
-            rec.update(established=True, band=max(abs(math.log(ci[0])), abs(math.log(ci[1]))))
+            b = band(ci[0], ci[1])
+            rec.update(established=b > 0, band=b)
         recs.append(rec)
         f["aa_control"] = controls[method]
         if f.get("speedup_verdict") is not None:

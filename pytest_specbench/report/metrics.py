@@ -467,10 +467,8 @@ def server_clock(
     CLIENT_LAG_P99_MS in their worst 1 % (with or without a server histogram)."""
     out: dict[str, Any] = _lag_fields(lag)
     ok = [r for r in records if not r.error]
-    for what, client in (
-        ("ttft", [r.ttft_s for r in ok if r.ttft_s is not None]),
-        ("e2e", [r.latency_s for r in ok]),
-    ):
+    ok_ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
+    for what, client in (("ttft", ok_ttft), ("e2e", [r.latency_s for r in ok])):
         mean, n = (server or {}).get(f"{what}_ms_mean"), (server or {}).get(f"{what}_requests")
         if mean is None:
             continue
@@ -483,7 +481,6 @@ def server_clock(
 
     out.update(legs(records))
     c, s = out.get("client_ttft_ms_mean"), out.get("server_ttft_ms_mean")
-    ok_ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
     has_legs = "ttft_delivery_ms_mean" in out
     unusable = usable(out, len(ok_ttft)) if has_legs else None
     if unusable:
