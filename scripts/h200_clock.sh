@@ -14,11 +14,13 @@
 # 4. the server stopped, the in-process sglang backend at the same shapes with enable_metrics
 #    (scripts/inproc_clock.py): its TTFT beside SGLang's own histogram, read in process.
 # Everything under $OUT: summary.txt, h200-clock-http.json, bench-serving.jsonl (bench_serving's own
-# JSON), bench-serving-server.jsonl (the server's TTFT histogram around each run), inproc-clock.json,
+# JSON), bench-legs.jsonl (its requests' TTFT legs, the server's histogram around each pass), inproc-clock.json,
 # and clock-logs.tgz (the server's command and log, the pytest and bench_serving logs, wall times).
 # TLIMIT (default 420) bounds the whole. HTTP_MATRIX (default benches/gpu/h200-clock-http.yaml) is
-# the plugin's matrix; BENCH_C (default "1 64 256") the concurrencies bench_serving runs, each
-# BENCH_REPS times (default 1; the summary's ratio divides by their mean); NO_INPROC=1 skips step 4.
+# the plugin's matrix (its pytest capped at HTTP_CAP s, default 220); BENCH_C (default "1 64 256")
+# the concurrencies bench_serving runs, each BENCH_REPS times (default 1; the summary's ratio
+# divides by their mean), then BENCH_KEEP_REPS times (default 0) over one keep-alive session;
+# NO_INPROC=1 skips step 4.
 set -uo pipefail
 OUT=${OUT:-out}; L=$OUT/clock-logs; mkdir -p "$L"
 PORT=30123  # the url of benches/gpu/h200-clock-http.yaml
@@ -80,7 +82,7 @@ if [ -z "$up" ]; then tail -n 40 "$L/server.log"; exit 1; fi
 
 # 2. the plugin's http backend, worker processes and one process, one pytest session
 t=$SECONDS
-timeout "$(upto 150 220)" python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+timeout "$(upto 150 "${HTTP_CAP:-220}")" python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
   --specbench-matrix "${HTTP_MATRIX:-benches/gpu/h200-clock-http.yaml}" --benchmark-json "$OUT/h200-clock-http.json" \
   --specbench-log-dir "$L/http" -rsfE > "$L/http.pytest.log" 2>&1
 echo "http rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
@@ -89,30 +91,21 @@ tail -n 25 "$L/http.pytest.log"
 # 3. SGLang's own benchmark client against the same server: 3 x C prompts at C in flight, the
 #    server's TTFT histogram read before and after each (its window also holds bench_serving's one
 #    warm-up request): a third clock, another client's reading against the same server's
-scrape() {  # "SUM COUNT" of the server's TTFT histogram now
-  python3 - "$PORT" <<'EOF'
-import sys
-import urllib.request
-
-from pytest_specbench.engines.httpclient import histogram_sums, parse_prometheus
-
-text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode()
-h = histogram_sums(parse_prometheus(text))
-print(h.get("sglang:time_to_first_token_seconds_sum", 0.0), h.get("sglang:time_to_first_token_seconds_count", 0.0))
-EOF
-}
-for c in ${BENCH_C:-1 64 256}; do for rep in $(seq "${BENCH_REPS:-1}"); do
-  [ "$(left)" -gt 120 ] || { echo "bench_serving c$c skipped: $(left) s left" | tee -a "$L/walltimes.txt"; continue; }
+# Each pass through scripts/bench_serving_legs.py: bench_serving unchanged, its requests' TTFT legs
+# noted, the server's histogram read around each pass (bench-legs.jsonl); BENCH_REPS passes with
+# its own connection per request, then BENCH_KEEP_REPS (default 0) with one keep-alive session
+for c in ${BENCH_C:-1 64 256}; do for mode in per-request keep-alive; do
+  if [ "$mode" = per-request ]; then reps=${BENCH_REPS:-1}; ka=; else reps=${BENCH_KEEP_REPS:-0}; ka=--legs-keep-alive; fi
+  [ "$reps" -gt 0 ] || continue
+  [ "$(left)" -gt 100 ] || { echo "bench_serving c$c $mode skipped: $(left) s left" | tee -a "$L/walltimes.txt"; continue; }
   t=$SECONDS
-  before=$(scrape)
-  timeout 90 python3 -m sglang.bench_serving --backend sglang --base-url "http://127.0.0.1:$PORT" \
+  timeout $((60 + 40 * reps)) python3 scripts/bench_serving_legs.py --legs-out "$OUT/bench-legs.jsonl" \
+    --legs-reps "$reps" --legs-port "$PORT" $ka --backend sglang --base-url "http://127.0.0.1:$PORT" \
     --dataset-name random-ids --random-input-len 512 --random-output-len 128 --random-range-ratio 1 \
     --num-prompts $((3 * c)) --max-concurrency "$c" --tokenizer .model/qwen3-1.7b --tokenize-prompt --flush-cache \
-    --disable-tqdm --output-file "$OUT/bench-serving.jsonl" > "$L/bench-serving-c$c.log" 2>&1
-  echo "bench_serving c$c rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
-  echo "{\"max_concurrency\": $c, \"before\": [${before/ /, }], \"after\": [$(scrape | sed 's/ /, /')]}" \
-    >> "$OUT/bench-serving-server.jsonl"
-  grep -E "Output token throughput|Mean TTFT|Successful requests|Max request concurrency" "$L/bench-serving-c$c.log"
+    --disable-tqdm --output-file "$OUT/bench-serving.jsonl" > "$L/bench-serving-c$c-$mode.log" 2>&1
+  echo "bench_serving c$c $mode x$reps rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
+  grep -E "Output token throughput|Mean TTFT" "$L/bench-serving-c$c-$mode.log"
 done; done
 stop_server
 echo "server stopped at $((SECONDS - T0)) s; sglang processes left: $(ps -eo args | grep -c '[s]glang')" \
@@ -138,13 +131,18 @@ from pathlib import Path
 out = Path(sys.argv[1])
 def f(v, fmt="{:.2f}"):
     return "-" if v is None else fmt.format(v)
-bench = {}
-p = out / "bench-serving.jsonl"
+rows = []  # bench_serving's passes in order: its own JSON beside that pass's legs (same order)
+p, q = out / "bench-serving.jsonl", out / "bench-legs.jsonl"
 if p.exists():
-    for line in p.read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            bench.setdefault(r.get("max_concurrency"), []).append(r)
+    runs = [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+    legs = [json.loads(x) for x in q.read_text().splitlines() if x.strip()] if q.exists() else []
+    for i, r in enumerate(runs):
+        rows.append((r, legs[i] if i < len(legs) and legs[i].get("max_concurrency") == r.get("max_concurrency")
+                     and legs[i].get("mode") == r.get("tag") else None))
+bench = {}
+for r, _ in rows:
+    if r.get("tag") in (None, "per-request"):  # bench_serving as it ships: a connection per request
+        bench.setdefault(r.get("max_concurrency"), []).append(r)
 def mean_tput(c):  # bench_serving's output tok/s at c, the mean of its passes
     xs = [r.get("output_throughput") for r in bench.get(c) or [] if r.get("output_throughput")]
     return sum(xs) / len(xs) if xs else None
@@ -168,24 +166,28 @@ for b in doc["benchmarks"]:
           f"{f(e.get('ttft_delivery_ms_p99')):>6} {f(tps, '{:.1f}'):>9} {f(tot, '{:.1f}'):>11} {f(bt, '{:.1f}'):>11} "
           f"{f(None if not bt or tot is None else tot / bt, '{:.4f}'):>6}  "
           f"{'client_bound' if e.get('client_bound') else 'before_server_clock' if e.get('ttft_before_server_clock') else '-'}")
-srv = {}
-p = out / "bench-serving-server.jsonl"
-if p.exists():
-    for line in p.read_text().splitlines():
-        try:
-            r = json.loads(line)
-            n = r["after"][1] - r["before"][1]
-            srv.setdefault(r["max_concurrency"], []).append(
-                ((r["after"][0] - r["before"][0]) / n * 1e3 if n > 0 else None, n))
-        except (ValueError, KeyError, IndexError, TypeError):
-            continue
-for c, i, r in sorted(((c, i, r) for c, rs in bench.items() for i, r in enumerate(rs)), key=lambda t: (t[0] or 0, t[1])):
-    s_ms, n = (srv.get(c) or [])[i] if i < len(srv.get(c) or []) else (None, 0)
-    ttft = r.get("mean_ttft_ms")
-    print(f"bench_serving c{c}: {r.get('completed')} requests, output {f(r.get('output_throughput'), '{:.1f}')} tok/s, "
-          f"mean TTFT {f(ttft)} ms, the server's over its window {f(s_ms)} ms ({n:g} requests), "
-          f"diff {f(None if ttft is None or s_ms is None else ttft - s_ms, '{:+.2f}')} ms, "
-          f"duration {f(r.get('duration'))} s")
+def mean(xs):
+    return sum(xs) / len(xs) if xs else None
+for r, lg in sorted(rows, key=lambda t: (t[0].get("max_concurrency") or 0, str(t[0].get("tag")))):
+    c, ttft = r.get("max_concurrency"), r.get("mean_ttft_ms")
+    s_ms = n = None
+    ins = srvs = dls = []
+    if lg:
+        n = lg["after"][1] - lg["before"][1]
+        s_ms = (lg["after"][0] - lg["before"][0]) / n * 1e3 if n > 0 else None
+        reqs = [x for x in lg["requests"][1:] if x.get("ok") and x.get("read") and x.get("received")]  # [0]: warm-up
+        ins = [(x["received"] - x["sent"]) * 1e3 for x in reqs]
+        srvs = [(x["first_sent"] - x["received"]) * 1e3 for x in reqs]
+        dls = sorted((x["read"] - x["first_sent"]) * 1e3 for x in reqs)
+    print(f"bench_serving c{c} {r.get('tag') or 'per-request'}: {r.get('completed')} requests, output "
+          f"{f(r.get('output_throughput'), '{:.1f}')} tok/s, mean TTFT {f(ttft)} ms, the server's over its window "
+          f"{f(s_ms)} ms ({f(n, '{:g}')} requests), diff {f(None if ttft is None or s_ms is None else ttft - s_ms, '{:+.2f}')} ms, "
+          f"legs of {len(dls)}: intake {f(mean(ins))} server {f(mean(srvs))} delivery {f(mean(dls))} "
+          f"(p99 {f(dls[min(len(dls) - 1, int(0.99 * len(dls)))] if dls else None)}) ms, duration {f(r.get('duration'))} s")
+for c, rs in sorted(bench.items(), key=lambda t: t[0] or 0):
+    xs = [x.get("output_throughput") for x in rs if x.get("output_throughput")]
+    if xs:
+        print(f"bench_serving c{c}: {len(xs)} passes, output tok/s mean {mean(xs):.1f}, min {min(xs):.1f}, max {max(xs):.1f}")
 p = out / "inproc-clock.json"
 if p.exists():
     print("in-process sglang backend (client TTFT vs SGLang's histogram read in process):")
