@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -171,9 +172,18 @@ def run_watched(engine: Any, loop: asyncio.AbstractEventLoop, coro: Awaitable[T]
     it that asks ``engine._dead()`` (why the engine is gone, or None) every WATCH_S and hands a
     reason to ``engine._mark_crashed``; a crash so marked (``engine.crashed``) raises the
     engine's ``_crash_error()`` instead of the cancellation it caused."""
-    if engine.crashed:
-        raise engine._crash_error()
+    try:
+        if engine.crashed:
+            raise engine._crash_error()
+        return _run_watched(engine, loop, coro)
+    finally:
+        # a coroutine never started (the engine already crashed, or its task cancelled before
+        # its first step) is closed here, not left to gc's "never awaited" warning
+        if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+            coro.close()
 
+
+def _run_watched(engine: Any, loop: asyncio.AbstractEventLoop, coro: Awaitable[T]) -> T:
     async def watchdog() -> None:
         while True:
             await asyncio.sleep(WATCH_S)
