@@ -20,19 +20,15 @@ against the server's histogram with the delivery leg that small lies in the serv
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from .metrics import percentile
 
 if TYPE_CHECKING:
     from ..engines.base import RequestRecord
 
 LEGS = ("intake", "server", "delivery")
-
-
-def _p99(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, math.ceil(0.99 * len(s)) - 1))]
 
 
 def legs(records: Sequence[RequestRecord]) -> dict[str, Any]:
@@ -46,7 +42,7 @@ def legs(records: Sequence[RequestRecord]) -> dict[str, Any]:
         f"ttft_{name}_ms_mean": round(sum(g[i] for g in got) / len(got) * 1e3, 3)
         for i, name in enumerate(LEGS)
     }
-    out["ttft_delivery_ms_p99"] = round(_p99([g[2] for g in got]) * 1e3, 3)
+    out["ttft_delivery_ms_p99"] = round((percentile([g[2] for g in got], 99) or 0.0) * 1e3, 3)
     out["ttft_legs_requests"] = len(got)
     return out
 
