@@ -1,6 +1,7 @@
 """TTFT in three legs on the wall clock client and server share (report/ttft_legs.py): the client's
 submission to the server's clock start, the server's clock to its first chunk's hand-over, and the
-hand-over to the client's read; the client is bound only when that last leg is late."""
+hand-over to the client's read; the client is bound only when its own legs (its send, the
+delivery) are late."""
 
 from __future__ import annotations
 
@@ -33,9 +34,38 @@ def test_a_streamed_record_carries_its_three_legs() -> None:
     assert "ttft_legs_s" not in dict(record_from(req, _stream(1000.02, 1000.14), [(0.15, 1)], 0.2).meta)
 
 
-def _rec(ttft: float, intake: float, delivery: float) -> RequestRecord:
+def _rec(ttft: float, intake: float, delivery: float, send: float | None = None) -> RequestRecord:
     legs_s = (intake, ttft - intake - delivery, delivery)
-    return RequestRecord(16, 8, ttft + 0.1, ttft_s=ttft, meta=(("ttft_legs_s", legs_s),))
+    meta: tuple = (("ttft_legs_s", legs_s),) + ((("ttft_send_s", send),) if send is not None else ())
+    return RequestRecord(16, 8, ttft + 0.1, ttft_s=ttft, meta=meta)
+
+
+def test_the_clients_send_is_its_own_part_of_the_intake() -> None:
+    req = Request(input_ids=(1, 2, 3), max_new_tokens=2)
+    rec = record_from(req, _stream(1000.020, 1000.140), [(0.150, 1), (0.160, 2)], 0.2, 1000.0, send_s=0.0004)
+    assert dict(rec.meta)["ttft_send_s"] == 0.0004
+    assert "ttft_send_s" not in dict(
+        record_from(req, _stream(1000.02, 1000.14), [], 0.2, 1000.0, 0.0004).meta
+    )
+    # sent in 0.2 and 0.4 ms, read 0.5 and 1.5 ms after the hand-over: on time, the gap is the server's
+    quick = [_rec(0.200, 0.060, 0.0005, send=0.0002), _rec(0.220, 0.070, 0.0015, send=0.0004)]
+    m = server_clock(quick, {"ttft_ms_mean": 140.0, "ttft_requests": 2})
+    assert (m["ttft_send_ms_mean"], m["ttft_send_ms_p99"]) == (0.3, 0.398)  # 0.2 + 0.99 * 0.2
+    assert "client_bound" not in m
+    assert "the client's send 0.30 ms of the intake (p99 0.40)" in m["ttft_before_server_clock"]
+    assert "the client sent each request and read each first chunk on time" in m["ttft_before_server_clock"]
+    # read on time, but 30 ms to hand the body to the socket: the client's own part, client-bound
+    slow = [_rec(0.200, 0.060, 0.0005, send=0.030), _rec(0.220, 0.070, 0.0015, send=0.030)]
+    m = server_clock(slow, {"ttft_ms_mean": 140.0, "ttft_requests": 2})
+    assert m["client_bound"].startswith("the client's own legs took 31.0 ms on average")
+    assert "ttft_before_server_clock" not in m
+    # a server without stamps: the send is still recorded
+    assert (
+        server_clock([RequestRecord(16, 8, 0.3, ttft_s=0.2, meta=(("ttft_send_s", 0.001),))], None)[
+            "ttft_send_ms_mean"
+        ]
+        == 1.0
+    )
 
 
 def test_the_legs_judge_the_client_by_its_own_leg() -> None:
@@ -56,7 +86,7 @@ def test_the_legs_judge_the_client_by_its_own_leg() -> None:
     assert "intake 65.0 ms, server 144.0 ms, delivery 1.0 ms (p99 1.5)" in m["ttft_before_server_clock"]
     late = [_rec(0.200, 0.010, 0.030), _rec(0.220, 0.010, 0.050)]  # read 40 ms after the hand-over
     m = server_clock(late, {"ttft_ms_mean": 150.0, "ttft_requests": 2})
-    assert m["client_bound"].startswith("the client read the first chunks 40.0 ms on average after")
+    assert m["client_bound"].startswith("the client's own legs took 40.0 ms on average")
     assert "ttft_before_server_clock" not in m
     # no histogram at all: the legs are still recorded, and still judge the client
     assert server_clock(late, None)["ttft_delivery_ms_mean"] == 40.0 and "client_bound" in server_clock(
@@ -70,7 +100,8 @@ def test_a_cell_against_the_scripted_server_records_legs_that_add_up_to_its_ttft
 ) -> None:
     """The scripted server stamps its first chunk's hand-over and the request's arrival as SGLang
     does: every timed request carries its legs, their means add up to the client's mean TTFT,
-    the server's leg covers its script, and the client-bound mark follows the delivery leg."""
+    the server's leg covers its script, and the client-bound mark follows the client's own legs
+    (its send and the delivery)."""
     srv = fake_server(FAKE_TTFT_MS="40", FAKE_ITL_MS="5", FAKE_ACCEPT="1")
     _project(pytester, HTTP_MATRIX.format(url=srv.url, api="sglang", extra="", conc="[16]", out=8))
     res = pytester.runpytest("benches", "--benchmark-json", "out.json", "-p", "no:randomly")
@@ -79,11 +110,13 @@ def test_a_cell_against_the_scripted_server_records_legs_that_add_up_to_its_ttft
     m = b["extra_info"]
     assert m["ttft_legs_requests"] == m["server_latency"]["ttft_requests"]  # every timed request
     total = m["ttft_intake_ms_mean"] + m["ttft_server_ms_mean"] + m["ttft_delivery_ms_mean"]
+    # the client's write, inside the intake (two clocks read µs apart: 50 µs of slack)
+    assert 0.0 < m["ttft_send_ms_mean"] <= m["ttft_intake_ms_mean"] + 0.05
     assert total == pytest.approx(m["client_ttft_ms_mean"], abs=0.01)
     assert m["ttft_server_ms_mean"] >= 40.0  # the script's TTFT, from the arrival
     assert m["ttft_intake_ms_mean"] >= -1.0 and m["ttft_delivery_ms_mean"] >= -1.0  # one clock
-    late = m["ttft_delivery_ms_mean"]
-    assert ("client_bound" in m) is (late > 2.0 and late > 0.02 * m["client_ttft_ms_mean"]), m.get(
+    own = m["ttft_delivery_ms_mean"] + m["ttft_send_ms_mean"]
+    assert ("client_bound" in m) is (own > 2.0 and own > 0.02 * m["client_ttft_ms_mean"]), m.get(
         "client_bound"
     )
 

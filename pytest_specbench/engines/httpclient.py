@@ -166,11 +166,13 @@ def record_from(
     t_chunks: list[tuple[float, int]],
     latency: float,
     sent_wall: float | None = None,
+    send_s: float | None = None,
 ) -> RequestRecord:
     """The request's record; with ``sent_wall`` (time.time() at submission) and the server's two
     stamps, its TTFT in three legs (``ttft_legs_s``): the client's submission to the server's clock
     start, the server's clock start to its first chunk handed to HTTP, and that hand-over to the
-    client's read of it (report/ttft_legs.py)."""
+    client's read of it (report/ttft_legs.py). ``send_s`` (``ttft_send_s``): submission to the
+    request's body handed to the socket, the client's own part of the first leg."""
     meta = st.meta or {}
     n = st.n
     ids = tuple(st.ids) if st.ids is not None and len(st.ids) == n else ()
@@ -181,6 +183,8 @@ def record_from(
         read = sent_wall + t_chunks[0][0]
         legs = (st.received_ts - sent_wall, st.first_sent_ts - st.received_ts, read - st.first_sent_ts)
         extra.append(("ttft_legs_s", tuple(round(x, 6) for x in legs)))
+    if send_s is not None and t_chunks:
+        extra.append(("ttft_send_s", round(send_s, 6)))
     prompt = meta.get("prompt_tokens", (st.usage or {}).get("prompt_tokens"))
     return RequestRecord(
         prompt_tokens=len(request.input_ids),
@@ -280,6 +284,7 @@ class Client:
                 timeout=timeout,
                 headers=self.headers,
                 read_bufsize=2**20,
+                trace_configs=[_send_trace(aiohttp)],
             )
         return self.session
 
@@ -296,9 +301,10 @@ class Client:
             url, body, feed = f"{self.base}/generate", sglang_payload(request), "sglang"
         st = StreamState()
         t_chunks: list[tuple[float, int]] = []
+        sent: dict[str, float] = {}  # the body's hand-over to the socket (_send_trace)
         t0 = time.perf_counter()  # submission, as SGLang's and vLLM's benchmark clients count
         wall = time.time()  # the same instant on the clock SGLang stamps its meta_info with
-        async with session.post(url, json=body) as resp:
+        async with session.post(url, json=body, trace_request_ctx=sent) as resp:
             if resp.status != 200:
                 text = (await resp.text())[:500]
                 raise ServerError(f"POST {url}: HTTP {resp.status}: {text}")
@@ -315,8 +321,26 @@ class Client:
         if t_chunks and t_chunks[-1][1] != st.n:  # a final usage chunk corrected the count
             t_chunks[-1] = (t_chunks[-1][0], st.n)
         return record_from(
-            request, st, t_chunks, time.perf_counter() - t0, sent_wall=wall if self.same_host else None
+            request,
+            st,
+            t_chunks,
+            time.perf_counter() - t0,
+            sent_wall=wall if self.same_host else None,
+            send_s=sent["at"] - t0 if "at" in sent else None,
         )
+
+
+def _send_trace(aiohttp: Any) -> Any:
+    """A trace that notes, in the request's ``trace_request_ctx`` dict, when its last body chunk
+    was handed to the socket (aiohttp calls it just before the write): the client's send done."""
+
+    async def chunk_sent(_session: Any, ctx: Any, _params: Any) -> None:
+        if isinstance(ctx.trace_request_ctx, dict):
+            ctx.trace_request_ctx["at"] = time.perf_counter()
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(chunk_sent)
+    return trace
 
 
 async def _events(content: Any, where: str = "the server") -> AsyncIterator[Any]:

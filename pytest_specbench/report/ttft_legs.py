@@ -12,10 +12,12 @@ HTTP layer (just after the histogram's end). With the client's own submission an
 - server: the server's clock start to the first chunk handed over (its histogram's TTFT and its
   output loop's wake-up);
 - delivery: the hand-over to the client's read (the server's HTTP write and the client's read
-  loop): the only leg that is the client's own.
+  loop): the client's own.
 
-A client that keeps up reads each first chunk within CLIENT_BOUND_MS of its hand-over; a TTFT gap
-against the server's histogram with the delivery leg that small lies in the server's intake.
+The client also times its own part of the intake: ``send``, submission to the request's body
+handed to its socket (``ttft_send_s``; any server). A client that keeps up sends each request and
+reads each first chunk within CLIENT_BOUND_MS together (send + delivery); a TTFT gap against the
+server's histogram with the client's own legs that small lies in the server's intake.
 """
 
 from __future__ import annotations
@@ -33,12 +35,19 @@ LEGS = ("intake", "server", "delivery")
 
 def legs(records: Sequence[RequestRecord]) -> dict[str, Any]:
     """``ttft_<leg>_ms_mean`` for each leg, ``ttft_delivery_ms_p99`` and ``ttft_legs_requests``
-    over the requests that carry them (error-free, streamed, both server stamps); {} without."""
-    got = [dict(r.meta).get("ttft_legs_s") for r in records if not r.error]
+    over the requests that carry them (error-free, streamed, both server stamps), and
+    ``ttft_send_ms_mean`` / ``_p99`` over those that timed their send; {} without either."""
+    metas = [dict(r.meta) for r in records if not r.error]
+    sends = [m["ttft_send_s"] for m in metas if m.get("ttft_send_s") is not None]
+    out: dict[str, Any] = {}
+    if sends:  # the client's own part of the intake, whatever the server
+        out["ttft_send_ms_mean"] = round(sum(sends) / len(sends) * 1e3, 3)
+        out["ttft_send_ms_p99"] = round((percentile(sends, 99) or 0.0) * 1e3, 3)
+    got = [m.get("ttft_legs_s") for m in metas]
     got = [g for g in got if g is not None and len(g) == 3]
     if not got:
-        return {}
-    out: dict[str, Any] = {
+        return out
+    out |= {
         f"ttft_{name}_ms_mean": round(sum(g[i] for g in got) / len(got) * 1e3, 3)
         for i, name in enumerate(LEGS)
     }
@@ -64,20 +73,24 @@ def usable(m: dict[str, Any], timed_with_ttft: int) -> str | None:
 
 
 def judged(m: dict[str, Any], bound_ms: float, bound_fraction: float) -> dict[str, Any]:
-    """The legs' judgement, where a cell has usable legs: the client is bound when it read the
-    first chunks late after their hand-over (the delivery leg above ``bound_ms`` and
-    ``bound_fraction`` of its TTFT); else, its loops on time (no ``client_bound`` already), a TTFT
-    above the server's histogram is said as lying before the server's clock
-    (``ttft_before_server_clock``), with the legs."""
+    """The legs' judgement, where a cell has usable legs: the client is bound when its own legs
+    (its send, where timed, and the delivery) are above ``bound_ms`` and ``bound_fraction`` of its
+    TTFT together; else, its loops on time (no ``client_bound`` already), a TTFT above the
+    server's histogram is said as lying before the server's clock (``ttft_before_server_clock``),
+    with the legs."""
     if "ttft_delivery_ms_mean" not in m:
         return {}
     c = m.get("client_ttft_ms_mean")
     d, i, s = m["ttft_delivery_ms_mean"], m["ttft_intake_ms_mean"], m["ttft_server_ms_mean"]
+    send = m.get("ttft_send_ms_mean")
     said = f"intake {i:.1f} ms, server {s:.1f} ms, delivery {d:.1f} ms (p99 {m['ttft_delivery_ms_p99']:.1f})"
-    if c and d > bound_ms and d > bound_fraction * c:
+    if send is not None:
+        said += f"; the client's send {send:.2f} ms of the intake (p99 {m['ttft_send_ms_p99']:.2f})"
+    own = d + (send or 0.0)
+    if c and own > bound_ms and own > bound_fraction * c:
         return {
-            "client_bound": f"the client read the first chunks {d:.1f} ms on average after the server "
-            f"handed them to HTTP ({said}): its reading, not the server, set that part of TTFT"
+            "client_bound": f"the client's own legs took {own:.1f} ms on average ({said}): its send "
+            "and its reading, not the server, set that part of TTFT"
         }
     srv = m.get("server_ttft_ms_mean") if m.get("server_latency_exclusive") is not False else None
     if m.get("client_bound"):  # its loops ran late: its sends were late too (they are in the intake)
@@ -85,8 +98,9 @@ def judged(m: dict[str, Any], bound_ms: float, bound_fraction: float) -> dict[st
     if c and srv and c - srv > bound_ms and c - srv > bound_fraction * srv:
         return {
             "ttft_before_server_clock": f"the client read TTFT {c:.1f} ms, the server's histogram "
-            f"{srv:.1f} ms (+{c - srv:.1f} ms, +{(c - srv) / srv:.0%}); legs: {said}: the client read "
-            "each first chunk on time after its hand-over and its loops ran on time, so the gap is "
-            "the intake leg: the server's HTTP intake before its clock starts"
+            f"{srv:.1f} ms (+{c - srv:.1f} ms, +{(c - srv) / srv:.0%}); legs: {said}: the client "
+            + ("sent each request and " if send is not None else "")
+            + "read each first chunk on time and its loops ran on time, so the gap is the intake "
+            "leg: the server's HTTP intake before its clock starts"
         }
     return {}
