@@ -9,7 +9,8 @@ streamed chunk that carries them, SGLang's ``request_received_ts`` and
 ``response_sent_to_client_ts`` (meta_info) with the wall time bench_serving read that chunk. So
 bench_serving's TTFT splits into the same legs as the plugin's (report/ttft_legs.py): intake
 (submission to SGLang's tokenizer manager taking the request), server (to the first chunk handed
-to its HTTP layer) and delivery (to the client's read).
+to its HTTP layer) and delivery (to the client's read); and, as the plugin times it, the
+client's send (submission to the body handed to the socket: an aiohttp trace on its session).
 
 ``--legs-reps N`` runs bench_serving's benchmark N times in this one process (each pass its own
 warm-up, as N separate runs would), the server's TTFT histogram read around each pass
@@ -112,6 +113,21 @@ def main(argv: list[str]) -> int:
 
     S.ASYNC_REQUEST_FUNCS["sglang"] = noted
 
+    async def body_sent(_session, _ctx, _params):  # the client's send done, as the plugin's client times it
+        rec = _REC.get()
+        if rec is not None:
+            rec["body_sent"] = time.time()
+
+    def traced() -> list:
+        t = aiohttp.TraceConfig()
+        t.on_request_chunk_sent.append(body_sent)
+        return [t]
+
+    def per_request():  # bench_serving's own session (its timeout and buffer), traced
+        timeout = aiohttp.ClientTimeout(total=6 * 60 * 60)
+        return aiohttp.ClientSession(timeout=timeout, read_bufsize=10 * 1024**2, trace_configs=traced())
+
+    S._create_bench_client_session = per_request
     if mine.legs_keep_alive:
         made_for: dict = {}
 
@@ -126,6 +142,7 @@ def main(argv: list[str]) -> int:
                         connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
                         timeout=aiohttp.ClientTimeout(total=6 * 60 * 60),
                         read_bufsize=10 * 1024**2,
+                        trace_configs=traced(),
                     ),
                 )
             return _KeptSession(made_for["session"])
