@@ -20,21 +20,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .quantile import percentile
+
 if TYPE_CHECKING:  # the records' type only: metrics read their fields, never an engine
     from ..engines.base import RequestRecord
 
 PCTS = (50, 90, 99)
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default method); None for no data."""
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def itl_gaps(chunks: Sequence[tuple[float, int]]) -> list[float]:

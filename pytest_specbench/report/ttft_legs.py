@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .metrics import percentile
+from .quantile import percentile
 
 if TYPE_CHECKING:
     from ..engines.base import RequestRecord
