@@ -144,7 +144,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "race-first-look",
-        R,
+        RE,
         "return max(2, min(MIN_ROUNDS, cap - 2))",
         "return max(2, min(MIN_ROUNDS, cap - 1))",
         RACE,
@@ -334,12 +334,26 @@ MUTANTS: tuple[Mutant, ...] = (
         CONTROL,
     ),
     Mutant("race-control-never-races", R, "cell.method.name not in self.controls", "True", CONTROL),
-    # TTFT's legs: the delivery leg, the client's own, decides client_bound
+    # TTFT's legs: the client's own legs (send + delivery), on average and at p99, decide client_bound
     Mutant(
         "legs-delivery-bound",
         LEGS,
-        "if c and d > bound_ms and d > bound_fraction * c:",
+        "if c and ((own > bound_ms and own > bound_fraction * c) or own99 > bound_p99_ms):",
         "if c:",
+        ("tests/test_ttft_legs.py",),
+    ),
+    Mutant(
+        "legs-own-p99",
+        LEGS,
+        "if c and ((own > bound_ms and own > bound_fraction * c) or own99 > bound_p99_ms):",
+        "if c and own > bound_ms and own > bound_fraction * c:",
+        ("tests/test_ttft_legs.py",),
+    ),
+    Mutant(
+        "legs-add-up",
+        LEGS,
+        "if c is not None and abs(total - c) > CLOCK_SLACK_MS:",
+        "if False:",
         ("tests/test_ttft_legs.py",),
     ),
 )

@@ -452,14 +452,19 @@ def server_clock(
     counted exactly the cell's requests (else someone else's are in its mean:
     ``server_latency_exclusive: False``). Where the requests carry the server's own stamps
     (report/ttft_legs.py), TTFT's three legs are recorded and judge instead: the client is bound
-    only when it read the first chunks late after their hand-over. With ``lag`` (:func:`loop_lag`
+    only when its own legs (its send and the delivery) are late, on average or at p99. The
+    client's means run from each request's submission (an open loop's own queue left out: the
+    server never saw it). With ``lag`` (:func:`loop_lag`
     of the client's event loops), ``client_loop_lag_ms_mean`` / ``_p99`` / ``_max``, and the cell is
     client-bound too when its loops ran more than CLIENT_LAG_MS late on average or
     CLIENT_LAG_P99_MS in their worst 1 % (with or without a server histogram)."""
     out: dict[str, Any] = _lag_fields(lag)
     ok = [r for r in records if not r.error]
-    ok_ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
-    for what, client in (("ttft", ok_ttft), ("e2e", [r.latency_s for r in ok])):
+    # from each request's submission, as the server can see it: an open loop's own wait for a
+    # slot (queue_s, in the record's TTFT and E2E as the arriving user saw them) left out
+    ok_ttft = [r.ttft_s - r.queue_s for r in ok if r.ttft_s is not None]
+    ok_e2e = [r.latency_s - r.queue_s for r in ok]
+    for what, client in (("ttft", ok_ttft), ("e2e", ok_e2e)):
         mean, n = (server or {}).get(f"{what}_ms_mean"), (server or {}).get(f"{what}_requests")
         if mean is None:
             continue
@@ -479,7 +484,7 @@ def server_clock(
     if has_legs and not unusable:  # the server's own stamps on every request, one clock: they judge
         if c is None:
             out["client_ttft_ms_mean"] = c = sum(ok_ttft) / len(ok_ttft) * 1e3 if ok_ttft else None
-        by_legs = judged(out, CLIENT_BOUND_MS, CLIENT_BOUND_FRACTION)
+        by_legs = judged(out, CLIENT_BOUND_MS, CLIENT_BOUND_FRACTION, CLIENT_LAG_P99_MS)
         if "client_bound" in by_legs and out.get("client_bound"):
             by_legs["client_bound"] += "; " + out["client_bound"]
         out.update(by_legs)

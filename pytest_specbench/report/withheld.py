@@ -250,7 +250,7 @@ def care_line(doc: dict[str, Any]) -> list[str]:
         ("an outlier round", sum(1 for e in cells if e.get("outlier_rounds"))),
         ("warm-up unsettled", sum(1 for e in cells if e.get("warmup_settled") is False)),
         (
-            "client-bound TTFT (read > 2 ms and 2 % after the server's clock, or the client's loop late)",
+            "client-bound TTFT (the client's own send and read late, or its loop late)",
             sum(1 for e in cells if e.get("client_bound")),
         ),
         (
