@@ -148,7 +148,7 @@ def mean_tput(c):  # bench_serving's output tok/s at c, the mean of its passes
     return sum(xs) / len(xs) if xs else None
 print("plugin http backend against one SGLang server (client TTFT vs the server's own histogram):")
 print(f"{'cell':34} {'procs':>5} {'client ms':>9} {'server ms':>9} {'diff ms':>8} {'diff %':>7} "
-      f"{'lag p99':>7} {'send':>5} {'intake':>7} {'server':>7} {'deliv':>6} {'d p99':>6} {'tok/s':>9} {'round tok/s':>11} "
+      f"{'lag p99':>7} {'send':>5} {'own p99':>7} {'intake':>7} {'server':>7} {'deliv':>6} {'d p99':>6} {'tok/s':>9} {'round tok/s':>11} "
       f"{'bench tok/s':>11} {'ratio':>6}  marked")
 p = out / "h200-clock-http.json"
 doc = json.loads(p.read_text()) if p.exists() else {"benchmarks": []}
@@ -161,13 +161,14 @@ for b in doc["benchmarks"]:
     tot = e.get("output_tokens_per_s_total")  # the whole rounds' tokens over their wall: bench_serving's
     print(f"{b['name'].split('[')[-1].rstrip(']'):34} {str(e.get('client_processes', '-')):>5} {f(cl):>9} "
           f"{f(sv):>9} {f(d, '{:+.2f}'):>8} {f(None if d is None or not sv else 100 * d / sv, '{:+.1f}'):>7} "
-          f"{f(e.get('client_loop_lag_ms_p99')):>7} {f(e.get('ttft_send_ms_mean')):>5} {f(e.get('ttft_intake_ms_mean')):>7} "
+          f"{f(e.get('client_loop_lag_ms_p99')):>7} {f(e.get('ttft_send_ms_mean')):>5} {f(e.get('ttft_client_own_ms_p99')):>7} {f(e.get('ttft_intake_ms_mean')):>7} "
           f"{f(e.get('ttft_server_ms_mean')):>7} {f(e.get('ttft_delivery_ms_mean')):>6} "
           f"{f(e.get('ttft_delivery_ms_p99')):>6} {f(tps, '{:.1f}'):>9} {f(tot, '{:.1f}'):>11} {f(bt, '{:.1f}'):>11} "
           f"{f(None if not bt or tot is None else tot / bt, '{:.4f}'):>6}  "
           f"{'client_bound' if e.get('client_bound') else 'before_server_clock' if e.get('ttft_before_server_clock') else '-'}")
 def mean(xs):
     return sum(xs) / len(xs) if xs else None
+from pytest_specbench.report.quantile import percentile  # the plugin's own p99 (interpolated)
 for r, lg in sorted(rows, key=lambda t: (t[0].get("max_concurrency") or 0, str(t[0].get("tag")))):
     c, ttft = r.get("max_concurrency"), r.get("mean_ttft_ms")
     s_ms = n = None
@@ -184,7 +185,7 @@ for r, lg in sorted(rows, key=lambda t: (t[0].get("max_concurrency") or 0, str(t
           f"{f(r.get('output_throughput'), '{:.1f}')} tok/s, mean TTFT {f(ttft)} ms, the server's over its window "
           f"{f(s_ms)} ms ({f(n, '{:g}')} requests), diff {f(None if ttft is None or s_ms is None else ttft - s_ms, '{:+.2f}')} ms, "
           f"legs of {len(dls)}: send {f(mean(sends))} intake {f(mean(ins))} server {f(mean(srvs))} delivery {f(mean(dls))} "
-          f"(p99 {f(dls[min(len(dls) - 1, int(0.99 * len(dls)))] if dls else None)}) ms, duration {f(r.get('duration'))} s")
+          f"(p99 {f(percentile(dls, 99))}) ms, duration {f(r.get('duration'))} s")
 for c, rs in sorted(bench.items(), key=lambda t: t[0] or 0):
     xs = [x.get("output_throughput") for x in rs if x.get("output_throughput")]
     if xs:
