@@ -18,7 +18,9 @@ warm-up, as N separate runs would), the server's TTFT histogram read around each
 keep-alive aiohttp session, where bench_serving opens a session (a connection) per request: the
 one difference between its client and the plugin's connection handling, measured, not assumed.
 Each pass appends one JSON line to LEGS.jsonl: the mode, the concurrency, each request's legs,
-the histogram's sum and count before and after. bench_serving's own JSON goes where its
+the histogram's sum and count before and after. bench_serving's own TTFT is its first chunk with
+non-empty text (0 where none had any: a dummy model's ids can all decode to nothing); the legs
+run to the first chunk, as the plugin's client reads TTFT. bench_serving's own JSON goes where its
 ``--output-file`` says, tagged with the mode (``--tag``).
 
 Runs on a host with SGLang installed (the GPU host); not imported by the plugin or its tests.
@@ -61,12 +63,15 @@ class _OrjsonNoting:
     def loads(self, data):
         out = self._real.loads(data)
         rec = _REC.get()
-        if rec is not None and "read" not in rec and isinstance(out, dict):
+        if rec is not None and isinstance(out, dict):
             meta = out.get("meta_info") or {}
-            if out.get("text") and meta.get("response_sent_to_client_ts") is not None:
+            # the first chunk's hand-over and its read; the request's arrival (SGLang sends
+            # request_received_ts with its last chunk)
+            if "read" not in rec and meta.get("response_sent_to_client_ts") is not None:
                 rec["read"] = time.time()
-                rec["received"] = meta.get("request_received_ts")
                 rec["first_sent"] = meta["response_sent_to_client_ts"]
+            if meta.get("request_received_ts") is not None:
+                rec["received"] = meta["request_received_ts"]
         return out
 
 

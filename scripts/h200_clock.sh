@@ -81,12 +81,42 @@ echo "server up=${up:-no} at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
 if [ -z "$up" ]; then tail -n 40 "$L/server.log"; exit 1; fi
 
 # 2. the plugin's http backend, worker processes and one process, one pytest session
-t=$SECONDS
-timeout "$(upto 150 "${HTTP_CAP:-220}")" python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
-  --specbench-matrix "${HTTP_MATRIX:-benches/gpu/h200-clock-http.yaml}" --benchmark-json "$OUT/h200-clock-http.json" \
-  --specbench-log-dir "$L/http" -rsfE > "$L/http.pytest.log" 2>&1
-echo "http rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
-tail -n 25 "$L/http.pytest.log"
+if [ "${HTTP_MATRIX:-}" != none ]; then
+  t=$SECONDS
+  timeout "$(upto 150 "${HTTP_CAP:-220}")" python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+    --specbench-matrix "${HTTP_MATRIX:-benches/gpu/h200-clock-http.yaml}" --benchmark-json "$OUT/h200-clock-http.json" \
+    --specbench-log-dir "$L/http" -rsfE > "$L/http.pytest.log" 2>&1
+  echo "http rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
+  tail -n 25 "$L/http.pytest.log"
+fi
+
+# 2b. throughput, the plugin against bench_serving interleaved (AB_PAIRS > 0): pair i runs one
+#     plugin session (benches/gpu/h200-tput-ab.yaml: 10 x 64 requests at 64 in flight, a warm-up
+#     and one timed round) and one bench_serving pass of the same workload, in the order
+#     AB, BA, AB, ... (a drift linear in time cancels over each two pairs); each plugin session's
+#     JSON under clock-logs/ab/, bench_serving's passes tagged ab in bench-serving.jsonl
+AB_C=64; AB_WAVES=10  # the workload of benches/gpu/h200-tput-ab.yaml
+ab_plugin() {
+  timeout 150 python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+    --specbench-matrix benches/gpu/h200-tput-ab.yaml --benchmark-json "$L/ab/plugin-$1.json" \
+    --specbench-log-dir "$L/ab/log-$1" -q > "$L/ab/plugin-$1.log" 2>&1
+  echo "ab $1 plugin rc=$? at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
+}
+ab_bench() {
+  timeout 150 python3 scripts/bench_serving_legs.py --legs-out "$OUT/bench-legs.jsonl" --legs-reps 1 \
+    --legs-port "$PORT" --tag ab --backend sglang --base-url "http://127.0.0.1:$PORT" --dataset-name random-ids \
+    --random-input-len 512 --random-output-len 128 --random-range-ratio 1 --num-prompts $((AB_WAVES * AB_C)) \
+    --max-concurrency "$AB_C" --tokenizer .model/qwen3-1.7b --tokenize-prompt --flush-cache --disable-tqdm \
+    --output-file "$OUT/bench-serving.jsonl" > "$L/ab/bench-$1.log" 2>&1
+  echo "ab $1 bench_serving rc=$? at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
+}
+if [ "${AB_PAIRS:-0}" -gt 0 ]; then
+  mkdir -p "$L/ab"
+  for i in $(seq "$AB_PAIRS"); do
+    [ "$(left)" -gt 80 ] || { echo "ab pair $i skipped: $(left) s left" | tee -a "$L/walltimes.txt"; break; }
+    if [ $((i % 2)) -eq 1 ]; then ab_plugin "$i"; ab_bench "$i"; else ab_bench "$i"; ab_plugin "$i"; fi
+  done
+fi
 
 # 3. SGLang's own benchmark client against the same server: 3 x C prompts at C in flight, the
 #    server's TTFT histogram read before and after each (its window also holds bench_serving's one
@@ -95,6 +125,7 @@ tail -n 25 "$L/http.pytest.log"
 # noted, the server's histogram read around each pass (bench-legs.jsonl); BENCH_REPS passes with
 # its own connection per request, then BENCH_KEEP_REPS (default 0) with one keep-alive session
 for c in ${BENCH_C:-1 64 256}; do for mode in per-request keep-alive; do
+  [ "$c" != none ] || continue
   if [ "$mode" = per-request ]; then reps=${BENCH_REPS:-1}; ka=; else reps=${BENCH_KEEP_REPS:-0}; ka=--legs-keep-alive; fi
   [ "$reps" -gt 0 ] || continue
   [ "$(left)" -gt 100 ] || { echo "bench_serving c$c $mode skipped: $(left) s left" | tee -a "$L/walltimes.txt"; continue; }
@@ -190,6 +221,27 @@ for c, rs in sorted(bench.items(), key=lambda t: t[0] or 0):
     xs = [x.get("output_throughput") for x in rs if x.get("output_throughput")]
     if xs:
         print(f"bench_serving c{c}: {len(xs)} passes, output tok/s mean {mean(xs):.1f}, min {min(xs):.1f}, max {max(xs):.1f}")
+ab = sorted((out / "clock-logs" / "ab").glob("plugin-*.json"), key=lambda q: int(q.stem.split("-")[1]))
+ab_bench = [r for r, _ in rows if r.get("tag") == "ab"]
+if ab:
+    import math
+    print("interleaved throughput (AB, BA, ...): the plugin's timed round against bench_serving's pass, same workload")
+    logs = []
+    for i, q in enumerate(ab):
+        cells = json.loads(q.read_text()).get("benchmarks") or []
+        tot = cells[0]["extra_info"].get("output_tokens_per_s_total") if cells else None
+        bt = ab_bench[i].get("output_throughput") if i < len(ab_bench) else None
+        if tot and bt:
+            logs.append(math.log(tot / bt))
+        print(f"  pair {i + 1} ({'AB' if i % 2 == 0 else 'BA'}): plugin {f(tot, '{:.1f}')} tok/s, bench_serving "
+              f"{f(bt, '{:.1f}')} tok/s, ratio {f(tot / bt if tot and bt else None, '{:.4f}')}")
+    if len(logs) >= 2:
+        n, m = len(logs), sum(logs) / len(logs)
+        sd = (sum((x - m) ** 2 for x in logs) / (n - 1)) ** 0.5
+        t = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}.get(n - 1, 2.0)
+        h = t * sd / n ** 0.5
+        print(f"  plugin / bench_serving: x{math.exp(m):.4f} [{math.exp(m - h):.4f}, {math.exp(m + h):.4f}] "
+              f"(geometric mean of {n} pairs, 95 % t-interval)")
 p = out / "inproc-clock.json"
 if p.exists():
     print("in-process sglang backend (client TTFT vs SGLang's histogram read in process):")
