@@ -165,6 +165,7 @@ def main(argv: list[str]) -> int:
             after = _scrape(mine.legs_port)
             line = {
                 "mode": mode,
+                "tag": args.tag,
                 "max_concurrency": args.max_concurrency,
                 "before": before,
                 "after": after,

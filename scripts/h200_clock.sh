@@ -169,7 +169,7 @@ if p.exists():
     legs = [json.loads(x) for x in q.read_text().splitlines() if x.strip()] if q.exists() else []
     for i, r in enumerate(runs):
         rows.append((r, legs[i] if i < len(legs) and legs[i].get("max_concurrency") == r.get("max_concurrency")
-                     and legs[i].get("mode") == r.get("tag") else None))
+                     and legs[i].get("tag", legs[i].get("mode")) == r.get("tag") else None))
 bench = {}
 for r, _ in rows:
     if r.get("tag") in (None, "per-request"):  # bench_serving as it ships: a connection per request
