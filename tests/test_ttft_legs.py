@@ -185,3 +185,19 @@ def test_the_client_takes_the_legs_only_from_a_server_on_its_own_host() -> None:
 
     assert same_host("http://127.0.0.1:30000") and same_host("http://localhost:8000/")
     assert not same_host("http://10.1.2.3:30000") and not same_host("https://api.example.com")
+
+
+def test_the_full_reports_warnings_name_each_client_bound_cell_and_why() -> None:
+    from pytest_specbench.report.cell_warnings import warnings
+
+    late = server_clock([_rec(0.200, 0.010, 0.030), _rec(0.220, 0.010, 0.050)], None)
+    quick = server_clock(
+        [_rec(0.200, 0.060, 0.0005), _rec(0.220, 0.070, 0.0015)], {"ttft_ms_mean": 140.0, "ttft_requests": 2}
+    )
+    doc = {
+        "benchmarks": [{"param": "late-c64", "extra_info": late}, {"param": "quick-c64", "extra_info": quick}]
+    }
+    got = warnings(doc)
+    assert f"warning: late-c64: client-bound TTFT: {late['client_bound']}" in got
+    assert f"note: quick-c64: {quick['ttft_before_server_clock']}" in got
+    assert not any(w.startswith("warning: quick-c64") for w in got)

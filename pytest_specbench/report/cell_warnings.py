@@ -1,8 +1,8 @@
 """The cells whose numbers need care, one warning each (the report's list under the decision
 view): noisy or outlier rounds, unpaired comparisons, saturated open loops, server counters that
 counted other traffic, guessed token counts, a prefix cache not flushed, disturbed cells (and
-whether their verdict was kept under load), unsettled warm-ups, cells that often proposed no
-draft. Pure."""
+whether their verdict was kept under load), client-bound TTFT and why, unsettled warm-ups, cells
+that often proposed no draft. Pure."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ def warnings(doc: dict[str, Any]) -> list[str]:
     """Cells whose numbers need care: rounds that vary more than CV_WARN, comparisons whose
     requests differ (unpaired), open-loop cells whose client queue grew (saturated), and for
     server backends: acceptance from server counters that also counted other traffic, token
-    counts guessed from text chunks, a prefix cache that could not be flushed."""
+    counts guessed from text chunks, a prefix cache that could not be flushed, a client that read
+    TTFT late (client-bound, with why), a TTFT gap said as lying before the server's clock, and
+    TTFT legs that could not judge."""
     out = []
     noisy = [
         f"{b['param']} {b['extra_info']['rounds_cv']:.0%}"
@@ -64,6 +66,12 @@ def warnings(doc: dict[str, Any]) -> list[str]:
                 else "no faster/slower verdict"
             )
             out.append(f"warning: {b['param']}: disturbed: {e['disturbed']}; {then}")
+        if e.get("client_bound"):
+            out.append(f"warning: {b['param']}: client-bound TTFT: {e['client_bound']}")
+        elif e.get("ttft_before_server_clock"):
+            out.append(f"note: {b['param']}: {e['ttft_before_server_clock']}")
+        if e.get("ttft_legs_unused"):
+            out.append(f"note: {b['param']}: TTFT's legs judge nothing: {e['ttft_legs_unused']}")
         if e.get("warmup_settled") is False:
             w = "/".join(f"{x:.0f}" for x in e.get("warmup_tokens_per_s") or ())
             out.append(
