@@ -128,9 +128,9 @@ def main(argv: list[str]) -> int:
         t.on_request_chunk_sent.append(body_sent)
         return [t]
 
-    def per_request():  # bench_serving's own session (its timeout and buffer), traced
+    def per_request(**kw):  # bench_serving's own session (its timeout and buffer), traced
         timeout = aiohttp.ClientTimeout(total=6 * 60 * 60)
-        return aiohttp.ClientSession(timeout=timeout, read_bufsize=10 * 1024**2, trace_configs=traced())
+        return aiohttp.ClientSession(timeout=timeout, read_bufsize=10 * 1024**2, trace_configs=traced(), **kw)
 
     S._create_bench_client_session = per_request
     if mine.legs_keep_alive:
@@ -141,15 +141,8 @@ def main(argv: list[str]) -> int:
 
             loop = asyncio.get_running_loop()
             if made_for.get("loop") is not loop:  # one session per pass (each pass its own loop)
-                made_for.update(
-                    loop=loop,
-                    session=aiohttp.ClientSession(  # bench_serving's timeout and buffer, an unbounded pool
-                        connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
-                        timeout=aiohttp.ClientTimeout(total=6 * 60 * 60),
-                        read_bufsize=10 * 1024**2,
-                        trace_configs=traced(),
-                    ),
-                )
+                pool = aiohttp.TCPConnector(limit=0, limit_per_host=0)  # unbounded, kept alive
+                made_for.update(loop=loop, session=per_request(connector=pool))
             return _KeptSession(made_for["session"])
 
         S._create_bench_client_session = kept

@@ -81,11 +81,23 @@ echo "server up=${up:-no} at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
 if [ -z "$up" ]; then tail -n 40 "$L/server.log"; exit 1; fi
 
 # 2. the plugin's http backend, worker processes and one process, one pytest session
+plugin_session() {  # LIMIT_S MATRIX JSON LOG_DIR LOG [pytest args]: one pytest session of the plugin
+  local limit=$1 matrix=$2 json=$3 logdir=$4 log=$5; shift 5
+  timeout "$limit" python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
+    --specbench-matrix "$matrix" --benchmark-json "$json" --specbench-log-dir "$logdir" "$@" > "$log" 2>&1
+}
+bench_passes() {  # LIMIT_S LOG C PROMPTS [wrapper args]: bench_serving's passes, legs noted (step 3)
+  local limit=$1 log=$2 c=$3 n=$4; shift 4
+  timeout "$limit" python3 scripts/bench_serving_legs.py --legs-out "$OUT/bench-legs.jsonl" --legs-port "$PORT" "$@" \
+    --backend sglang --base-url "http://127.0.0.1:$PORT" --dataset-name random-ids --random-input-len 512 \
+    --random-output-len 128 --random-range-ratio 1 --num-prompts "$n" --max-concurrency "$c" \
+    --tokenizer .model/qwen3-1.7b --tokenize-prompt --flush-cache --disable-tqdm \
+    --output-file "$OUT/bench-serving.jsonl" > "$log" 2>&1
+}
 if [ "${HTTP_MATRIX:-}" != none ]; then
   t=$SECONDS
-  timeout "$(upto 150 "${HTTP_CAP:-220}")" python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
-    --specbench-matrix "${HTTP_MATRIX:-benches/gpu/h200-clock-http.yaml}" --benchmark-json "$OUT/h200-clock-http.json" \
-    --specbench-log-dir "$L/http" -rsfE > "$L/http.pytest.log" 2>&1
+  plugin_session "$(upto 150 "${HTTP_CAP:-220}")" "${HTTP_MATRIX:-benches/gpu/h200-clock-http.yaml}" \
+    "$OUT/h200-clock-http.json" "$L/http" "$L/http.pytest.log" -rsfE
   echo "http rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
   tail -n 25 "$L/http.pytest.log"
 fi
@@ -97,17 +109,11 @@ fi
 #     JSON under clock-logs/ab/, bench_serving's passes tagged ab in bench-serving.jsonl
 AB_C=64; AB_WAVES=10  # the workload of benches/gpu/h200-tput-ab.yaml
 ab_plugin() {
-  timeout 150 python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py \
-    --specbench-matrix benches/gpu/h200-tput-ab.yaml --benchmark-json "$L/ab/plugin-$1.json" \
-    --specbench-log-dir "$L/ab/log-$1" -q > "$L/ab/plugin-$1.log" 2>&1
+  plugin_session 150 benches/gpu/h200-tput-ab.yaml "$L/ab/plugin-$1.json" "$L/ab/log-$1" "$L/ab/plugin-$1.log" -q
   echo "ab $1 plugin rc=$? at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
 }
 ab_bench() {
-  timeout 150 python3 scripts/bench_serving_legs.py --legs-out "$OUT/bench-legs.jsonl" --legs-reps 1 \
-    --legs-port "$PORT" --tag ab --backend sglang --base-url "http://127.0.0.1:$PORT" --dataset-name random-ids \
-    --random-input-len 512 --random-output-len 128 --random-range-ratio 1 --num-prompts $((AB_WAVES * AB_C)) \
-    --max-concurrency "$AB_C" --tokenizer .model/qwen3-1.7b --tokenize-prompt --flush-cache --disable-tqdm \
-    --output-file "$OUT/bench-serving.jsonl" > "$L/ab/bench-$1.log" 2>&1
+  bench_passes 150 "$L/ab/bench-$1.log" "$AB_C" $((AB_WAVES * AB_C)) --legs-reps 1 --tag ab
   echo "ab $1 bench_serving rc=$? at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
 }
 if [ "${AB_PAIRS:-0}" -gt 0 ]; then
@@ -130,11 +136,7 @@ for c in ${BENCH_C:-1 64 256}; do for mode in per-request keep-alive; do
   [ "$reps" -gt 0 ] || continue
   [ "$(left)" -gt 100 ] || { echo "bench_serving c$c $mode skipped: $(left) s left" | tee -a "$L/walltimes.txt"; continue; }
   t=$SECONDS
-  timeout $((60 + 40 * reps)) python3 scripts/bench_serving_legs.py --legs-out "$OUT/bench-legs.jsonl" \
-    --legs-reps "$reps" --legs-port "$PORT" $ka --backend sglang --base-url "http://127.0.0.1:$PORT" \
-    --dataset-name random-ids --random-input-len 512 --random-output-len 128 --random-range-ratio 1 \
-    --num-prompts $((3 * c)) --max-concurrency "$c" --tokenizer .model/qwen3-1.7b --tokenize-prompt --flush-cache \
-    --disable-tqdm --output-file "$OUT/bench-serving.jsonl" > "$L/bench-serving-c$c-$mode.log" 2>&1
+  bench_passes $((60 + 40 * reps)) "$L/bench-serving-c$c-$mode.log" "$c" $((3 * c)) --legs-reps "$reps" $ka
   echo "bench_serving c$c $mode x$reps rc=$? wall_s=$((SECONDS - t)) at $((SECONDS - T0)) s" | tee -a "$L/walltimes.txt"
   grep -E "Output token throughput|Mean TTFT" "$L/bench-serving-c$c-$mode.log"
 done; done

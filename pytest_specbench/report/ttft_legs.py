@@ -35,6 +35,14 @@ if TYPE_CHECKING:
 LEGS = ("intake", "server", "delivery")
 
 
+def _ms_mean(xs: Sequence[float]) -> float:
+    return round(sum(xs) / len(xs) * 1e3, 3)
+
+
+def _ms_p99(xs: Sequence[float]) -> float:
+    return round((percentile(xs, 99) or 0.0) * 1e3, 3)
+
+
 def legs(records: Sequence[RequestRecord]) -> dict[str, Any]:
     """``ttft_send_ms_mean`` / ``_p99`` over the error-free requests that timed their send; where
     requests carry the server's stamps (streamed, both of them), over those: ``ttft_<leg>_ms_mean``
@@ -45,20 +53,15 @@ def legs(records: Sequence[RequestRecord]) -> dict[str, Any]:
     sends = [m["ttft_send_s"] for m in metas if m.get("ttft_send_s") is not None]
     out: dict[str, Any] = {}
     if sends:  # the client's own part of the intake, whatever the server
-        out["ttft_send_ms_mean"] = round(sum(sends) / len(sends) * 1e3, 3)
-        out["ttft_send_ms_p99"] = round((percentile(sends, 99) or 0.0) * 1e3, 3)
+        out["ttft_send_ms_mean"], out["ttft_send_ms_p99"] = _ms_mean(sends), _ms_p99(sends)
     both = [(m["ttft_legs_s"], m.get("ttft_send_s")) for m in metas if len(m.get("ttft_legs_s") or ()) == 3]
     if not both:
         return out
     got = [g for g, _ in both]
-    out |= {
-        f"ttft_{name}_ms_mean": round(sum(g[i] for g in got) / len(got) * 1e3, 3)
-        for i, name in enumerate(LEGS)
-    }
-    out["ttft_delivery_ms_p99"] = round((percentile([g[2] for g in got], 99) or 0.0) * 1e3, 3)
+    out |= {f"ttft_{name}_ms_mean": _ms_mean([g[i] for g in got]) for i, name in enumerate(LEGS)}
+    out["ttft_delivery_ms_p99"] = _ms_p99([g[2] for g in got])
     own = [g[2] + (x or 0.0) for g, x in both]  # the same requests' send and delivery
-    out["ttft_client_own_ms_mean"] = round(sum(own) / len(own) * 1e3, 3)
-    out["ttft_client_own_ms_p99"] = round((percentile(own, 99) or 0.0) * 1e3, 3)
+    out["ttft_client_own_ms_mean"], out["ttft_client_own_ms_p99"] = _ms_mean(own), _ms_p99(own)
     out["ttft_legs_requests"] = len(got)
     out["ttft_send_requests"] = sum(1 for _, x in both if x is not None)
     return out
