@@ -7,7 +7,7 @@ The third clock beside the plugin's client and the server's histogram: bench_ser
 function, unchanged, wrapped to note the wall time of each submission and, from the first
 streamed chunk that carries them, SGLang's ``request_received_ts`` and
 ``response_sent_to_client_ts`` (meta_info) with the wall time bench_serving read that chunk. So
-bench_serving's TTFT splits into the same legs as the plugin's (report/ttft_legs.py): intake
+bench_serving's TTFT splits into the same legs as the plugin's (stats/ttft_legs.py): intake
 (submission to SGLang's tokenizer manager taking the request), server (to the first chunk handed
 to its HTTP layer) and delivery (to the client's read); and, as the plugin times it, the
 client's send (submission to the body handed to the socket: an aiohttp trace on its session).

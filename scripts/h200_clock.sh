@@ -201,7 +201,7 @@ for b in doc["benchmarks"]:
           f"{'client_bound' if e.get('client_bound') else 'before_server_clock' if e.get('ttft_before_server_clock') else '-'}")
 def mean(xs):
     return sum(xs) / len(xs) if xs else None
-from pytest_specbench.report.quantile import percentile  # the plugin's own p99 (interpolated)
+from pytest_specbench.stats.quantile import percentile  # the plugin's own p99 (interpolated)
 for r, lg in sorted(rows, key=lambda t: (t[0].get("max_concurrency") or 0, str(t[0].get("tag")))):
     c, ttft = r.get("max_concurrency"), r.get("mean_ttft_ms")
     s_ms = n = None

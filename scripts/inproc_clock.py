@@ -10,7 +10,7 @@ the timed rounds. With ``enable_metrics`` the Engine sets PROMETHEUS_MULTIPROC_D
 prometheus_client is imported, so its tokenizer manager (in this process) and its scheduler
 write their samples to that directory; the meter reads them with prometheus_client's
 multiprocess collector, and from the process's default registry where the directory holds no
-TTFT histogram. Each cell's metrics come from report/metrics.py's ``cell_metrics``, as in a run:
+TTFT histogram. Each cell's metrics come from stats/metrics.py's ``cell_metrics``, as in a run:
 the client's mean TTFT and the server's (``server_clock``). Writes OUT.json: one row per cell.
 """
 
@@ -66,7 +66,7 @@ class HistogramMeter:
 def main(matrix: str, out: str, log_dir: str = ".") -> int:
     from pytest_specbench.engines.sglang import SGLangEngine
     from pytest_specbench.matrix.schema import load
-    from pytest_specbench.report import metrics
+    from pytest_specbench.stats import metrics
     from pytest_specbench.workloads import kinds
 
     cells = load(matrix).cells()

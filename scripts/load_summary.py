@@ -1,4 +1,4 @@
-"""Verdicts of a results JSON under load, recomputed by this checkout's rule (report/paired.py),
+"""Verdicts of a results JSON under load, recomputed by this checkout's rule (stats/paired.py),
 as a small JSON: per compared cell, others' share of the cores in each timed round of the cell
 and of its interleaved baseline, the paired ratios, the speedup with its interval, the verdict
 and why it was kept or withheld; then the counts.
@@ -16,8 +16,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pytest_specbench.report import paired
 from pytest_specbench.report.summary import result_of_entry
+from pytest_specbench.stats import paired
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -74,7 +74,7 @@ class Mutant:
 
 
 RE = "pytest_specbench/deciding/entries.py"
-CTL, LEGS = "pytest_specbench/report/control.py", "pytest_specbench/report/ttft_legs.py"
+CTL, LEGS = "pytest_specbench/report/control.py", "pytest_specbench/stats/ttft_legs.py"
 CONTROL = ("tests/test_instance_control.py",)
 R, D, S, V = (
     "pytest_specbench/deciding/race.py",
@@ -83,8 +83,8 @@ R, D, S, V = (
     "pytest_specbench/report/versus.py",
 )
 P, Q, PO = (
-    "pytest_specbench/report/paired.py",
-    "pytest_specbench/report/sequential.py",
+    "pytest_specbench/stats/paired.py",
+    "pytest_specbench/stats/sequential.py",
     "pytest_specbench/report/pooled.py",
 )
 SC, T, CW = (
@@ -181,14 +181,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "drift-pooled-interval",
-        D,
+        "pytest_specbench/stats/drift.py",
         "half = t975(df) * math.sqrt(ss / df) * math.sqrt(1 / n + 1 / m)",
         "half = t975(df) * math.sqrt(ss / df) * math.sqrt(1 / n)",
         DRIFT,
     ),
     Mutant(
         "drift-band-far-end",
-        D,
+        "pytest_specbench/stats/drift.py",
         "return True, max(abs(lo), abs(hi))",
         "return True, min(abs(lo), abs(hi))",
         DRIFT,

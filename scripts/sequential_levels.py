@@ -1,4 +1,4 @@
-"""Computes report/sequential.py's LEVELS table: per (first look, last look) the constant per-look
+"""Computes stats/sequential.py's LEVELS table: per (first look, last look) the constant per-look
 level alpha' at which a t-interval looked at after every round from the first look to the last
 keeps its simultaneous coverage at 95 % (Pocock's boundary on the nominal-significance scale).
 
@@ -19,7 +19,7 @@ ALPHA = 0.05
 
 
 def t_two_sided_p(t: np.ndarray, df: int) -> np.ndarray:
-    """report.sequential.t_two_sided_p over an array (the same series)."""
+    """stats.sequential.t_two_sided_p over an array (the same series)."""
     x = np.arctan(np.abs(t) / np.sqrt(df))
     c2, s, c = np.cos(x) ** 2, np.sin(x), np.cos(x)
     if df % 2:

@@ -21,7 +21,7 @@ from pytest_specbench.deciding.race import Race
 from pytest_specbench.matrix.schema import parse
 from pytest_specbench.planning import schedule
 from pytest_specbench.report import brackets
-from pytest_specbench.report.sequential import Looks
+from pytest_specbench.stats.sequential import Looks
 
 # ------------------------------------------------------------------------------ the arithmetic
 
@@ -275,7 +275,7 @@ def _simulate(
     5 % / 3. Each member races against the shape's leader on its rounds measured apart, with its
     brackets' range (``widen_by_brackets``), else on the raw interval (a drift allowance of 0).
     Returns the shares of runs where e1 or e2 was dropped, where win was, where slow was."""
-    from pytest_specbench.report.sequential import lost
+    from pytest_specbench.stats.sequential import lost
 
     m = parse(SIM, "m.yaml")
     cells = {c.method.name: c for c in m.cells()}

@@ -25,7 +25,7 @@ from pytest_specbench.engines.base import Request
 from pytest_specbench.engines.httpclient import http_call
 from pytest_specbench.engines.server import HTTPEngine
 from pytest_specbench.matrix.schema import MatrixError, parse
-from pytest_specbench.report.metrics import loop_lag, server_clock
+from pytest_specbench.stats.metrics import loop_lag, server_clock
 
 MATRIX = """
 models: {{t: {{path: "embedded:tiny"}}}}

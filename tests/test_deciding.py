@@ -1,5 +1,5 @@
 """The decider's guarantees, through the project's own code (deciding/race.py, the rounds rule of
-workloads/rounds.py, report/sequential.py): one decision state shared by several processes, a
+workloads/rounds.py, stats/sequential.py): one decision state shared by several processes, a
 cell without a verdict never dropped, a costlier shape skipped only on evidence, and, simulated,
 no equal method dropped on a drifting machine, a true winner kept, and at most 5 % of shapes
 with any false verdict or drop among five methods."""
@@ -15,7 +15,7 @@ import pytest
 from pytest_specbench.deciding.race import Race
 from pytest_specbench.deciding.store import Store
 from pytest_specbench.matrix.schema import parse
-from pytest_specbench.report import paired, sequential
+from pytest_specbench.stats import paired, sequential
 from pytest_specbench.workloads import rounds
 
 

@@ -140,9 +140,10 @@ def test_a_verdict_smaller_than_the_drift_is_withheld_and_a_larger_one_stands() 
     got, rec = _verdicts(90.0, small)
     assert rec["established"] is True and rec["drift_ci95"] == pytest.approx([-0.1434, -0.0543], abs=5e-4)
     assert got["speedup_verdict"].startswith("no verdict: x1.080 is smaller than the band x0.857..x1.167")
-    assert "of the drift its family ar-tp1 measured (-10.0% [-14.3%, -5.4%] over 10.0 min)" in got[
-        "speedup_verdict"
-    ]
+    assert (
+        "of the drift its family ar-tp1 measured (-10.0% [-14.3%, -5.4%] over 10.0 min)"
+        in got["speedup_verdict"]
+    )
     assert got["speedup_verdict_before_drift"] == "faster" and rec["withheld"] == ["m-tp1-c1"]
     reaching = {"speedup_vs_ar": 1.20, "speedup_vs_ar_ci95": [1.10, 1.30], "speedup_verdict": "faster"}
     got, _ = _verdicts(90.0, reaching)  # the point is beyond the band, the interval is not

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_specbench.report import drift
-from pytest_specbench.report.paired import compare_all
+from pytest_specbench.stats.paired import compare_all
 
 TRUE = {"m06": 0.6, "m085": 0.85, "m092": 0.92, "m108": 1.08, "m12": 1.2, "m16": 1.6}
 NEAR = {"m090": 0.9, "m094": 0.94, "m106": 1.06, "m110": 1.1}

@@ -154,7 +154,7 @@ def test_unchecked_names_pass_and_a_stale_one_is_refused() -> None:
     assert dict(parse(_doc({"h": http})).methods[0].engine_args) == {"served_model": "q"}
 
 
-FAKE_SERVER_ARGS = '''
+FAKE_SERVER_ARGS = """
 import dataclasses
 from typing import ClassVar
 
@@ -171,7 +171,7 @@ class ServerArgs:
     @staticmethod
     def add_cli_args(parser):
         parser.add_argument("--tensor-parallel-size", dest="tp_size")
-'''
+"""
 
 
 def test_an_installed_sglang_is_read_from_its_source_without_importing_it(

@@ -141,7 +141,7 @@ def test_the_hf_engine_commits_exactly_the_forced_length(algorithm: str, forced:
     from pytest_specbench.engines.hf import HFEngine
     from pytest_specbench.inputs import prompts
     from pytest_specbench.matrix.cells import EngineGroup
-    from pytest_specbench.report import metrics
+    from pytest_specbench.stats import metrics
 
     spec = {
         "algorithm": "draft",

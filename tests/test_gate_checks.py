@@ -215,7 +215,7 @@ def test_a_failed_after_group_names_a_before_group_hook_only_where_there_was_one
 def test_equal_variances_keep_their_degrees_of_freedom() -> None:
     """Two rounds a run, the new ones the old x 0.7: equal variances of the logs, Welch's degrees of
     freedom 2 (2 - 1e-15 in floats is not truncated to 1, which would widen the interval 3x)."""
-    from pytest_specbench.report.gate_stats import cell_test
+    from pytest_specbench.stats.gate_stats import cell_test
 
     old = [74.17276540247546, 76.70150471368555]
     t = cell_test("c", old, [x * 0.7 for x in old])

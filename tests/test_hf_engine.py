@@ -67,7 +67,7 @@ def test_speculation_is_lossless(outputs, method) -> None:
 
 
 def test_acceptance_is_real(outputs) -> None:
-    from pytest_specbench.report.metrics import accept_length
+    from pytest_specbench.stats.metrics import accept_length
 
     assert accept_length(outputs["ar"]) is None
     assert 1.0 < accept_length(outputs["draft"]) < K + 1  # a one-layer draft: right often, not always
@@ -108,7 +108,7 @@ def test_prompts_are_exact_and_distinct() -> None:
 
 
 def test_oracle_check_for_draft_equal_target() -> None:
-    from pytest_specbench.report.metrics import oracle_check
+    from pytest_specbench.stats.metrics import oracle_check
 
     assert oracle_check(MATRIX.method("ar"), None) == {}
     assert oracle_check(MATRIX.method("draft"), 2.5) == {}  # another draft model: no oracle

@@ -66,9 +66,7 @@ def test_the_starts_that_need_a_hooked_gpu_run_last_in_one_window() -> None:
 def test_the_xdist_order_hands_the_hooked_groups_out_last() -> None:
     m = _matrix({"gpus": [0], "before_group": "true"})
     st = SimpleNamespace(matrix=m, gpus=tuple(range(8)))
-    js = xdist_sched.Jobs(
-        [schedule.Job("ar-tp8", 8, 500.0, 8), schedule.Job("ar-tp1", 1, 100.0, 1)], 0, {}
-    )
+    js = xdist_sched.Jobs([schedule.Job("ar-tp8", 8, 500.0, 8), schedule.Job("ar-tp1", 1, 100.0, 1)], 0, {})
     assert xdist_sched.group_order(js, [], st) == ["ar-tp1", "ar-tp8"]  # type: ignore[arg-type]
     assert xdist_sched.group_order(js, []) == ["ar-tp8", "ar-tp1"]  # no hooked GPU: longest first
 

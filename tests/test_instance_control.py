@@ -209,7 +209,7 @@ def _record(race: Any, cell: Any, speedup: float) -> None:
 
 def test_a_race_never_drops_within_the_instance_effect_its_control_established() -> None:
     from pytest_specbench.deciding.race import Race
-    from pytest_specbench.report.sequential import Looks
+    from pytest_specbench.stats.sequential import Looks
 
     m = _race_matrix()
     cells = {(c.method.name, c.concurrency): c for c in m.cells()}

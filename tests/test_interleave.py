@@ -201,7 +201,7 @@ def test_max_rounds_runs_on_while_not_separated_then_says_the_cap(monkeypatch: p
 def test_max_rounds_without_a_reference_reads_the_rounds_own_interval(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # looks at rounds 3..6 (report/sequential.py): ±1.2 % after 3 rounds
+    # looks at rounds 3..6 (stats/sequential.py): ±1.2 % after 3 rounds
     steady = _timed_with(monkeypatch, [1000, 1000, 1005, 0, 0, 0], None)
     assert steady.extra["rounds_run"] == 3
     assert steady.extra["rounds_stop"].startswith("decided after 3 rounds: its rounds' interval ±")

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from pytest_specbench.report import paired
+from pytest_specbench.stats import paired
 
 DISTURBED = "other processes took 64% of the 2 cores over the timed rounds (more than 10%): python: 9.1 s"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pytest_specbench.report import paired
-from pytest_specbench.report.paired import LOAD_BIAS, LOAD_GAP, PAIR_CV_MAX, load_spread
+from pytest_specbench.stats import paired
+from pytest_specbench.stats.paired import LOAD_BIAS, LOAD_GAP, PAIR_CV_MAX, load_spread
 
 DISTURBED = "other processes took 52% of the 2 cores over the timed rounds (more than 10%): python: 9.1 s"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_specbench.engines.base import RequestRecord
-from pytest_specbench.report.metrics import accept_length, cell_metrics, itl_gaps, percentile, summarize, tpot
-from pytest_specbench.report.paired import compare_all
+from pytest_specbench.stats.metrics import accept_length, cell_metrics, itl_gaps, percentile, summarize, tpot
+from pytest_specbench.stats.paired import compare_all
 
 
 def rec(**kw):
@@ -132,7 +132,7 @@ def test_planned_vs_engine_line() -> None:
 
 
 def test_slo_attainment_and_goodput() -> None:
-    from pytest_specbench.report.metrics import slo_metrics
+    from pytest_specbench.stats.metrics import slo_metrics
 
     recs = [
         rec(ttft_s=0.100, latency_s=0.900),  # TTFT 100 ms, TPOT (0.9 - 0.1) / 8 = 100 ms: meets both
@@ -151,7 +151,7 @@ def test_slo_attainment_and_goodput() -> None:
 
 
 def test_accept_rate_by_position_from_the_histogram() -> None:
-    from pytest_specbench.report.metrics import accept_rate_by_position
+    from pytest_specbench.stats.metrics import accept_rate_by_position
 
     # 10 steps accepted 0 drafts, 30 accepted 1, 20 accepted 2, 40 accepted all 3:
     # position 1: 90 of 100; position 2: 60 of 90; position 3: 40 of 60
@@ -168,7 +168,7 @@ def _timed(start: float, end: float, out: int, **kw: object) -> RequestRecord:
 def test_steady_window_cut_by_hand() -> None:
     """C = 2, N = 4: slots are both busy from the 2nd submission (t=0.1) to the 3rd completion
     (t=2.0), the first completion after the last submission (t=1.5)."""
-    from pytest_specbench.report.metrics import steady_window
+    from pytest_specbench.stats.metrics import steady_window
 
     recs = [
         _timed(0.0, 1.0, 10),  # 10 tokens over 1 s: 9 of them after 0.1
@@ -196,7 +196,7 @@ def test_steady_window_cut_by_hand() -> None:
 
 
 def test_an_outlier_round_is_named() -> None:
-    from pytest_specbench.report.metrics import outlier_rounds
+    from pytest_specbench.stats.metrics import outlier_rounds
 
     assert outlier_rounds([13.0, 306.0, 362.0]) == [0]  # a cold first round
     assert outlier_rounds([300.0, 306.0, 362.0]) == []  # 18 % apart: noise, not an outlier

@@ -1,5 +1,5 @@
-"""Single lines of the sequential looks (report/sequential.py), the race's helpers
-(deciding/race.py), the under-load pairing rule (report/paired.py) and the GPU schedule
+"""Single lines of the sequential looks (stats/sequential.py), the race's helpers
+(deciding/race.py), the under-load pairing rule (stats/paired.py) and the GPU schedule
 (planning/schedule.py), each pinned by a hand-computed case that fails when the line changes
 (scripts/mutants.py names the mutants)."""
 
@@ -12,9 +12,9 @@ import pytest
 from pytest_specbench.deciding import race
 from pytest_specbench.matrix.schema import parse
 from pytest_specbench.planning.schedule import Job, grant, pack
-from pytest_specbench.report import paired, sequential
-from pytest_specbench.report.paired import LOAD_GAP
-from pytest_specbench.report.sequential import ALPHA, LEVELS_LAST, Looks, check
+from pytest_specbench.stats import paired, sequential
+from pytest_specbench.stats.paired import LOAD_GAP
+from pytest_specbench.stats.sequential import ALPHA, LEVELS_LAST, Looks, check
 
 # ------------------------------------------------------------------ sequential looks
 

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_specbench.deciding.race import Race
 from pytest_specbench.matrix.schema import parse
-from pytest_specbench.report import paired, sequential
+from pytest_specbench.stats import paired, sequential
 
 SPEC = {"algorithm": "ngram"}
 

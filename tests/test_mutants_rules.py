@@ -14,7 +14,7 @@ import pytest
 
 from pytest_specbench.matrix.schema import parse
 from pytest_specbench.report import drift, versus
-from pytest_specbench.report.paired import EQUIVALENCE
+from pytest_specbench.stats.paired import EQUIVALENCE
 
 # ------------------------------------------------------------------ the drift sentinel's rules
 

@@ -11,7 +11,7 @@ from test_deciding import _tuned_matrix
 
 from pytest_specbench.deciding import tune
 from pytest_specbench.deciding.race import Race
-from pytest_specbench.report import paired
+from pytest_specbench.stats import paired
 
 
 def _decide(ratios: dict[int, float]) -> tuple[Race, dict[str, Any]]:

@@ -11,7 +11,7 @@ import yaml
 from bench_project import fake_conftest, write_project
 
 from pytest_specbench.matrix import cells, schema
-from pytest_specbench.report import paired
+from pytest_specbench.stats import paired
 from pytest_specbench.workloads import kinds as workloads
 
 HERE = Path(__file__).parent

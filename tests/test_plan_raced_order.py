@@ -59,6 +59,7 @@ def test_the_expected_figure_skips_the_cells_the_caller_says_the_race_skips() ->
         "workloads": {"throughput": {"concurrency": [1, 4], "rounds": 5, "warmup": 1}},
     }
     cells = parse(doc, "m.yaml").cells()
+
     def skipped(c: Cell) -> bool:
         return c.method.name == "ng" and c.concurrency == 4
 

@@ -32,6 +32,7 @@ workloads:
     warmup: 1
 """
 
+
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     write_project(pytester, MATRIX, CONFTEST, THROUGHPUT_BENCH, "test_throughput.py")

@@ -13,7 +13,8 @@ import pytest
 from bench_project import fake_conftest, write_project
 
 from pytest_specbench.plugin import disturbance  # imported before pytester's sys.modules snapshot
-from pytest_specbench.report import pooled, screen, sequential
+from pytest_specbench.report import pooled, screen
+from pytest_specbench.stats import sequential
 
 HERE = Path(__file__).parent
 

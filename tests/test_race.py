@@ -306,7 +306,7 @@ def test_a_forced_length_is_led_by_its_baseline_own_cell_where_nothing_interleav
     race = Race(m)
     cells = {c.method.name: c for c in m.cells()}
     shape = next(iter(race.shapes), None) or __import__(
-        "pytest_specbench.report.paired", fromlist=["axes"]
+        "pytest_specbench.stats.paired", fromlist=["axes"]
     ).axes(cells["ar"].params())
     race.shapes[shape] = [
         Entry(cells["ar"].id, "ar", [100.0] * 4, False, None, True),

@@ -247,6 +247,8 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
         "",
         f"0 regression(s) against {old}",
     ]
+
+
 # a name or reason as a results JSON may carry it: table pipes, a code span, HTML, a line break
 HOSTILE = "ng|ram`<img src=x onerror=alert(1)>\nx"
 

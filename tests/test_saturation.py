@@ -8,8 +8,8 @@ import pytest
 
 from pytest_specbench.engines.base import Request, RequestRecord
 from pytest_specbench.matrix.schema import parse
-from pytest_specbench.report import paired
-from pytest_specbench.report.metrics import SATURATION_QUEUE_S, open_loop_metrics, queued_requests
+from pytest_specbench.stats import paired
+from pytest_specbench.stats.metrics import SATURATION_QUEUE_S, open_loop_metrics, queued_requests
 from pytest_specbench.workloads import rounds
 
 DOC = {

@@ -57,7 +57,7 @@ def _beside_ar(
 
 
 def _as_doc(results: list[dict[str, Any]]) -> dict[str, Any]:
-    from pytest_specbench.report.paired import compare_all
+    from pytest_specbench.stats.paired import compare_all
 
     fields = compare_all(results, "ar")
     return {

@@ -164,8 +164,10 @@ def _open(cell: str, method: str, pooled: float, round_p50s: list[float], **extr
             "latency_s_p50": pooled,
             "tok_s_estimator": "open loop",
             "request_digests": ["d0", "d1"],
-            "per_request": {"tag": [f"round{r}/req{i}" for r in range(2) for i in range(3)],
-                            "latency_s": lat},
+            "per_request": {
+                "tag": [f"round{r}/req{i}" for r in range(2) for i in range(3)],
+                "latency_s": lat,
+            },
             "speedup_baseline": "ar",
             **extra,
         },
@@ -238,8 +240,8 @@ def test_an_open_loop_cell_records_its_rounds_p50_latency() -> None:
     """Round 1: 1.0 and 2.0 s (p50 1.5 s); round 2: 3.0 s (its failed request left out): the
     figures the paired ratio divides, in the cell's metrics beside the pooled p50 (2.0 s)."""
     from pytest_specbench.engines.base import RequestRecord
-    from pytest_specbench.report.metrics import cell_metrics
-    from pytest_specbench.report.paired import round_p50s
+    from pytest_specbench.stats.metrics import cell_metrics
+    from pytest_specbench.stats.paired import round_p50s
 
     recs = [
         RequestRecord(8, 10, 1.0, tag="round1/req0"),

@@ -196,8 +196,12 @@ def test_the_raced_plan_of_the_experiment_adds_up(pytester: pytest.Pytester) -> 
         ]
     )
     expected = re.search(r"^  expected: ([\d.]+) min .*, (\d+) cells, ", out, re.M)
-    window = re.search(r"^    GPU 0 .* one window, ([\d:]+) -> ([\d:]+): the service is down ([\d.]+) min "
-                       r"of the expected run's ([\d.]+),", out, re.M)
+    window = re.search(
+        r"^    GPU 0 .* one window, ([\d:]+) -> ([\d:]+): the service is down ([\d.]+) min "
+        r"of the expected run's ([\d.]+),",
+        out,
+        re.M,
+    )
     tp8 = re.search(r"TP8 on GPUs [\d,]+ ([\d:]+) -> ([\d:]+) \(([\d.]+) min\)", out)
     assert expected and window and tp8, out
     assert window.group(4) == expected.group(1) and window.groups()[:2] == tp8.groups()[:2]

@@ -1,7 +1,7 @@
-"""Verdicts read more than once keep their false-verdict rate at 5 % (report/sequential.py).
+"""Verdicts read more than once keep their false-verdict rate at 5 % (stats/sequential.py).
 
-The simulation runs the project's own verdict code (workloads.rounds.decided, report.paired's
-intervals, report.sequential.check) on fake paired rounds: per round, the log of a method's
+The simulation runs the project's own verdict code (workloads.rounds.decided, stats.paired's
+intervals, stats.sequential.check) on fake paired rounds: per round, the log of a method's
 speed over its interleaved baseline's, normal around the log of a true ratio (0.98, 1.00, 1.02,
 1.10) with a spread of 3-7 % (rounds whose tok/s varies by 2-5 % each). A verdict is false when
 the true ratio contradicts it: "faster" at a true ratio <= 1.02, "slower" at >= 0.98, "within
@@ -16,8 +16,8 @@ import zlib
 
 import pytest
 
-from pytest_specbench.report import paired, sequential
-from pytest_specbench.report.sequential import Looks
+from pytest_specbench.stats import paired, sequential
+from pytest_specbench.stats.sequential import Looks
 from pytest_specbench.workloads import rounds
 
 RATIOS = (0.98, 1.00, 1.02, 1.10)

@@ -1,4 +1,4 @@
-"""The server's clock beside the client's (report/metrics.py ``server_clock``): a cell against an
+"""The server's clock beside the client's (stats/metrics.py ``server_clock``): a cell against an
 SGLang-like server records the server's own mean TTFT and end-to-end latency over its timed
 rounds (the /metrics histograms' sums and counts) beside the client's, and is marked
 client-bound when the client read TTFT more than 2 ms and 2 % later than the server stamped it."""
@@ -12,7 +12,7 @@ from test_server_backends import HTTP_MATRIX, _cells, _project, fake_server  # n
 
 from pytest_specbench.engines.base import RequestRecord
 from pytest_specbench.engines.httpclient import histogram_sums, latency_delta, parse_prometheus
-from pytest_specbench.report.metrics import server_clock
+from pytest_specbench.stats.metrics import server_clock
 
 
 def test_the_histograms_give_the_servers_mean_over_a_window() -> None:
@@ -84,7 +84,7 @@ def test_at_c64_the_cell_records_the_servers_clock_beside_the_clients(
 
 
 def test_a_gap_with_the_client_loops_on_time_is_said_before_the_server_clock_not_client_bound() -> None:
-    from pytest_specbench.report.metrics import loop_lag
+    from pytest_specbench.stats.metrics import loop_lag
 
     recs = [_rec(0.150), _rec(0.170)]  # client mean 160 ms, the server 150: +10 ms, +7 %
     on_time = server_clock(recs, {"ttft_ms_mean": 150.0, "ttft_requests": 2}, loop_lag([0.2] * 100))

@@ -13,8 +13,8 @@ import pytest
 
 from pytest_specbench.engines.base import Request, RequestRecord, guard
 from pytest_specbench.matrix.schema import parse
-from pytest_specbench.report import paired
-from pytest_specbench.report.metrics import cell_metrics
+from pytest_specbench.stats import paired
+from pytest_specbench.stats.metrics import cell_metrics
 from pytest_specbench.workloads import kinds as workloads
 
 STEP_S = 0.004  # one decode step; 32 tokens at AR: 128 ms a request

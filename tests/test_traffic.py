@@ -15,7 +15,7 @@ from pytest_specbench.engines.base import Request, RequestRecord
 from pytest_specbench.engines.prefix_cache import PrefixCache, common_prefix
 from pytest_specbench.inputs import prompts, traces
 from pytest_specbench.matrix.schema import MatrixError, parse
-from pytest_specbench.report import metrics
+from pytest_specbench.stats import metrics
 from pytest_specbench.workloads import kinds as workloads
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"

@@ -1,4 +1,4 @@
-"""TTFT in three legs on the wall clock client and server share (report/ttft_legs.py): the client's
+"""TTFT in three legs on the wall clock client and server share (stats/ttft_legs.py): the client's
 submission to the server's clock start, the server's clock to its first chunk's hand-over, and the
 hand-over to the client's read; the client is bound only when its own legs (its send, the
 delivery) are late."""
@@ -12,8 +12,8 @@ from test_server_backends import HTTP_MATRIX, _cells, _project, fake_server  # n
 
 from pytest_specbench.engines.base import Request, RequestRecord
 from pytest_specbench.engines.httpclient import StreamState, record_from
-from pytest_specbench.report.metrics import server_clock
-from pytest_specbench.report.ttft_legs import legs
+from pytest_specbench.stats.metrics import server_clock
+from pytest_specbench.stats.ttft_legs import legs
 
 
 def _stream(received: float | None, sent: float | None) -> StreamState:

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from pytest_specbench.report import paired
-from pytest_specbench.report.paired import Interval
+from pytest_specbench.stats import paired
+from pytest_specbench.stats.paired import Interval
 
 
 def test_faster_and_slower_need_the_interval_beyond_the_drift_margin() -> None:
@@ -97,7 +97,7 @@ def test_saturation_is_the_engine_not_keeping_up_and_the_clients_lateness_is_apa
     """A request that waited 50 ms for a slot saturates; one whose arrival the client woke 50 ms
     late for, with a free slot, does not, and its lateness is neither in its latency nor judged."""
     from pytest_specbench.engines.base import RequestRecord
-    from pytest_specbench.report.metrics import open_loop_metrics
+    from pytest_specbench.stats.metrics import open_loop_metrics
 
     late = [RequestRecord(1, 8, 0.1, client_late_s=0.05), RequestRecord(1, 8, 0.1)]
     m = open_loop_metrics(late, 1.0, 4.0, offered=[2.89, 3.11])
@@ -206,7 +206,7 @@ def test_identical_engines_behind_a_queue_are_never_told_apart(temperature: floa
     repeated until two agree within rounds.WARM_TOLERANCE, here up to 3 more for its stalls)."""
     from pytest_specbench.matrix.schema import parse
     from pytest_specbench.plugin.disturbance import DisturbanceMeter
-    from pytest_specbench.report.metrics import cell_metrics
+    from pytest_specbench.stats.metrics import cell_metrics
     from pytest_specbench.workloads import kinds
 
     w = {"output_tokens": [16], "prompt_tokens": 8, "rounds": 5, "warmup": 0}

@@ -12,7 +12,7 @@ from pytest_specbench.engines import base
 from pytest_specbench.engines.base import Request, RequestRecord
 from pytest_specbench.inputs import prompts
 from pytest_specbench.matrix.schema import MatrixError, parse
-from pytest_specbench.report import metrics
+from pytest_specbench.stats import metrics
 from pytest_specbench.workloads import kinds as workloads
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..matrix.cells import Cell
-from ..report import paired
-from ..report.sequential import Looks
+from ..stats import paired
+from ..stats.sequential import Looks
 
 MIN_ROUNDS = 3  # a racing cell's first look, where its cap leaves at least 3 looks
 
@@ -53,7 +53,7 @@ def costlier(cell: Cell, than: Cell) -> bool:
 TP_DRIFT = paired.TP_DRIFT
 
 
-def _same_but_tp(a: Cell, b: Cell) -> bool:
+def same_but_tp(a: Cell, b: Cell) -> bool:
     """The same method, workload and every axis but the TP size."""
     p, q = a.params(), b.params()
     return all(p.get(k) == q.get(k) for k in set(p) | set(q) if k != "tp")

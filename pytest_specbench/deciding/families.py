@@ -66,7 +66,7 @@ class Family:
     def sentinel_cell(self) -> Cell:
         """The baseline's first shape with drift.sentinel_rounds timed rounds (its warm-up as
         configured): round i's requests are those of the baseline's timed round i."""
-        from ..report.drift import sentinel_rounds
+        from ..stats.drift import sentinel_rounds
 
         n = sentinel_rounds(self.first.workload.rounds)
         w = dataclasses.replace(self.first.workload, rounds=n, max_rounds=None)

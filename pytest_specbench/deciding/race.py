@@ -11,7 +11,7 @@ keeps the cells dropped or tuned out with why (``dropped``, ``tuned_out``, in th
 lost at a cheaper shape of the same workload by more than any measured method gained toward the
 costlier one, or its setting was tuned out). A comparison of cells measured apart (no baseline
 beside them) never drops unless a drift allowance is given (``drift``). The statistics are
-report/sequential.py's and report/paired.py's; docs/metrics.md "Early stopping and racing" says
+stats/sequential.py's and stats/paired.py's; docs/metrics.md "Early stopping and racing" says
 what is decided and what is assumed.
 """
 
@@ -23,10 +23,9 @@ from typing import Any
 
 from ..engines import separate_instances
 from ..matrix.cells import Cell, Matrix
-from ..report import paired, sequential
-from ..report.brackets import widen
-from ..report.sequential import Looks
-from ..workloads.rounds import Rule
+from ..stats import paired, sequential
+from ..stats.brackets import drift_range, widen
+from ..stats.sequential import Looks
 from .entries import (  # noqa: F401  (names the plugin and tests read from here)
     COSTLIER,
     MIN_ROUNDS,
@@ -35,15 +34,16 @@ from .entries import (  # noqa: F401  (names the plugin and tests read from here
     _apart,
     _own_rates,
     _result_speeds,
-    _same_but_tp,
     costlier,
     first_look,
     forced,
     out_text,
+    same_but_tp,
     shape_label,
     speeds_of,
     tp_text,
 )
+from .stopping import Rule
 from .store import Store
 
 
@@ -147,6 +147,11 @@ class Race:
             time.sleep(poll_s)
 
     # ------------------------------------------------------------------ while a cell runs
+
+    def bracketed(self, member: str, before: float | None, after: float) -> None:
+        """A member group's brackets measured: the levels they bound (``before`` None: the
+        baseline's own cell, 1.0), which its comparisons measured apart are widened by from now on."""
+        self.brackets[member] = drift_range(before, after)
 
     def races(self, cell: Cell) -> bool:
         """Whether the cell's method races (can be dropped): not its shape's baseline. A forced
@@ -266,7 +271,7 @@ class Race:
         so far at ``cell``'s shape established: its interval against the baseline beside it, where
         that excludes 1, read as its far end from 1 (|log|); 0 without a control there or where
         its interval spans 1. A drop's interval is widened by it either way."""
-        from ..report.control import band
+        from ..stats.drift import instance_band as band
 
         widest = 0.0
         for e in self.shapes.get(paired.axes(cell.params()), []):
@@ -361,7 +366,7 @@ class Race:
                 continue
             for other in self._by_id.values():
                 small = mine.get(other.id)
-                if small is None or other.tp >= cell.tp or not _same_but_tp(other, cheap):
+                if small is None or other.tp >= cell.tp or not same_but_tp(other, cheap):
                     continue
                 iv = paired.unpaired_ratio_interval(at.rates or [], small.rates or [])
                 if iv is None or iv.lo is None or iv.hi is None:

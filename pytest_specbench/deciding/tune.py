@@ -13,7 +13,7 @@ import statistics
 from typing import Any
 
 from ..matrix.cells import Cell, Matrix
-from ..report import paired, sequential
+from ..stats import paired, sequential
 
 
 def deciding(cell: Cell) -> bool:

@@ -8,7 +8,7 @@ with the ``pytest_specbench_make_engine`` hook.
 The engines subpackage: the engine protocol and request helpers (``base``), the backends (``hf``
 with the embedded model, ``sglang`` in process, ``server``: sglang-server and http, with its
 client ``httpclient`` and its worker processes ``clientpool`` / ``clientworker``) and the
-running cell's progress counters (``progress``). May import ``inputs``, ``report``, ``matrix``,
+running cell's progress counters (``progress``). May import ``inputs``, ``stats``, ``matrix``,
 ``planning`` and ``gpus``; no pytest.
 """
 

@@ -171,7 +171,7 @@ def record_from(
     """The request's record; with ``sent_wall`` (time.time() at submission) and the server's two
     stamps, its TTFT in three legs (``ttft_legs_s``): the client's submission to the server's clock
     start, the server's clock start to its first chunk handed to HTTP, and that hand-over to the
-    client's read of it (report/ttft_legs.py). ``send_s`` (``ttft_send_s``): submission to the
+    client's read of it (stats/ttft_legs.py). ``send_s`` (``ttft_send_s``): submission to the
     request's body handed to the socket, the client's own part of the first leg."""
     meta = st.meta or {}
     n = st.n

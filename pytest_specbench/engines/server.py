@@ -319,7 +319,7 @@ class _ServerMeter:
         del self.engine.lag_ms[:], self.engine.processes_used[:]  # what came before is no cell's
 
     def stop(self) -> dict[str, Any]:
-        from ..report.metrics import loop_lag
+        from ..stats.metrics import loop_lag
 
         after = self._scrape()
         out: dict[str, Any] = {"server_spec": spec_delta(self.before, after)} if after else {}

@@ -1,4 +1,4 @@
 """GPUs: the inventory read through NVML, which GPUs are free, pinning (``inventory``) and the
 lease pool shared by xdist workers (``leases``).
 
-May import ``inputs``, ``report``, ``matrix`` and ``planning``; no pytest."""
+May import ``inputs``, ``stats``, ``matrix`` and ``planning``; no pytest."""

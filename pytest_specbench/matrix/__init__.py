@@ -4,4 +4,4 @@ file and key in every message) and the frozen objects it expands into, with thei
 fingerprints (``cells``: Model, Method, Workload, EngineGroup, Cell, Matrix). ``schema`` imports
 the others, ``cells`` imports none of them.
 
-May import ``inputs`` and ``report``; no pytest."""
+May import ``inputs`` and ``stats``; no pytest."""

@@ -5,4 +5,4 @@ group (``plan``, its records in ``records``), times taken from a previous result
 (``previous``), the packed schedule of groups on GPUs (``schedule``), tuned and raced cell sets
 (``racing``) and the plan's text (``text``).
 
-May import ``inputs``, ``report`` and ``matrix``; no pytest, no engine."""
+May import ``inputs``, ``stats`` and ``matrix``; no pytest, no engine."""

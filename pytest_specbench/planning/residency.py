@@ -164,6 +164,4 @@ def resident_members(
         members.setdefault(c.group.id, []).append(c)
         gid = f"{base.name}-tp{c.tp}"
         base_of[c.group.id] = groups.get(gid) or EngineGroup(base, c.tp)
-    return {
-        g: residency(groups[g], base_of[g], cs, gpu, gpu_backends) for g, cs in members.items()
-    }
+    return {g: residency(groups[g], base_of[g], cs, gpu, gpu_backends) for g, cs in members.items()}

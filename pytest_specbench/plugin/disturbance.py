@@ -9,7 +9,7 @@ xdist workers are the run's too, but their engines compete for the same cores: t
 disturbance, and so does time the hypervisor gave the cores to another machine (steal). A cell
 over DISTURBED_SHARE of those cores' time taken by others is ``disturbed``: its numbers are kept,
 and its comparisons get no faster/slower verdict unless their pairs bore the load alike
-(report/paired.py). Who took it is named from a per-process reading at the window's two ends
+(stats/paired.py). Who took it is named from a per-process reading at the window's two ends
 (what no process seen there explains is "short-lived processes"). On GPUs, a compute process on
 the engine's GPUs that is not the run's, seen by NVML at the start or the end of the timed
 rounds, disturbs the cell too."""

@@ -209,7 +209,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="where a baseline is not interleaved, re-run its first shape after each member's group "
         "(a bracket: one engine start and the sentinel's warm-up and 3-5 timed rounds each), not "
         "once after all, and widen each "
-        "member's intervals by the drift its two brackets bound (docs/metrics.md \"Brackets\"). "
+        'member\'s intervals by the drift its two brackets bound (docs/metrics.md "Brackets"). '
         "Members whose baseline does not fit beside them on their GPUs are always bracketed",
     )
     g.addoption(

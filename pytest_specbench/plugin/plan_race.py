@@ -6,12 +6,11 @@ run has (-n; a raced run under -n races on every GPU set at once, its decisions 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import pytest
 
-from ..deciding import raced_plan
+from ..deciding import predict, raced_plan
 from ..engines import get_backend
 from ..matrix.cells import Cell
 from ..planning import schedule
@@ -40,7 +39,8 @@ def _jobs(
     carried scope's id ends "(carried)"."""
     from ..deciding.families import merge_jobs
     from .sentinel import families_of
-    from .xdist_sched import CARRIED, planned_seconds
+    from .packed_schedule import planned_seconds
+    from .xdist_policy import CARRIED
 
     plan = st.get_plan()
     by_group: dict[str, list[Cell]] = {}
@@ -96,11 +96,11 @@ def _pack(
     workers on the run's GPU pool (serially where the pool is unknown), in the run's order: the
     first phase's groups (a tuned sweep's deciding cells and their baselines') longest first, then
     every other group's scope longest first, those needing a hooked GPU last (as
-    xdist_sched.make_scheduler hands them out); a tuned setting's carried scope waits until the
+    xdist_policy.make_scheduler hands them out); a tuned setting's carried scope waits until the
     first phase is done (its worker idle, no GPUs held), a drift family's only at its tuned
     members (its GPUs held: the family's other groups ran)."""
     from ..deciding.families import FamilyJobs
-    from .xdist_sched import reserved_gpus
+    from .gpu_pool import reserved_gpus
 
     j1 = _jobs(config, st, first, secs, False)
     j2 = _jobs(config, st, later, secs, bool(first))
@@ -145,105 +145,6 @@ def _by_tp(sched: schedule.Schedule) -> str:
     return "; ".join(out)
 
 
-SETTLES = 1.10  # a member planned this far from its baseline (either way) is expected to settle at once
-
-
-def _settles(st: SpecbenchState, cells: list[Cell]) -> Any:
-    """The expected early stop: the baseline's own cells, and a cell whose planned round is at
-    least ``SETTLES`` times faster or slower than its baseline's at the same shape."""
-    from ..report import paired
-
-    assert st.matrix is not None
-    plan, base = st.get_plan(), st.matrix.baselines()
-    at = {(paired.axes(c.params()), c.method.name): c for c in cells}
-
-    def round_s(c: Cell | None) -> float | None:
-        cp = plan.cells.get(c.id) if c is not None else None
-        return getattr(cp, "round_s", None) if cp is not None else None
-
-    def settles(c: Cell) -> bool:
-        b = base.get(c.method.name)
-        if b is None or b == c.method.name:
-            return b is not None
-        mine, theirs = round_s(c), round_s(at.get((paired.axes(c.params()), b)))
-        if not mine or not theirs:
-            return False
-        return max(mine / theirs, theirs / mine) >= SETTLES
-
-    return settles
-
-
-def _tp_standing(st: SpecbenchState, cells: list[Cell]) -> tuple[Any, list[float]]:
-    """The expected skip of a dominated TP size (deciding/race.py ``tp_dominated``, on the plan's
-    round times): a cell is skipped when at a cheaper shape its method's planned speed per user at
-    its TP size is below a smaller TP size's by more than the rule's margin and drift allowance;
-    and every planned per-user ratio (larger TP over the next smaller one, same method and shape)."""
-    from ..deciding.race import TP_DRIFT, _same_but_tp, costlier
-    from ..report import paired
-
-    plan = st.get_plan()
-
-    def round_s(c: Cell) -> float | None:
-        cp = plan.cells.get(c.id)
-        return getattr(cp, "round_s", None) if cp is not None else None
-
-    by_shape: dict[tuple[Any, ...], list[Cell]] = {}
-    for c in cells:
-        p = {k: v for k, v in c.params().items() if k != "tp"}
-        by_shape.setdefault(tuple(sorted(p.items(), key=str)), []).append(c)
-    ratios: dict[str, float] = {}  # cell id -> its per-user speed over the next smaller TP's
-    for same in by_shape.values():
-        ranked = sorted(same, key=lambda c: c.tp)
-        for small, big in zip(ranked, ranked[1:], strict=False):
-            a, b = round_s(small), round_s(big)
-            if a and b and _same_but_tp(small, big):
-                ratios[big.id] = a / b
-    limit = (1 - paired.EQUIVALENCE) * (1 - TP_DRIFT)
-    base = st.matrix.baselines() if st.matrix is not None else {}
-    losers = [
-        c for c in cells if ratios.get(c.id, 1.0) < limit and base.get(c.method.name) != c.method.name
-    ]
-
-    def skips(c: Cell) -> bool:
-        return any(costlier(c, lo) for lo in losers)
-
-    return skips, sorted(ratios.values())
-
-
-def _carried(st: SpecbenchState, cells: list[Cell], apart_groups: set[str]) -> Any:
-    """A tuned sweep's settings its decision is not expected to separate (deciding/tune.py): on
-    the plan's own round times at the deciding cells, each setting within the margin (and, where
-    its deciding cells are measured apart from their baseline, the drift allowed between groups)
-    of the planned fastest; at least ``keep``, the next fastest added. None predicted (the K of
-    median cost) where a setting's accept length is the plan's upper bound (nothing expected)."""
-    from ..deciding.race import TP_DRIFT
-    from ..report import paired
-
-    plan = st.get_plan()
-
-    def carried(t: raced_plan.Tune) -> set[str]:
-        speed: dict[str, list[float]] = {}
-        apart = False
-        mine = [c for c in cells if (c.method.sweep or c.method.name) == t.method]
-        if any(getattr(plan.groups.get(c.group.id), "accept_from", "") == "upper bound" for c in mine):
-            return set()  # times at an accept length of 1 tell nothing of which setting wins
-        for c in mine:
-            if t.deciding(c):
-                cp = plan.cells.get(c.id)
-                r = getattr(cp, "round_s", None) if cp is not None else None
-                if r:
-                    speed.setdefault(c.method.name, []).append(1.0 / r)
-                apart = apart or c.group.id in apart_groups
-        if not speed:
-            return set()
-        score = {n: math.exp(sum(map(math.log, v)) / len(v)) for n, v in speed.items()}
-        ranked = sorted(score, key=lambda n: (-score[n], n))
-        floor = score[ranked[0]] * (1 - paired.EQUIVALENCE) * ((1 - TP_DRIFT) if apart else 1.0)
-        return {n for n in ranked if score[n] >= floor} | set(ranked[: t.keep])
-
-    return carried
-
-
 def _where(cells: list[Cell], secs: dict[str, float]) -> dict[str, dict[str, float]]:
     """GPU-minutes (a cell's planned minutes x its TP size) by workload and TP, and by method
     (a sweep's settings together), engine starts apart."""
@@ -275,7 +176,7 @@ def race_plan(
     config: pytest.Config, st: SpecbenchState, cells: list[Cell]
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The racing section of the plan (JSON, lines); nothing without ``tune`` keys or the option."""
-    from .xdist_sched import skip_reason
+    from .skip_reasons import skip_reason
 
     assert st.matrix is not None
     tuned = raced_plan.tunes(st.matrix)
@@ -301,7 +202,7 @@ def race_plan(
     apart_groups = {c.group.id for c in runnable if c.method.backend not in beside} | set(
         getattr(st, "bracketed_groups", lambda: ())()
     )
-    carried = _carried(st, runnable, apart_groups)
+    carried = predict.carried(st.get_plan(), runnable, apart_groups)
 
     def said(t: raced_plan.Tune) -> str:
         sure = carried(t)
@@ -326,8 +227,9 @@ def race_plan(
     from ..deciding.tune import first_phase
 
     first_ids = first_phase(runnable, st.matrix) if tuned else set()
-    settles = _settles(st, runnable) if race else None
-    skips, ratios = _tp_standing(st, runnable) if race else (None, [])
+    base = st.matrix.baselines() if st.matrix is not None else {}
+    settles = predict.settles(st.get_plan(), base, runnable) if race else None
+    skips, ratios = predict.tp_standing(st.get_plan(), base, runnable) if race else (None, [])
     worst_s = 0.0
     expected: _Packed | None = None
     from ..planning.text import restarts_text
@@ -375,7 +277,7 @@ def race_plan(
         )
         lines += _where_lines(doc["expected"]["gpu_min"])
     if race and expected is not None and expected.sched is not None and st.gpus:
-        from .xdist_sched import hook_windows
+        from .hook_windows import hook_windows
 
         by_tp = _by_tp(expected.sched)
         if by_tp:

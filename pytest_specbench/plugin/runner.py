@@ -41,7 +41,7 @@ class CellRunner:
         self.item = item
 
     def run(self, engine: Any, cell: Cell) -> dict[str, Any]:
-        from ..report import metrics
+        from ..stats import metrics
         from ..workloads import kinds as workloads
         from . import sentinel
 

@@ -179,8 +179,8 @@ def note_measured(config: pytest.Config, cell: Cell, result: dict[str, Any] | No
 def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
     """The sentinel: warm the freshly started baseline engine at its shape, run its warm-up and
     timed rounds (drift.sentinel_rounds), and record them for the family's drift."""
-    from ..report import metrics
-    from ..report.paired import round_p50s
+    from ..stats import metrics
+    from ..stats.paired import round_p50s
     from ..workloads import kinds as workloads
 
     f = family_of_item(item)

@@ -25,22 +25,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .paired import Interval
-
-Range = tuple[float, float]
-
-
-def drift_range(before: float | None, after: float) -> Range:
-    """The level a member ran at, relative to its baseline's cells: between its brackets'
-    (``before`` None: the baseline's own cell, 1.0)."""
-    b = 1.0 if before is None else before
-    return (min(b, after), max(b, after))
-
-
-def widen(lo: float, hi: float, own: Range, lead: Range = (1.0, 1.0)) -> tuple[float, float]:
-    """A measured ratio's interval [lo, hi] (member over ``lead``) widened by the levels the
-    member (``own``) and the leader (``lead``; the baseline's own cell: 1.0) may have run at."""
-    return lo * lead[0] / own[1], hi * lead[1] / own[0]
+from ..stats.brackets import Range, drift_range, widen  # noqa: F401
+from ..stats.paired import Interval
 
 
 def _ranges(specbench: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

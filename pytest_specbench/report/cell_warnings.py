@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .paired import CV_WARN
+from ..stats.paired import CV_WARN
 
 
 def warnings(doc: dict[str, Any]) -> list[str]:

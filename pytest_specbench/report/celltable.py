@@ -68,7 +68,7 @@ def table(doc: dict[str, Any]) -> list[str]:
 
 def legend(doc: dict[str, Any]) -> list[str]:
     """What tok/s and "vs ar" are, and the tok/s estimators the run's cells used."""
-    from .metrics import ESTIMATORS
+    from ..stats.metrics import ESTIMATORS
 
     used: dict[str, int] = {}
     for b in doc.get("benchmarks", []):

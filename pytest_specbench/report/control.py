@@ -19,14 +19,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .drift import VERDICTS, band_of, not_clear
-from .paired import axes
-
-
-def band(lo: float, hi: float) -> float:
-    """The instance effect a control's interval [lo, hi] against its baseline establishes: as a
-    drift sentinel's (drift.band_of), its far end from 1 (|log|) where it excludes 1, else 0."""
-    return band_of(0.0, (math.log(lo), math.log(hi)))[1]
+from ..stats.drift import instance_band as band  # noqa: F401  (the instance effect a control establishes)
+from ..stats.paired import axes
+from .drift import VERDICTS, not_clear
 
 
 def _instance(r: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -19,8 +19,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .gate_stats import POOLED_MIN, POWER, CellTest, cell_test, holm, pooled, run_to_run_spread, underpowered
-from .paired import Interval, no_verdict_reason, round_p50s, round_rates, t975
+from ..stats.gate_stats import (
+    POOLED_MIN,
+    POWER,
+    CellTest,
+    cell_test,
+    holm,
+    pooled,
+    run_to_run_spread,
+    underpowered,
+)
+from ..stats.paired import Interval, no_verdict_reason, round_p50s, round_rates, t975
 
 
 def failure_headline(f: dict[str, Any]) -> str:

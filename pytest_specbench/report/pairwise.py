@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .paired import compare as _compare
+from ..stats.paired import compare as _compare
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def interleaved_figures(r: dict[str, Any]) -> tuple[float, float] | None:
     """(the cell's figure, its interleaved baseline rounds') computed alike, so x is their ratio:
     closed loop the geometric means of the rounds' tok/s (the cell's is its tok/s); open loop of
     the rounds' p50 latency (the cell's round_latency_s_p50, the rounds paired.py divides)."""
-    from .paired import round_p50s
+    from ..stats.paired import round_p50s
 
     ref = r.get("reference") or {}
     if r.get("offered_request_rate") or open_loop_ratio(r):
@@ -157,7 +157,7 @@ def pair(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """The comparison of row a over row b of one shape: where one of them is the shape's baseline
     and the other has its verdict against it, the other's own fields (the JSON's; inverted when a is
     the baseline), else compare() of the two cells."""
-    from .paired import _inverse
+    from ..stats.paired import _inverse
 
     if _baseline_row(b) and not _baseline_row(a) and a.get("speedup_verdict"):
         return {k: a.get(k) for k in SPEEDUP_FIELDS}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import paired, sequential
+from ..stats import paired, sequential
 from .decide import as_result
 from .versus import _shapes, pairs, side
 

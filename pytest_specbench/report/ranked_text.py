@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .paired import CV_WARN
+from ..stats.paired import CV_WARN
 from .pairwise import (
     _baseline_row,
     _interleaved_tok_s,

@@ -16,12 +16,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..stats.paired import compare_all
 from . import brackets, control, decide, drift
 from .celltable import _columns, _fmt, _md_value, legend, table  # noqa: F401
 from .gate import failure_headline
 from .gate import redefined as _redefined
 from .mdtext import one_line, safe_doc
-from .paired import compare_all
 
 EXTRA_KEYS_FIRST = (
     "output_tokens_per_s",
@@ -436,7 +436,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .gate import cli
 
     said, status = cli(
-        docs[0], docs[1], args.json[0], args.max_tok_s_drop, args.max_accept_drop, args.max_latency_rise,
+        docs[0],
+        docs[1],
+        args.json[0],
+        args.max_tok_s_drop,
+        args.max_accept_drop,
+        args.max_latency_rise,
         args.allow_inconclusive,
     )
     print("\n".join(said))

@@ -37,7 +37,7 @@ def kept_under_load(doc: dict[str, Any]) -> list[str]:
 def kept_head(doc: dict[str, Any]) -> tuple[str, list[str]] | None:
     """The verdicts kept under load (the screen's and the report's): a head and, per cell, its
     verdict shortened; None without any."""
-    from .paired import LOAD_BIAS
+    from ..stats.paired import LOAD_BIAS
 
     kept = kept_under_load(doc)
     if not kept:

@@ -38,7 +38,7 @@ from ..engines.base import (
 )
 from ..inputs import prompts
 from ..matrix.cells import Cell
-from ..report import metrics
+from ..stats import metrics
 from .rounds import CellRun, Meter, Meters, Reference, RoundPlan, Rule, meters, request_digest, timed
 
 __all__ = ["CellRun", "Meter", "Meters", "Reference", "RoundPlan", "meters", "request_digest", "run"]

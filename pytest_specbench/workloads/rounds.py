@@ -21,11 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..deciding import stopping as stopping_rule
+from ..deciding.stopping import Rule, Stopping, decided  # noqa: F401  (names the kinds and tests read here)
 from ..engines.base import Engine, Request, RequestRecord
 from ..engines.progress import PROGRESS
 from ..matrix.cells import Cell
-from ..report import metrics, sequential
-from ..report.sequential import Looks
+from ..stats import metrics
 
 
 @dataclass
@@ -147,10 +148,9 @@ def timed(
     the timed rounds. RoundPlans' digests become the run's round_digests. With a ``reference``
     (the baseline's engine), every round runs on both, in the order A B, B A, A B, ... (the
     configured warm-up rounds too), and the reference's per-round figures go into
-    ``CellRun.reference``. How many timed rounds: ``rule`` (default: a look after every round
-    from ``rounds`` to ``max_rounds``; one look, ``rounds``, without max_rounds); the cell stops
-    at the first look where its verdict is settled or it is out of the race
-    (report/sequential.py); ``rounds_run``, ``stop_reason`` and ``rounds_stop`` say which."""
+    ``CellRun.reference``. How many timed rounds: the cell's stopping protocol ``rule``
+    (deciding/stopping.py; default ``for_cell``), asked after every timed round;
+    ``rounds_run``, ``stop_reason`` and ``rounds_stop`` say how they ended."""
     w = cell.workload
     closed = not cell.request_rate
     gc.unfreeze()  # the cell's first collection walks everything, earlier cells' frozen objects too
@@ -221,11 +221,10 @@ def timed(
     if meter is not None:
         meter.start()
     own: list[float] = []  # per timed round: tok/s (closed loop) or p50 E2E latency (open loop)
-    looks = rule.looks if rule is not None else Looks(w.rounds, w.round_cap)
-    stop: sequential.Stop | None = None
-    lead: tuple[Any, dict[str, Any]] | None = None
+    rule = rule if rule is not None else stopping_rule.for_cell(cell)
+    answer: stopping_rule.Answer | None = None
     base = ref_own if reference is not None else None
-    for k, (r, plan) in enumerate(enumerate(plans[w.warmup : w.warmup + looks.last], start=w.warmup)):
+    for k, (r, plan) in enumerate(enumerate(plans[w.warmup : w.warmup + rule.looks.last], start=w.warmup)):
         recs, dt = both(r, plan, k)
         loads.append(lap[1])
         records += recs
@@ -234,14 +233,8 @@ def timed(
         rate, win = _round_rate(recs, dt, cell.concurrency, closed)
         windows.append(win)
         own.append(rate if closed else _p50(recs) or 0.0)
-        if len(own) < looks.first:
-            continue
-        # a race: the cell against its shape's leader so far (deciding/race.py), at every look
-        lead = rule.race(own, base, closed, looks) if rule is not None and rule.race is not None else None
-        stop = sequential.check(
-            len(own), looks, decided(own, base, closed, looks), lead[0] if lead is not None else None
-        )
-        if stop is not None:
+        answer = rule.after_round(own, base, closed)  # deciding/stopping.py: continue, settled, dropped
+        if answer.stops:
             break
     ran = plans[w.warmup : w.warmup + len(times)]
     run = CellRun(records, times, round_output_tokens=tokens, round_windows=windows)
@@ -250,23 +243,7 @@ def timed(
     )
     run.round_digests = [p.digest() for p in ran if isinstance(p, RoundPlan)]
     run.extra["rounds_run"] = len(times)
-    if not looks.one:  # the round count was chosen by looking: intervals pay for it
-        run.extra["sequential"] = looks.as_dict()
-    if stop is not None:
-        run.extra["stop_reason"] = stop.reason
-        run.extra["rounds_stop"] = stop.text
-        if stop.reason == "dropped" and lead is not None:
-            run.extra["race"] = lead[1]
-    elif looks.last > looks.first:
-        run.extra["stop_reason"] = "cap"
-        cap = (
-            f"max_rounds ({w.max_rounds}) reached"
-            if w.max_rounds is not None and looks.last == w.max_rounds
-            else f"cap of {looks.last} rounds reached"
-        )
-        run.extra["rounds_stop"] = f"{cap}, not decided: " + _undecided(own, base, closed, looks)
-    else:
-        run.extra["stop_reason"] = "fixed"
+    run.extra.update(rule.finish(own, base, closed, answer, w.max_rounds))
     from_first = w.kind == "trace"
     rates = [_offered(p.arrivals, from_first) for p in ran if isinstance(p, RoundPlan) and p.arrivals]
     offered = [x for x in rates if x]
@@ -302,66 +279,6 @@ def _p50(recs: list[RequestRecord]) -> float | None:
     """A round's median E2E latency over its successful requests (None: none succeeded)."""
     ok = [r.latency_s for r in recs if not r.error]
     return statistics.median(ok) if ok else None
-
-
-def _interval(own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None) -> Any:
-    """What the cell's verdict rests on, so far: with a reference, the paired ratio (the cell's
-    tok/s ÷ the baseline's, or the baseline's p50 ÷ the cell's); else the cell's own rounds'
-    mean (its half of a comparison with a baseline measured apart)."""
-    from ..report import paired
-
-    if ref is not None:
-        num, den = (own, ref[: len(own)]) if closed else (ref[: len(own)], own)
-        return paired.ratio_interval(num, den, looks)
-    return paired.mean_interval(own, looks)
-
-
-def decided(
-    own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None
-) -> str | None:
-    """What a cell's verdict is settled as after these rounds (None: not settled), its interval
-    wide enough for every look of ``looks`` (report/sequential.py). With a reference: the
-    speedup's verdict (faster, slower or within the ±2 % margin; not "not separated"). Without:
-    its rounds' interval is within ±2 % of their mean, so that its part in a comparison is inside
-    the verdict's margin."""
-    from ..report import paired
-
-    iv = _interval(own, ref, closed, looks)
-    if iv is None or iv.lo is None:
-        return None
-    if ref is not None:
-        v = sequential.settled(iv)
-        return None if v is None else f"{v} [{iv.lo:.3f}, {iv.hi:.3f}]"
-    half = (iv.hi - iv.lo) / 2 / iv.point if iv.point else float("inf")
-    if half <= paired.EQUIVALENCE:
-        return (
-            f"its rounds' interval ±{half:.1%} is within ±{paired.EQUIVALENCE:.0%} "
-            "(its half of a comparison measured apart; the verdict is read after the run)"
-        )
-    return None
-
-
-def _undecided(own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None) -> str:
-    iv = _interval(own, ref, closed, looks)
-    if iv is None or iv.lo is None:
-        return "no interval"
-    if ref is not None:
-        return f"x{iv.point:.3f} [{iv.lo:.3f}, {iv.hi:.3f}] not separated"
-    return f"its rounds' interval ±{(iv.hi - iv.lo) / 2 / iv.point:.1%}"
-
-
-@dataclass(frozen=True)
-class Rule:
-    """How many timed rounds a cell runs: a look after every round from ``looks.first`` to
-    ``looks.last``, stopping when its verdict is settled; ``race`` (deciding/race.py), given the
-    cell's per-round figures so far (and its reference's, None without one), whether the loop is
-    closed and the looks, returns its interval against the shape's leader and what the JSON says
-    of that leader, or None (no leader to race)."""
-
-    looks: Looks
-    race: (
-        Callable[[list[float], list[float] | None, bool, Looks], tuple[Any, dict[str, Any]] | None] | None
-    ) = None
 
 
 @dataclass

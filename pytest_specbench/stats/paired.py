@@ -103,7 +103,7 @@ def _sd(v: Sequence[float]) -> float:
 
 def _t(n: int, looks: Looks | None) -> float:
     """The interval's t multiplier after n pairs: 95 % for one look, else the sequential
-    boundary of the looks the rounds' count was chosen at (report/sequential.py)."""
+    boundary of the looks the rounds' count was chosen at (stats/sequential.py)."""
     return t975(n - 1) if looks is None or looks.one else looks.critical(n)
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .quantile import percentile
 
 if TYPE_CHECKING:  # the records' type only: metrics read their fields, never an engine
-    from ..engines.base import RequestRecord
+    from .records import RequestRecord
 
 PCTS = (50, 90, 99)
 
@@ -451,7 +451,7 @@ def server_clock(
     which a burst of 64-256 requests waits in: docs/results/h200-clock2). Only when the server
     counted exactly the cell's requests (else someone else's are in its mean:
     ``server_latency_exclusive: False``). Where the requests carry the server's own stamps
-    (report/ttft_legs.py), TTFT's three legs are recorded and judge instead: the client is bound
+    (stats/ttft_legs.py), TTFT's three legs are recorded and judge instead: the client is bound
     only when its own legs (its send and the delivery) are late, on average or at p99. The
     client's means run from each request's submission (an open loop's own queue left out: the
     server never saw it). With ``lag`` (:func:`loop_lag`

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .quantile import percentile
 
 if TYPE_CHECKING:
-    from ..engines.base import RequestRecord
+    from .records import RequestRecord
 
 LEGS = ("intake", "server", "delivery")
 

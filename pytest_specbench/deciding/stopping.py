@@ -1,0 +1,147 @@
+"""How a cell's timed rounds stop: the one stopping protocol. ``workloads/rounds.py`` runs rounds
+and, after every timed round, asks the cell's ``Stopping`` with the round figures so far (the
+cell's, and its interleaved baseline's); the answer is continue, settled or dropped, with what the
+cell's JSON records of it. When the rounds run out without a stop, ``finish`` says why (the cap,
+or a fixed count). GuideLLM's constraints are the same idea: a rule the loop consults, that owns
+its reasons.
+
+The rule: a look after every round from ``looks.first`` to ``looks.last``; the cell stops at the
+first look where its verdict is settled (stats/sequential.py: intervals at the per-look level,
+valid over every look), or where its race against the shape's leader (``race``, deciding/race.py)
+puts it out. Without a reference (its baseline measured apart) "settled" means its own rounds'
+interval is within the ±2 % margin of their mean: its half of a comparison read after the run.
+Pure: no pytest, no engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..matrix.cells import Cell
+from ..stats import paired, sequential
+from ..stats.sequential import Looks
+
+CONTINUE, SETTLED, DROPPED = "continue", "settled", "dropped"
+
+# the race's look at a cell: (own rounds, reference rounds or None, closed loop, looks) ->
+# (its interval against the shape's leader, what the JSON says of that leader) or None
+RaceLook = Callable[[list[float], list[float] | None, bool, Looks], tuple[Any, dict[str, Any]] | None]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """After a round: ``state`` is continue, settled or dropped; ``record`` what the cell's JSON
+    keeps of it (``stop_reason``, ``rounds_stop``, ``race``); empty while it continues."""
+
+    state: str
+    record: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stops(self) -> bool:
+        return self.state != CONTINUE
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """A cell's stopping rule: ``looks`` (when it may stop and the level its intervals pay for
+    looking), ``race`` (its look against the shape's leader; None outside a race)."""
+
+    looks: Looks
+    race: RaceLook | None = None
+
+    def after_round(self, own: list[float], ref: list[float] | None, closed: bool) -> Answer:
+        """After the cell's latest timed round: its per-round figures so far (tok/s closed loop,
+        p50 E2E latency open loop) and its interleaved baseline's (None: measured apart)."""
+        looks = self.looks
+        if len(own) < looks.first:
+            return Answer(CONTINUE)
+        lead = self.race(own, ref, closed, looks) if self.race is not None else None
+        stop = sequential.check(len(own), looks, decided(own, ref, closed, looks), lead[0] if lead else None)
+        if stop is None:
+            return Answer(CONTINUE)
+        record: dict[str, Any] = {"stop_reason": stop.reason, "rounds_stop": stop.text}
+        if stop.reason == DROPPED and lead is not None:
+            record["race"] = lead[1]
+        return Answer(stop.reason, record)
+
+    def finish(
+        self,
+        own: list[float],
+        ref: list[float] | None,
+        closed: bool,
+        last: Answer | None,
+        max_rounds: int | None,
+    ) -> dict[str, Any]:
+        """What the cell's JSON records of how its rounds ended: the looks (when the count was
+        chosen by looking: intervals pay for it), and the stop, or the cap, or a fixed count."""
+        looks = self.looks
+        out: dict[str, Any] = {}
+        if not looks.one:
+            out["sequential"] = looks.as_dict()
+        if last is not None and last.stops:
+            out.update(last.record)
+        elif looks.last > looks.first:
+            cap = (
+                f"max_rounds ({max_rounds}) reached"
+                if max_rounds is not None and looks.last == max_rounds
+                else f"cap of {looks.last} rounds reached"
+            )
+            out.update(
+                stop_reason="cap", rounds_stop=f"{cap}, not decided: " + undecided(own, ref, closed, looks)
+            )
+        else:
+            out["stop_reason"] = "fixed"
+        return out
+
+
+Rule = Stopping  # the name the race and the workloads used for it
+
+
+def for_cell(cell: Cell) -> Stopping:
+    """A cell outside a race: a look after every round from ``rounds`` to ``max_rounds`` (one look,
+    ``rounds``, without max_rounds)."""
+    return Stopping(Looks(cell.workload.rounds, cell.workload.round_cap))
+
+
+def interval(own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None) -> Any:
+    """What the cell's verdict rests on, so far: with a reference, the paired ratio (the cell's
+    tok/s ÷ the baseline's, or the baseline's p50 ÷ the cell's); else the cell's own rounds'
+    mean (its half of a comparison with a baseline measured apart)."""
+    if ref is not None:
+        num, den = (own, ref[: len(own)]) if closed else (ref[: len(own)], own)
+        return paired.ratio_interval(num, den, looks)
+    return paired.mean_interval(own, looks)
+
+
+def decided(
+    own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None
+) -> str | None:
+    """What a cell's verdict is settled as after these rounds (None: not settled), its interval
+    wide enough for every look of ``looks`` (stats/sequential.py). With a reference: the
+    speedup's verdict (faster, slower or within the ±2 % margin; not "not separated"). Without:
+    its rounds' interval is within ±2 % of their mean, so that its part in a comparison is inside
+    the verdict's margin."""
+    iv = interval(own, ref, closed, looks)
+    if iv is None or iv.lo is None:
+        return None
+    if ref is not None:
+        v = sequential.settled(iv)
+        return None if v is None else f"{v} [{iv.lo:.3f}, {iv.hi:.3f}]"
+    half = (iv.hi - iv.lo) / 2 / iv.point if iv.point else float("inf")
+    if half <= paired.EQUIVALENCE:
+        return (
+            f"its rounds' interval ±{half:.1%} is within ±{paired.EQUIVALENCE:.0%} "
+            "(its half of a comparison measured apart; the verdict is read after the run)"
+        )
+    return None
+
+
+def undecided(own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None) -> str:
+    iv = interval(own, ref, closed, looks)
+    if iv is None or iv.lo is None:
+        return "no interval"
+    if ref is not None:
+        return f"x{iv.point:.3f} [{iv.lo:.3f}, {iv.hi:.3f}] not separated"
+    return f"its rounds' interval ±{(iv.hi - iv.lo) / 2 / iv.point:.1%}"
