@@ -14,7 +14,7 @@ import pytest
 from pytest_specbench.matrix.checks import MatrixError
 from pytest_specbench.matrix.schema import parse
 from pytest_specbench.planning import schedule
-from pytest_specbench.plugin import group_hooks, xdist_sched
+from pytest_specbench.plugin import group_hooks, hook_windows, packed_schedule, xdist_policy
 
 
 def _matrix(hooks: Any) -> Any:
@@ -55,20 +55,22 @@ def test_the_starts_that_need_a_hooked_gpu_run_last_in_one_window() -> None:
     assert (by["a"].gpus, by["b"].gpus) == ((1,), (2, 3, 4, 5))
     spans = [(by[g].start_s, by[g].end_s) for g in ("w1", "w2")]
     assert spans == [(300.0, 700.0), (700.0, 750.0)]
-    held = xdist_sched.windows([(s.start_s, s.end_s) for s in sched.slots if 0 in s.gpus])
+    held = hook_windows.windows([(s.start_s, s.end_s) for s in sched.slots if 0 in s.gpus])
     assert held == [(300.0, 750.0)]  # GPU 0: one window of 450 s, the two TP8 starts
     # longest first without the reservation: w1 (0-400), then a on GPU 0 (400-700), then w2
     # (700-750): GPU 0 is held the whole 750 s
     free = schedule.pack(schedule.longest_first(jobs), tuple(range(8)), 4)
-    assert xdist_sched.windows([(s.start_s, s.end_s) for s in free.slots if 0 in s.gpus]) == [(0.0, 750.0)]
+    assert hook_windows.windows([(s.start_s, s.end_s) for s in free.slots if 0 in s.gpus]) == [(0.0, 750.0)]
 
 
 def test_the_xdist_order_hands_the_hooked_groups_out_last() -> None:
     m = _matrix({"gpus": [0], "before_group": "true"})
     st = SimpleNamespace(matrix=m, gpus=tuple(range(8)))
-    js = xdist_sched.Jobs([schedule.Job("ar-tp8", 8, 500.0, 8), schedule.Job("ar-tp1", 1, 100.0, 1)], 0, {})
-    assert xdist_sched.group_order(js, [], st) == ["ar-tp1", "ar-tp8"]  # type: ignore[arg-type]
-    assert xdist_sched.group_order(js, []) == ["ar-tp8", "ar-tp1"]  # no hooked GPU: longest first
+    js = packed_schedule.Jobs(
+        [schedule.Job("ar-tp8", 8, 500.0, 8), schedule.Job("ar-tp1", 1, 100.0, 1)], 0, {}
+    )
+    assert xdist_policy.group_order(js, [], st) == ["ar-tp1", "ar-tp8"]  # type: ignore[arg-type]
+    assert xdist_policy.group_order(js, []) == ["ar-tp8", "ar-tp1"]  # no hooked GPU: longest first
 
 
 def test_hooks_with_gpus_run_only_for_the_groups_that_lease_one(
@@ -98,13 +100,13 @@ def test_in_one_process_the_hooked_groups_items_run_last() -> None:
     cells = {c.id: c for c in m.cells()}
     items = ["ar-tp8-c1-out64", "ar-tp1-c1-out64", "not-a-cell"]
     st = SimpleNamespace(matrix=m, gpus=tuple(range(8)))
-    xdist_sched.hooked_window_last(items, cells.get, st)  # type: ignore[arg-type]
+    hook_windows.hooked_window_last(items, cells.get, st)  # type: ignore[arg-type]
     assert items == ["ar-tp1-c1-out64", "not-a-cell", "ar-tp8-c1-out64"]
     # hooks without gpus: the order stays
     plain = _matrix({"before_group": "true"})
     items = ["ar-tp8-c1-out64", "ar-tp1-c1-out64"]
     st = SimpleNamespace(matrix=plain, gpus=tuple(range(8)))
-    xdist_sched.hooked_window_last(items, {c.id: c for c in plain.cells()}.get, st)  # type: ignore[arg-type]
+    hook_windows.hooked_window_last(items, {c.id: c for c in plain.cells()}.get, st)  # type: ignore[arg-type]
     assert items == ["ar-tp8-c1-out64", "ar-tp1-c1-out64"]
 
 

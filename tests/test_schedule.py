@@ -74,7 +74,7 @@ sys.path.insert(0, {str(HERE)!r})
 import pytest
 from fake_engine import FakeEngine
 from pytest_specbench.gpus import inventory as gpus
-from pytest_specbench.plugin import xdist_sched
+from pytest_specbench.plugin import packed_schedule
 from pytest_specbench.engines import register_backend
 from pytest_specbench.plugin.state import get_state
 
@@ -105,7 +105,7 @@ class FakeGPUEngine(FakeEngine):
     def __init__(self, group):
         t0 = time.time()
         self.t_mono0 = time.monotonic()
-        p = xdist_sched.planned_seconds(get_state(_cfg[0]).get_plan(), group, [])
+        p = packed_schedule.planned_seconds(get_state(_cfg[0]).get_plan(), group, [])
         self.planned = p.start_s + (p.first_start_extra_s if FakeGPUEngine.first else 0.0)
         time.sleep(self.planned * SCALE)
         FakeGPUEngine.first = False

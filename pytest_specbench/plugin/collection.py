@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from ..report import summary as report
-from . import race, sentinel, xdist_sched
+from . import race, sentinel
+from .packed_schedule import plan_schedule
 from .runner import cell_timeout
 from .runner import item_cell as _item_cell
+from .skip_reasons import skip_reason
 from .state import DEFAULT_MATRIX, RESULT_PROP, TIMEOUT_GRACE_S, SpecbenchState
 from .state import get_state as _state
 
@@ -42,7 +44,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     params = []
     for c in cells:
         marks: list[Any] = []
-        reason = xdist_sched.skip_reason(metafunc.config, st, c)
+        reason = skip_reason(metafunc.config, st, c)
         if reason:
             marks.append(pytest.mark.skip(reason=f"cell {c.id} skipped: {reason}"))
         if use_timeout:  # an outer net: the cell's own limit is enforced in the engine's event
@@ -112,7 +114,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     resumed = [c.id for c in cells if c.id in st.resumed]  # copied, not run: neither planned nor timed
     cells = [c for c in cells if c.id not in st.resumed]
     selected = [c.id for c in cells]
-    sched, sched_lines = xdist_sched.plan_schedule(config, st, cells)
+    sched, sched_lines = plan_schedule(config, st, cells)
     from .plan_race import race_plan
 
     race_doc, race_lines = race_plan(config, st, cells)
@@ -137,7 +139,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             *(
                 tune.plan_lines(
                     st.matrix,
-                    [c for c in cells if not xdist_sched.skip_reason(config, st, c)],  # those that run
+                    [c for c in cells if not skip_reason(config, st, c)],  # those that run
                     sentinel.interleaving(config),
                 )
                 if st.race is not None

@@ -4,8 +4,8 @@ the modules.
 Flow: the matrix is loaded at configure time; collection.py turns each bench function into one
 item per cell and orders the items by engine group; fixtures.py starts one engine per group;
 results travel in ``user_properties`` (so xdist workers ship them to the controller) and the
-controller writes one pytest-benchmark JSON at ``--benchmark-json``. GPU leases, the xdist
-scheduler and the packed schedule live in xdist_sched.py.
+controller writes one pytest-benchmark JSON at ``--benchmark-json``. GPU leases live in
+gpu_pool.py, the xdist scheduler in xdist_policy.py and the packed schedule in packed_schedule.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from ..engines import BACKENDS, get_backend
 from ..matrix.schema import MatrixError, load
 from ..report import summary as report
-from . import group_hooks, hookspec, race, results, sentinel, xdist_sched
+from . import gpu_pool, group_hooks, hookspec, race, results, sentinel, xdist_sched
 from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
 from .recipes import with_make_model_hint
 from .runner import item_cell as _item_cell
@@ -102,7 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         inv = gpus.inventory()  # one NVML read, before any engine holds memory
         st.gpus_at_start = gpus.describe(inv)
-        xdist_sched.setup_pool(config, st, inv)
+        gpu_pool.setup_pool(config, st, inv)
     from .gpu_budget import gpu_budget
 
     gpu_budget(config, st, inv)
@@ -117,13 +117,15 @@ def pytest_configure(config: pytest.Config) -> None:
             Path(resume), st.matrix, st.provenance(), config.getoption("specbench_resume_any_machine")
         )
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(xdist_sched.XdistHooks(st), "specbench-xdist")
+        from .xdist_policy import XdistHooks
+
+        config.pluginmanager.register(XdistHooks(st), "specbench-xdist")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if STATE in config.stash:
         st = config.stash[STATE]
-        xdist_sched.finish_pool(config, st)
+        gpu_pool.finish_pool(config, st)
         if st.race_store_owned and st.race is not None and st.race.store is not None:
             import shutil
 

@@ -184,12 +184,13 @@ def wall_vs_plan(st: SpecbenchState) -> str:
         f"{len(ran)} cells and {len(started)} engine starts"
         + (f" (drift sentinels included: {len(st.sentinels)})" if st.sentinels else "")
     )
-    from . import xdist_sched
+    from .packed_schedule import plan_schedule
+    from .xdist_sched import workers
 
-    k = xdist_sched.workers(st.config)
+    k = workers(st.config)
     if k > 1 and st.matrix is not None:  # in parallel: the packed schedule's makespan, not the sum
         cells = [c for c in st.matrix.cells() if c.id in ran]
-        sched, _ = xdist_sched.plan_schedule(st.config, st, cells)
+        sched, _ = plan_schedule(st.config, st, cells)
         if sched is not None:
             line += f" in series, {sched.makespan_s:.0f} s packed on {k} workers"
     return line

@@ -38,8 +38,8 @@ def _jobs(
     sentinel or brackets) as one job as the run's scopes have them (deciding/families.py); a
     carried scope's id ends "(carried)"."""
     from ..deciding.families import merge_jobs
-    from .sentinel import families_of
     from .packed_schedule import planned_seconds
+    from .sentinel import families_of
     from .xdist_policy import CARRIED
 
     plan = st.get_plan()

@@ -68,11 +68,11 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
 
 
 def order(items: list[pytest.Item], cell_of: Callable[[pytest.Item], Cell | None], st: Any) -> None:
-    """The groups that need a hooked GPU last (xdist_sched.hooked_window_last); with the race,
+    """The groups that need a hooked GPU last (hook_windows.hooked_window_last); with the race,
     the A/A controls' cells first, then tuned sweeps' deciding cells (and the baseline's cells at
     their shapes), in place, keeping the order within each phase."""
     from ..deciding.tune import first_phase
-    from .xdist_sched import hooked_window_last
+    from .hook_windows import hooked_window_last
 
     hooked_window_last(items, cell_of, st)  # hooked GPU's groups last, in one window (any run)
     if st.race is None:

@@ -1,5 +1,6 @@
 """One cell's run: the workload on its engine under the cell's time limit, the progress ticker,
-the energy meter, and the result recorded for the JSON (or a failed cell with what it measured)."""
+the energy meter, and the result recorded for the JSON (or a failed cell with what it measured;
+cell_record.py builds the record)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from ..engines import get_backend
 from ..engines.base import CellTimeout, Interrupted
 from ..matrix.cells import Cell
-from .state import PARTIAL, RESULT_PROP, SpecbenchState, jsonable
+from .cell_record import cell_metrics, cell_record, partial_metrics
+from .state import PARTIAL, RESULT_PROP, SpecbenchState
 from .state import get_state as _state
 
 
@@ -41,7 +43,6 @@ class CellRunner:
         self.item = item
 
     def run(self, engine: Any, cell: Cell) -> dict[str, Any]:
-        from ..stats import metrics
         from ..workloads import kinds as workloads
         from . import sentinel
 
@@ -99,62 +100,10 @@ class CellRunner:
             )
             st.abandon_engine(cell.group, why)
             pytest.fail(f"cell {cell.id}: {timed_out}; {why}", pytrace=False)
-        cp = st.get_plan().cells.get(cell.id)
-        disturbed = run.extra.pop("disturbed", None)
-        m = metrics.cell_metrics(
-            run.records,
-            run.round_times,
-            run.round_output_tokens,
-            request_digests=run.round_digests,
-            slo=dict(cell.workload.slo) or None,
-            request_rate=cell.request_rate,
-            energy_j=run.extra.get("energy_j"),
-            roofline_tokens_per_s=cp.roofline_tokens_per_s if cp is not None else None,
-            server_spec=run.extra.get("server_spec"),
-            server_latency=run.extra.get("server_latency"),
-            client_lag=run.extra.get("client_loop_lag"),
-            round_windows=run.round_windows,
-            offered_rates=run.extra.get("offered_request_rates") or (),
-            one_wave=run.one_wave,
-        )
-        forced = metrics.forced_check(cell.method, m.get("accept_length"), cell.output_tokens)
-        if forced:  # in the metrics too: comparisons and rankings keep forced cells apart
-            m["accept_forced"] = forced["accept_forced"]
-        if disturbed:  # in the metrics, where comparisons read it: no verdict for this cell
-            m["disturbed"] = disturbed
-        loads = run.extra.pop("round_other_cpu_share", None)
-        if loads:  # per timed round, as the interleaved baseline's: did a pair's halves bear a load alike
-            m["round_other_cpu_share"] = loads
-        if run.reference is not None:  # the baseline's interleaved rounds: what "vs ar" divides by
-            m["reference"] = run.reference
-        result = {
-            "nodeid": self.item.nodeid,
-            "name": self.item.name,
-            "cell_id": cell.id,
-            "group": cell.group.id,
-            "params": cell.params(),
-            "round_times": run.round_times,
-            "warmup": cell.workload.warmup,
-            "metrics": jsonable(m),
-            "extra_info": {
-                **jsonable(run.extra),
-                **({"engine_warm": jsonable(warm)} if warm is not None else {}),
-                **metrics.oracle_check(cell.method, m.get("accept_length"), cell.output_tokens),
-                **forced,
-                "cell_fingerprint": cell.fingerprint(),
-                "provenance": st.provenance(),
-                **(
-                    {"sweep": cell.method.sweep, "setting": dict(cell.method.setting)}
-                    if cell.method.sweep
-                    else {}
-                ),
-            },
-            "worker": _state(self.item.config).worker,
-        }
+        m, forced = cell_metrics(run, cell, st.get_plan().cells.get(cell.id))
+        result = cell_record(self.item, cell, run, m, forced, warm, st)
         if forced and not forced["accept_forced_exact"] and not m["errors"]:
-            self.item.stash[PARTIAL] = {
-                k: v for k, v in result["metrics"].items() if k not in ("per_request", "request_digests")
-            }
+            self.item.stash[PARTIAL] = partial_metrics(result)
             pytest.fail(
                 f"cell {cell.id}: forced accept length {forced['accept_forced']:g}, measured "
                 f"{m.get('accept_length')} (expected {forced['accept_forced_expected']:.3f} within "
@@ -162,9 +111,7 @@ class CellRunner:
                 pytrace=False,
             )
         if m["errors"]:  # a failed cell: in failed_cells with what it measured, never in benchmarks
-            self.item.stash[PARTIAL] = {
-                k: v for k, v in result["metrics"].items() if k not in ("per_request", "request_digests")
-            }
+            self.item.stash[PARTIAL] = partial_metrics(result)
             pytest.fail(
                 f"cell {cell.id}: {m['errors']} of {m['requests']} requests failed; first: "
                 f"{m['first_error']}",

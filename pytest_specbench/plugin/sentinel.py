@@ -30,7 +30,7 @@ from ..deciding.families import (
 )
 from ..engines import BACKENDS
 from ..matrix.cells import Cell
-from .state import STATE, SpecbenchState, interleaving_backends, jsonable
+from .state import STATE, SpecbenchState, interleaving_backends
 
 SENTINEL_PROP = "specbench_sentinel"
 
@@ -179,9 +179,8 @@ def note_measured(config: pytest.Config, cell: Cell, result: dict[str, Any] | No
 def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
     """The sentinel: warm the freshly started baseline engine at its shape, run its warm-up and
     timed rounds (drift.sentinel_rounds), and record them for the family's drift."""
-    from ..stats import metrics
-    from ..stats.paired import round_p50s
     from ..workloads import kinds as workloads
+    from .cell_record import run_metrics, sentinel_record
 
     f = family_of_item(item)
     assert f is not None
@@ -194,40 +193,21 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
         run_ = workloads.run(engine, cell, DisturbanceMeter())  # other processes' CPU time meanwhile
     finally:
         engine.deadline = None
-    m = metrics.cell_metrics(
-        run_.records,
-        run_.round_times,
-        run_.round_output_tokens,
-        request_digests=run_.round_digests,
-        request_rate=cell.request_rate,
-        round_windows=run_.round_windows,
-        one_wave=run_.one_wave,
-    )
-    now = time.time()
-    base_at = _state(item.config).measured_at.get(f.first.id)
+    m = run_metrics(run_, cell)
     rid = _item_id(item)
     after = dict(f.runs()).get(rid)
-    result = {
-        "family": f.baseline,
-        # a bracket's drift withholds nothing by report/drift.py's band: report/brackets.py widens
-        # its member's intervals instead
-        "groups": [f.baseline] if f.brackets else list(f.groups),
-        "cell_id": rid,
-        "baseline_cell": f.first.id,
-        "nodeid": item.nodeid,
-        "round_tokens_per_s": m.get("round_tokens_per_s"),
-        "round_latency_s_p50": round_p50s(m),
-        "request_digests": m.get("request_digests"),
-        "errors": m.get("errors", 0),
-        "disturbed": run_.extra.get("disturbed"),
-        "at": now,
-        "baseline_at": base_at,
-        "engine_warm": warm,
-        "worker": item.config.stash[STATE].worker,
-    }
-    if f.brackets and after is not None:
-        result.update(bracket_after=after, bracket_before=f.before(after), family_groups=list(f.groups))
-    result = jsonable(result)
+    result = sentinel_record(
+        item,
+        f,
+        rid,
+        run_,
+        m,
+        warm=warm,
+        at=time.time(),
+        baseline_at=_state(item.config).measured_at.get(f.first.id),
+        after=after,
+        worker=item.config.stash[STATE].worker,
+    )
     if f.brackets and after is not None and not m.get("errors"):
         _note_bracket(item.config, f, rid, after, result)
     if m.get("errors"):
@@ -243,7 +223,7 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
 def _note_bracket(config: pytest.Config, f: Family, rid: str, member: str, record: dict[str, Any]) -> None:
     """A bracket measured: its level against the family's first cell measured in this process,
     and, with the bracket before the member's, the member's range for the race."""
-    from ..report import brackets, drift
+    from ..report import drift
 
     sent = _state(config)
     first = sent.first_results.get(f.first.id)
@@ -258,7 +238,7 @@ def _note_bracket(config: pytest.Config, f: Family, rid: str, member: str, recor
         return
     st = config.stash[STATE]
     if st.race is not None:
-        st.race.brackets[member] = brackets.drift_range(sent.bracket_ratio.get(before or ""), ratio)
+        st.race.bracketed(member, sent.bracket_ratio.get(before or ""), ratio)
 
 
 # ------------------------------------------------------------------------------ schedule and plan
@@ -279,9 +259,9 @@ def planned_rounds_s(
 def merge(
     config: pytest.Config, st: SpecbenchState, js: Any, cells: list[Cell], planned_seconds: Any
 ) -> FamilyJobs:
-    """``js`` (xdist_sched.Jobs) with each family's jobs as one, its sentinel's planned time
+    """``js`` (packed_schedule.Jobs) with each family's jobs as one, its sentinel's planned time
     added (an engine start of the baseline and the sentinel cell's warm-up and one round);
-    ``planned_seconds``: xdist_sched's reading of a group's planned start."""
+    ``planned_seconds``: packed_schedule's reading of a group's planned start."""
     plan = st.get_plan()
     fj = merge_jobs(families_of(config, st, cells), js.jobs, plan, planned_seconds)
     js.jobs = fj.jobs

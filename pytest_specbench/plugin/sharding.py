@@ -41,7 +41,9 @@ def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
     from ..deciding import families
     from ..planning import schedule
     from . import sentinel
-    from .xdist_sched import planned_seconds, skip_reason, workers
+    from .packed_schedule import planned_seconds
+    from .skip_reasons import skip_reason
+    from .xdist_sched import workers
 
     plan = st.get_plan()
     groups = {c.group.id: c.group for c in cells}
