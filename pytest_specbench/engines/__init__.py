@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..matrix.algorithms import hf_algorithms
 from ..matrix.cells import EngineGroup
 
 
@@ -29,7 +30,9 @@ class Backend:
     name: str
     factory: str | Callable[[EngineGroup], Any]
     max_tp: int | None = None  # None: any TP the GPUs allow
-    algorithms: tuple[str, ...] | None = None  # speculative algorithms it implements; None: any
+    # speculative algorithms it implements, or a function that names them (the registry's view,
+    # matrix/algorithms.py: the hf backend's are the declarations with an hf drafter); None: any
+    algorithms: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
     gpu: bool = True  # runs on GPUs: the planner sizes its groups against GPU memory
     local_models: bool = False  # model paths must exist here (or be embedded:/hub ids) before a start
     external: bool = False  # an endpoint the plugin does not start: no lifecycle, GPUs or memory plan
@@ -78,10 +81,11 @@ class Backend:
                     else "; forced acceptance runs on the sglang, sglang-server and hf backends"
                 )
             )
-        if spec and self.algorithms is not None and spec.algorithm not in self.algorithms:
+        algorithms = self.algorithms() if callable(self.algorithms) else self.algorithms
+        if spec and algorithms is not None and spec.algorithm not in algorithms:
             return (
                 f"methods.{method.name}: backend {self.name!r} implements speculative algorithms "
-                f"{', '.join(self.algorithms)}; {spec.algorithm!r} needs the sglang backend"
+                f"{', '.join(algorithms)}; {spec.algorithm!r} needs the sglang backend"
             )
         for module, install in self.needs if sends else ():
             if importlib.util.find_spec(module) is None:
@@ -144,7 +148,7 @@ def register_backend(
     factory: str | Callable[[EngineGroup], Any],
     *,
     max_tp: int | None = None,
-    algorithms: tuple[str, ...] | None = None,
+    algorithms: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None,
     gpu: bool = True,
     local_models: bool = False,
     external: bool = False,
@@ -206,7 +210,7 @@ register_backend(
     "hf",
     "pytest_specbench.engines.hf:HFEngine",
     max_tp=1,
-    algorithms=("ngram", "draft"),
+    algorithms=hf_algorithms,  # ngram and draft, and any algorithm declared with an hf drafter
     gpu=False,
     local_models=True,
     engine_args=False,  # the embedded model runs in float32 through transformers, nothing to set

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..inputs import tinymodel
+from ..matrix.algorithms import algorithm, hf_algorithms
 from ..matrix.cells import EngineGroup
 from ..planning import plan
 from .base import EngineStartError, Request, RequestRecord, guard
@@ -165,7 +166,10 @@ class HFEngine:
         self.target = self._load(AutoModelForCausalLM, path, torch, self._ctx_kw)
         self.draft = None
         draft_path = None
-        if self.spec and self.spec.algorithm == "draft":
+        # how this engine drafts for the algorithm: its declaration's hf (matrix/algorithms.py)
+        decl = algorithm(self.spec.algorithm) if self.spec else None
+        drafter = decl.hf if decl is not None else None
+        if self.spec and drafter == "draft":
             assert m.draft_model is not None
             draft_path = tinymodel.resolve(m.draft_model.path)
             self.draft = (
@@ -173,10 +177,11 @@ class HFEngine:
                 if draft_path == path
                 else self._load(AutoModelForCausalLM, draft_path, torch, self._ctx_kw)
             )
-        elif self.spec and self.spec.algorithm != "ngram":
+        elif self.spec and drafter != "ngram":
+            *most, last = hf_algorithms()
             raise ValueError(
                 f"method {m.name!r}: the hf backend implements speculative algorithms "
-                f"ngram and draft; {self.spec.algorithm!r} needs the sglang backend"
+                f"{', '.join(most)} and {last}; {self.spec.algorithm!r} needs the sglang backend"
             )
         self.k = (self.spec.num_draft_tokens or 4) if self.spec else 0
         self.max_ngram = (self.spec.max_ngram or 3) if self.spec else 0

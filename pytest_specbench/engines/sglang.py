@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..inputs import tinymodel
+from ..matrix.algorithms import algorithm
 from ..matrix.cells import EngineGroup, thaw
 from ..planning import plan
 from .base import (
@@ -40,14 +41,6 @@ from .base import (
 )
 
 T = TypeVar("T")
-ALGORITHMS = {
-    "ngram": "NGRAM",
-    "standalone": "STANDALONE",
-    "draft": "STANDALONE",
-    "eagle": "EAGLE",
-    "eagle3": "EAGLE3",
-    "dflash": "DFLASH",
-}
 # What worked offline on the H200 with the slim wheelhouse (docs/sglang.md); a method's
 # engine_args override any of these.
 DEFAULTS: dict[str, Any] = {
@@ -86,8 +79,10 @@ def engine_kwargs(group: EngineGroup) -> dict[str, Any]:
     kw["tp_size"] = group.tp
     s = m.speculative
     if s is not None:
-        # an algorithm without rules here (SGLang's own, a plugin's) goes to the engine as given
-        kw["speculative_algorithm"] = ALGORITHMS.get(s.algorithm, s.algorithm.upper())
+        # SGLang's name for it (its declaration, matrix/algorithms.py); an algorithm without one
+        # (SGLang's own, a plugin's) goes to the engine as given, in upper case
+        decl = algorithm(s.algorithm)
+        kw["speculative_algorithm"] = decl.sglang if decl is not None and decl.sglang else s.algorithm.upper()
         if m.draft_model is not None:
             kw["speculative_draft_model_path"] = tinymodel.resolve(m.draft_model.path)
         for src, dst in (
@@ -99,7 +94,7 @@ def engine_kwargs(group: EngineGroup) -> dict[str, Any]:
             v = getattr(s, src)
             if v is not None:
                 kw[dst] = v
-        if s.algorithm in ("standalone", "draft", "eagle", "eagle3") and s.num_steps and (s.topk or 1) == 1:
+        if decl is not None and decl.chain and s.num_steps and (s.topk or 1) == 1:
             # a chain: sglang pins num_draft_tokens to num_steps + 1; say so in the recorded args
             kw.setdefault("speculative_num_draft_tokens", s.num_steps + 1)
     kw.update(thaw(m.engine_args) if m.engine_args else {})

@@ -17,10 +17,10 @@ from typing import Any
 
 from .names import SWEEP_LABELS, axis_label, fmt_tokens, setting_name
 from .speculative import Speculative
+from .workload_kinds import DEFAULT_WAVES, WORKLOAD_KINDS, kind_of
 
-__all__ = ["SWEEP_LABELS", "fmt_tokens", "setting_name"]  # also read from here by schema and plots
-
-WORKLOAD_KINDS = ("throughput", "ttft", "long_context", "agentic", "categories", "trace")
+# also read from here by schema, plots and tests
+__all__ = ["DEFAULT_WAVES", "SWEEP_LABELS", "WORKLOAD_KINDS", "fmt_tokens", "setting_name"]
 LOAD_FORMATS = ("auto", "dummy")
 DEFAULT_BASELINE = "ar"
 
@@ -91,18 +91,10 @@ class Method:
         return setting_name(self.sweep, rest, self.labels)
 
 
-# requests a round in waves of C when a workload sets neither requests nor waves (kinds with
-# rounds of exact prompts): with 4 waves the steady window holds most of the round; a long
-# context round is one wave (C prefills of 30k-100k tokens a round are its cost, not its steady
-# decode: four of them would quadruple the round for little more steady window)
-DEFAULT_WAVES = 4
-DEFAULT_WAVES_BY_KIND = {"long_context": 1}
-WAVE_KINDS = ("throughput", "ttft", "long_context")
-
-
 def default_waves(kind: str) -> int:
-    """The waves a round of this kind has when the workload sets neither requests nor waves."""
-    return DEFAULT_WAVES_BY_KIND.get(kind, DEFAULT_WAVES)
+    """The waves a round of this kind has when the workload sets neither requests nor waves
+    (its declaration's, workload_kinds.py: 4, a long context round 1)."""
+    return kind_of(kind).default_waves
 
 
 @dataclass(frozen=True)
@@ -150,9 +142,10 @@ class Workload:
     @property
     def streamed(self) -> bool:
         """Whether requests are streamed (TTFT, TPOT and ITL are measured only then)."""
-        if self.kind in ("throughput", "categories"):  # options.stream; throughput defaults to off
-            return bool(dict(self.options).get("stream", self.kind == "categories"))
-        return True  # ttft, long_context, agentic
+        default = kind_of(self.kind).stream  # options.stream's default; throughput's is off
+        if default is not None:
+            return bool(dict(self.options).get("stream", default))
+        return True  # ttft, long_context, agentic, trace
 
     @property
     def round_cap(self) -> int:
@@ -160,7 +153,7 @@ class Workload:
         return max(self.rounds, self.max_rounds or 0)
 
     def requests_per_round(self, concurrency: int) -> int:
-        if self.kind == "trace":
+        if kind_of(self.kind).replay:
             return self.trace_requests
         if self.requests:
             return self.requests
@@ -171,14 +164,13 @@ class Workload:
     def extra_axes(self) -> list[tuple[tuple[str, Any], ...]]:
         """The workload's own axes beyond concurrency/context/output, as Cell.extra tuples
         (a temperature only when > 0: greedy cells keep their ids)."""
-        if self.kind == "trace":
-            base: list[tuple[tuple[str, Any], ...]] = [(("speed", s),) for s in self.speed or (1.0,)]
+        axis = kind_of(self.kind).axis  # the kind's own: a trace's speed, scenario, category
+        if axis is not None:
+            field_, key = axis
+            vals = getattr(self, field_) or kind_of(self.kind).axis_default
+            base: list[tuple[tuple[str, Any], ...]] = [((key, v),) for v in vals]
         elif self.request_rate:
             base = [(("request_rate", r),) for r in self.request_rate]
-        elif self.kind == "agentic":
-            base = [(("scenario", s),) for s in self.scenarios]
-        elif self.kind == "categories":
-            base = [(("category", c),) for c in self.categories]
         else:
             base = [()]
         temps = self.temperature or (0.0,)
@@ -233,7 +225,7 @@ class Cell:
         parts = [self.method.name, f"tp{self.tp}", f"c{self.concurrency}"]
         if self.workload.context_tokens:
             parts.append(f"ctx{fmt_tokens(self.context_tokens)}")
-        if self.workload.kind != "trace":  # a trace's lengths are its own, per request
+        if not kind_of(self.workload.kind).replay:  # a trace's lengths are its own, per request
             parts.append(f"out{fmt_tokens(self.output_tokens)}")
         return parts + [axis_label(k, v) for k, v in self.extra]
 
@@ -256,7 +248,7 @@ class Cell:
     def request_rate(self) -> float | None:
         """Arrival rate of an open-loop cell (req/s): Poisson arrivals at the workload's rate, or
         a trace's mean rate at the cell's speed; None for a closed loop."""
-        if self.workload.kind == "trace":
+        if kind_of(self.workload.kind).replay:
             return self.workload.trace_rate * float(dict(self.extra).get("speed", 1.0))
         rate = dict(self.extra).get("request_rate")
         return float(rate) if rate else None
@@ -282,10 +274,11 @@ class Cell:
             "context_tokens": self.context_tokens,
             "output_tokens": self.output_tokens,
         }
-        if self.workload.kind in ("agentic", "categories", "trace"):  # prompts from elsewhere
+        kind = kind_of(self.workload.kind)
+        if not kind.exact:  # prompts from elsewhere (a scenario, a question file, a trace)
             del p["context_tokens"]
         p.update({k: Path(str(v)).stem if k == "scenario" else v for k, v in self.extra})
-        if self.workload.kind == "trace":  # lengths per request: output_tokens is the trace's mean
+        if kind.replay:  # lengths per request: output_tokens is the trace's mean
             p.update(
                 trace=Path(str(self.workload.trace)).name, request_rate=float(f"{self.request_rate or 0:.4g}")
             )
@@ -319,11 +312,12 @@ class Cell:
         if self.method.url:
             key += (("endpoint", self.method.url, self.method.api),)
         w = self.workload
-        if w.kind in WAVE_KINDS and w.requests is None and w.waves is None:
-            key += (("default_waves", default_waves(w.kind)),)
+        kind = kind_of(w.kind)
+        if kind.exact and w.requests is None and w.waves is None:
+            key += (("default_waves", kind.default_waves),)
         if w.max_rounds is not None:
             key += (("max_rounds", w.max_rounds),)
-        if w.kind == "trace":
+        if kind.replay:
             key += (("trace", w.trace_digest, w.cut_requests, w.cut_s, w.block_tokens, w.max_output_tokens),)
         if w.chat_template:
             key += (("chat_template", True),)
@@ -444,13 +438,13 @@ def _tokens_needed(w: Workload, method: str) -> int:
     """The longest prompt + output a workload gives a method's engine (0: not its cells)."""
     if w.methods and method not in w.methods:
         return 0
-    if w.kind == "trace":
+    if kind_of(w.kind).replay:
         return w.trace_max_tokens
     return request_tokens(w.kind, max(w.context_tokens or (w.prompt_tokens,)), max(w.output_tokens))
 
 
 def request_tokens(kind: str, context: int, output: int) -> int:
     """KV tokens one request may hold: prompt + output; agentic: the history it grows to."""
-    if kind == "agentic":
+    if kind_of(kind).prompts == "scenario":
         return AGENTIC_TOKENS_GUESS + output * 8
     return context + output

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from .accept_bound import check_expected_accept
+from .algorithms import ALGORITHMS, algorithm, names
 from .cells import (
     DEFAULT_BASELINE,
     LOAD_FORMATS,
@@ -37,13 +38,7 @@ from .compare import parse_compare
 from .engine_args import check_matrix, unchecked_names
 from .list_args import one_list_value
 from .selectors import add_groups, excludes, group_hooks, includes, run_hooks
-from .speculative import (
-    ALGORITHM_KEYS,
-    FORCED_ACCEPT_ALGORITHMS,
-    SPEC_ALGORITHMS,
-    Speculative,
-    refused_setting,
-)
+from .speculative import Speculative, refused_setting
 from .tune import check_matches, parse_tune
 from .workload_schema import workload
 from .yaml_load import DuplicateKeyError, load_matrix_yaml
@@ -128,29 +123,32 @@ def _speculative(
     (a sweep), each with the (knob, value) pairs that vary; refused combinations name the reason."""
     d = cx.mapping(raw, key, SPEC_KEYS, required=("algorithm",))
     algo = cx.string(d["algorithm"], f"{key}.algorithm")
-    if algo.lower() in SPEC_ALGORITHMS:
-        algo = algo.lower()
+    decl = algorithm(algo)
+    if decl is not None and decl.checked:
+        algo = decl.name
     elif not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", algo):
         raise cx.err(
             f"{key}.algorithm",
-            f"{algo!r} is not an algorithm name; known: {', '.join(SPEC_ALGORITHMS)}, or any name SGLang "
+            f"{algo!r} is not an algorithm name; known: {', '.join(names())}, or any name SGLang "
             "knows or a plugin registers (letters, digits, _), passed to the engine as given",
         )
+    checked = decl if decl is not None and decl.checked else None  # the matrix checks its settings
     kw: dict[str, Any] = {"algorithm": algo}
     axes: dict[str, tuple[Any, ...]] = {}
     for k in SWEEP_KEYS:
         if d.get(k) is None:
             continue
-        if algo in ALGORITHM_KEYS and k not in ALGORITHM_KEYS[algo]:
-            raise cx.err(f"{key}.{k}", f"algorithm {algo!r} takes {', '.join(ALGORITHM_KEYS[algo])}; not {k}")
+        if checked is not None and checked.knobs is not None and k not in checked.knobs:
+            raise cx.err(f"{key}.{k}", f"algorithm {algo!r} takes {', '.join(checked.knobs)}; not {k}")
         axes[k] = cx.int_list(d[k], f"{key}.{k}")
     if d.get("simulate_accept_length") is not None:
         k = f"{key}.simulate_accept_length"
-        if algo in SPEC_ALGORITHMS and algo not in FORCED_ACCEPT_ALGORITHMS:
+        if checked is not None and not checked.forced_accept:
+            forced_ok = (n for n in names() if ALGORITHMS[n].forced_accept)
             raise cx.err(
                 k,
                 f"algorithm {algo!r} does not honour a forced accept length; forced acceptance "
-                f"works with {', '.join(FORCED_ACCEPT_ALGORITHMS)}",
+                f"works with {', '.join(forced_ok)}",
             )
         raw_l = d["simulate_accept_length"]
         items = raw_l if isinstance(raw_l, list) else [raw_l]
@@ -180,7 +178,7 @@ def _speculative(
         kw["expect_accept_length"] = cx.pos_number(v, k, "an accept length", MAX_FORCED_ACCEPT)
     if d.get("draft_model") is not None:
         kw["draft_model"] = cx.string(d["draft_model"], f"{key}.draft_model")
-    if algo in ("draft", "standalone", "eagle3", "dflash") and "draft_model" not in kw:
+    if checked is not None and checked.needs_draft and "draft_model" not in kw:
         raise cx.err(f"{key}.draft_model", f"algorithm {algo!r} needs a draft_model (a name under models:)")
     varying = [k for k, v in axes.items() if len(v) > 1]
     out = []
@@ -231,7 +229,7 @@ def _method(
     if "speculative" in d and d["speculative"] is None:
         raise cx.err(
             f"{key}.speculative",
-            "is empty; give {algorithm: ...} (ngram, draft, standalone, eagle, eagle3, dflash), "
+            f"is empty; give {{algorithm: ...}} ({', '.join(names())}), "
             "or remove the key for autoregressive decoding",
         )
     settings = (

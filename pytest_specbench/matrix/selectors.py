@@ -15,6 +15,7 @@ from typing import Any
 
 from .checks import Ctx, did_you_mean
 from .list_args import one_list_value
+from .workload_kinds import kind_of
 
 # axis name in exclude/include -> its key in Cell.extra (the per-kind axes)
 EXTRA_AXES = {
@@ -28,7 +29,6 @@ EXTRA_AXES = {
 AXES = ("method", "tp", "workload", "concurrency", "context_tokens", "output_tokens", *EXTRA_AXES)
 GROUP_AXES = ("method", "tp")  # what one engine start is: include entries match on these
 INCLUDE_SETS = ("engine_args", "env", "hooks")
-NO_CONTEXT_AXIS = ("agentic", "categories", "trace")  # prompts from elsewhere (Cell.params)
 
 
 def cell_axes(cell: Any) -> dict[str, tuple[Any, ...]]:
@@ -41,17 +41,17 @@ def cell_axes(cell: Any) -> dict[str, tuple[Any, ...]]:
         "workload": (cell.workload.name,),
         "concurrency": (cell.concurrency,),
     }
-    kind = cell.workload.kind
-    if kind not in NO_CONTEXT_AXIS:
+    kind = kind_of(cell.workload.kind)
+    if kind.exact:  # others' prompts come from elsewhere (Cell.params)
         out["context_tokens"] = (cell.context_tokens,)
-    if kind != "trace":  # a trace's output lengths are its own
+    if not kind.replay:  # a trace's output lengths are its own
         out["output_tokens"] = (cell.output_tokens,)
     extra = dict(cell.extra)
     for axis, k in EXTRA_AXES.items():
         if k in extra:
             v = extra[k]
             out[axis] = (Path(str(v)).stem if k == "scenario" else v,)
-    if kind in ("throughput", "ttft", "long_context", "agentic", "categories"):
+    if not kind.replay:
         out.setdefault("temperature", (0.0,))
     return out
 

@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from .cells import (
-    WAVE_KINDS,
-    WORKLOAD_KINDS,
     Method,
     Workload,
     freeze,
 )
 from .checks import Ctx, did_you_mean
+from .workload_kinds import PROMPT_SOURCES, TRACE_KEYS, WORKLOAD_KINDS, kind_of, kinds, own_keys
 
 WORKLOAD_KEYS = (
     "kind",
@@ -51,19 +50,9 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a cell's time limit: a week at most
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_s")
 OPTION_KEYS = ("stream", "client_processes")
 MAX_CLIENT_PROCESSES = 256  # client processes a round of the server backends is sent from
-IGNORED_BY = {
-    "context_tokens": ("agentic", "categories", "trace"),
-    "prompt_tokens": ("agentic", "categories", "trace"),
-}
-TRACE_REFUSES = {
-    "output_tokens": "a trace gives each request's output length; cap them with max_output_tokens",
-    "requests": "a round replays the whole trace; cut it with cut: {requests: N} or cut: {seconds: T}",
-    "waves": "a round replays the whole trace; cut it with cut: {requests: N} or cut: {seconds: T}",
-    "request_rate": "a trace's arrivals are its timestamps; scale them with speed: [0.5, 1, 2]",
-}
-TRACE_ONLY = ("trace", "speed", "cut", "block_tokens", "max_output_tokens")
+# what a kind whose prompts are not exact ones (its declaration's prompts) does not use
+IGNORED_UNLESS_EXACT = ("context_tokens", "prompt_tokens")
 TRACE_CONCURRENCY = 256  # a trace's default cap on requests in flight
-THINKING_KINDS = (*WAVE_KINDS, "agentic", "categories")  # WAVE_KINDS: the exact-prompt kinds
 
 
 def _str_list(cx: Ctx, value: Any, key: str) -> tuple[str, ...]:
@@ -88,15 +77,10 @@ def _workload_axes(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Pa
     from ..inputs import prompts
 
     kw: dict[str, Any] = {}
-    only = {
-        "request_rate": ("throughput", "ttft"),
-        "scenarios": ("agentic",),
-        "categories": ("categories",),
-        "questions": ("categories",),
-    }
-    for k, kinds in only.items():
-        if d.get(k) is not None and kind not in kinds:
-            raise cx.err(f"{key}.{k}", f"only for workload kind {' or '.join(kinds)}; this one is {kind!r}")
+    spec = kind_of(kind)
+    for k, takes in own_keys().items():  # a kind's own keys (its declaration's keys), trace's last
+        if k not in TRACE_KEYS and d.get(k) is not None and kind not in takes:
+            raise cx.err(f"{key}.{k}", f"only for workload kind {' or '.join(takes)}; this one is {kind!r}")
     if d.get("request_rate") is not None:
         kw["request_rate"] = _number_axis(
             cx, d["request_rate"], f"{key}.request_rate", "requests per second", MAX_REQUEST_RATE, "rate"
@@ -114,7 +98,7 @@ def _workload_axes(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Pa
         if len(set(temps)) != len(temps):
             raise cx.err(f"{key}.temperature", f"lists a temperature twice: {temps!r}")
         kw["temperature"] = tuple(float(t) for t in temps)
-    if kind == "agentic":
+    if spec.prompts == "scenario":
         names = (
             _str_list(cx, d["scenarios"], f"{key}.scenarios")
             if d.get("scenarios")
@@ -134,7 +118,7 @@ def _workload_axes(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Pa
                     f"{key}.scenarios[{i}]", f"{e}; built-in scenarios: {', '.join(prompts.scenario_names())}"
                 ) from None
         kw["scenarios"] = names
-    if kind == "categories":
+    if spec.prompts == "questions":
         qpath = None
         if d.get("questions") is not None:
             qpath = cx.string(d["questions"], f"{key}.questions")
@@ -161,11 +145,12 @@ def _workload_axes(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Pa
 def workload(cx: Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir: Path) -> Workload:
     key = f"workloads.{name}"
     d = cx.mapping(raw, key, WORKLOAD_KEYS)
-    kind = cx.choice(d.get("kind", name), f"{key}.kind", WORKLOAD_KINDS)
+    kind = cx.choice(d.get("kind", name), f"{key}.kind", tuple(WORKLOAD_KINDS))
+    spec = kind_of(kind)
     kw: dict[str, Any] = {"name": name, "kind": kind}
-    for k, why in TRACE_REFUSES.items() if kind == "trace" else ():
+    for k, why in spec.refuses:
         if d.get(k) is not None:
-            raise cx.err(f"{key}.{k}", f"not for workload kind trace: {why}")
+            raise cx.err(f"{key}.{k}", f"not for workload kind {kind}: {why}")
     for k in ("concurrency", "output_tokens", "context_tokens"):
         if d.get(k) is not None:
             kw[k] = cx.int_list(d[k], f"{key}.{k}")
@@ -216,13 +201,12 @@ def workload(cx: Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir:
                 "for the default: one process up to 8 requests in flight, then one per 8)",
             )
         kw["options"] = freeze(opts)
-    for k, kinds in IGNORED_BY.items():
-        if d.get(k) is not None and kind in kinds:
+    for k in IGNORED_UNLESS_EXACT:
+        if d.get(k) is not None and not spec.exact:
             raise cx.err(
                 f"{key}.{k}",
                 f"workload kind {kind!r} does not use it (its prompts come from "
-                f"{ {'agentic': 'the scenario', 'trace': 'the trace'}.get(kind, 'the question file') }); "
-                "remove the key",
+                f"{PROMPT_SOURCES[spec.prompts]}); remove the key",
             )
     kw.update(_workload_axes(cx, key, kind, d, base_dir))
     kw.update(_trace(cx, key, kind, d, base_dir))
@@ -240,10 +224,13 @@ def _trace(cx: Ctx, key: str, kind: str, d: dict[str, Any], base_dir: Path) -> d
 
     from ..inputs import traces
 
-    if kind != "trace":
-        for k in TRACE_ONLY:
+    if not kind_of(kind).replay:
+        takes = own_keys()
+        for k in TRACE_KEYS:
             if d.get(k) is not None:
-                raise cx.err(f"{key}.{k}", f"only for workload kind trace; this one is {kind!r}")
+                raise cx.err(
+                    f"{key}.{k}", f"only for workload kind {' or '.join(takes[k])}; this one is {kind!r}"
+                )
         return {}
     if d.get("trace") is None:
         raise cx.err(f"{key}.trace", "kind trace needs the trace file: trace: PATH.jsonl (Mooncake format)")
@@ -300,26 +287,24 @@ def _chat(cx: Ctx, key: str, kind: str, d: dict[str, Any]) -> dict[str, Any]:
     if d.get("chat_template") is not None:
         if not isinstance(d["chat_template"], bool):
             raise cx.err(f"{key}.chat_template", f"expected true or false; got {d['chat_template']!r}")
-        if kind not in WAVE_KINDS:
+        chat = kind_of(kind).chat
+        if chat != "optional":
+            *most, last = kinds(lambda k: k.chat == "optional")
             raise cx.err(
                 f"{key}.chat_template",
-                f"for kinds throughput, ttft and long_context (kind {kind!r} "
-                + (
-                    "always renders its prompts through the template)"
-                    if kind in THINKING_KINDS
-                    else "does not)"
-                ),
+                f"for kinds {', '.join(most)} and {last} (kind {kind!r} "
+                + ("always renders its prompts through the template)" if chat == "always" else "does not)"),
             )
         kw["chat_template"] = d["chat_template"]
     if d.get("enable_thinking") is not None:
         vals = d["enable_thinking"] if isinstance(d["enable_thinking"], list) else [d["enable_thinking"]]
         if not vals or not all(isinstance(v, bool) for v in vals) or len(set(vals)) != len(vals):
             raise cx.err(f"{key}.enable_thinking", f"expected a list of true and/or false; got {vals!r}")
-        if kind not in THINKING_KINDS:
-            raise cx.err(
-                f"{key}.enable_thinking", f"for kinds {', '.join(THINKING_KINDS)}; this one is {kind!r}"
-            )
-        if kind in WAVE_KINDS and not kw.get("chat_template"):
+        chat = kind_of(kind).chat
+        if chat == "never":
+            thinking = kinds(lambda k: k.chat != "never")
+            raise cx.err(f"{key}.enable_thinking", f"for kinds {', '.join(thinking)}; this one is {kind!r}")
+        if chat == "optional" and not kw.get("chat_template"):
             raise cx.err(
                 f"{key}.enable_thinking",
                 "is passed to the chat template: set chat_template: true "

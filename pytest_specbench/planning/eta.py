@@ -30,7 +30,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..matrix.algorithms import algorithm
 from ..matrix.cells import Cell
+from ..matrix.workload_kinds import kind_of
 from .gpu_specs import SPECS
 from .interconnect import Link, allreduce_s
 from .shapes import Shape
@@ -316,7 +318,8 @@ def verify_step_s(
         return decode_step_s(t, batch, context, gpu, g.tp, link=link)
     step = decode_step_s(t, batch, context, gpu, g.tp, tokens=g.verify_tokens, extend=True, link=link)
     step += t.layers * SPEC_VERIFY_S_PER_LAYER
-    if g.spec == "ngram":
+    decl = algorithm(g.spec)
+    if decl is not None and decl.cpu_drafts:  # NGRAM's suffix match on the CPU
         step = max(step, batch * g.verify_tokens * NGRAM_CPU_S_PER_DRAFT_TOKEN)
     if g.draft is not None and g.num_steps:
         # a draft step's launch overhead scales with its layers (a 1-layer EAGLE/MTP draft runs
@@ -343,13 +346,14 @@ def _shape_of_round(cell: Cell) -> tuple[int, int, int, float]:
     """(requests per round, turns per request, prompt tokens per turn, mean context while decoding)."""
     w = cell.workload
     n = w.requests_per_round(cell.concurrency)
-    if w.kind == "agentic":
+    prompts = kind_of(w.kind).prompts  # where the kind's prompts come from (its declaration)
+    if prompts == "scenario":
         turns, system, user = _scenario_size(dict(cell.extra).get("scenario"))
         # each turn prefills its new user message (the history is in the prefix cache) and
         # decodes with the whole history: system + earlier turns and replies
         mean_ctx = system + (turns + 1) / 2 * (user + cell.output_tokens)
         return cell.concurrency, turns, user, mean_ctx
-    if w.kind == "categories":
+    if prompts == "questions":
         n, prompt = _category_size(cell)
         return n, 1, prompt, prompt + cell.output_tokens / 2
     return n, 1, cell.context_tokens, cell.context_tokens + cell.output_tokens / 2
@@ -438,7 +442,7 @@ def cpu_round(cell: Cell, g: GroupCosts) -> RoundEstimate:
     """A round on the hf backend: one thread per in-flight request on the CPU's cores, no
     batching; concurrent requests share the cores (CPU_CONCURRENCY_PENALTY)."""
     n, turns, prompt, ctx = _shape_of_round(cell)
-    if cell.workload.kind == "agentic":  # no prefix cache: every turn prefills the whole history
+    if kind_of(cell.workload.kind).prompts == "scenario":  # no prefix cache: each turn prefills it all
         prompt = int(ctx)
 
     def prefill(m: ModelCosts) -> float:

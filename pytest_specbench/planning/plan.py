@@ -26,9 +26,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..matrix import algorithms
 from ..matrix.cells import Cell, EngineGroup
 from ..matrix.schema import ENDPOINT_BACKENDS
-from ..matrix.speculative import SPEC_ALGORITHMS
 from . import eta, structure
 from .eta import ENGINE_START_S
 from .previous import apply_previous
@@ -44,7 +44,6 @@ from .shapes import (
     Unsupported,
     model_shape,
 )
-from .structure import BLOCK_DRAFTERS
 
 DEFAULT_MEM_FRACTION = 0.85  # backends other than sglang that set no mem_fraction_static
 
@@ -142,15 +141,17 @@ def plan_group(
     the ETAs use (``source``: its path, for the note)."""
     gp = _size_group(group, gpu, gpu_backends, previous, source)
     spec = group.method.speculative
-    if spec is not None and spec.algorithm in BLOCK_DRAFTERS and spec.algorithm not in SPEC_ALGORITHMS:
+    # the declaration of the name as written (the matrix writes a checked algorithm in lower case)
+    decl = algorithms.ALGORITHMS.get(spec.algorithm) if spec is not None else None
+    if spec is not None and decl is not None and decl.block_drafter and not decl.checked:
         gp.notes.append(
             f"{spec.algorithm}: the matrix checks no settings of it, SGLang validates them at start; "
             "planned as a block drafter (one draft forward over its block; the target's embedding, LM head)"
         )
-    elif spec is not None and spec.algorithm not in SPEC_ALGORITHMS:
+    elif spec is not None and not (decl is not None and decl.checked):
         import difflib
 
-        near = difflib.get_close_matches(spec.algorithm.lower(), SPEC_ALGORITHMS, n=1, cutoff=0.75)
+        near = difflib.get_close_matches(spec.algorithm.lower(), algorithms.names(), n=1, cutoff=0.75)
         gp.notes.append(
             f"no rules known for {spec.algorithm}: SGLang validates it at start (sized and timed as "
             "an EAGLE-like draft of num_steps steps)" + (f"; did you mean {near[0]}?" if near else "")

@@ -4,6 +4,7 @@ and the KV cache (read in its source: server_args.py, mem_cache/kv_cache_configu
 
 from __future__ import annotations
 
+from ..matrix.algorithms import algorithm
 from ..matrix.cells import EngineGroup
 
 
@@ -23,7 +24,6 @@ def sglang_mem_fraction(gpu_bytes: int, tp: int) -> float:
 # max running requests its speculative hooks set when none is given
 SGLANG_STATE_SLOTS_PER_REQUEST = 3
 SGLANG_SPEC_MAX_RUNNING = 48
-NGRAM_DEFAULT_DRAFT_TOKENS = 12
 
 
 def sglang_state_pool(
@@ -47,11 +47,9 @@ def sglang_state_pool(
         k = int(slots) if slots else int((budget - per_req) // per_req)
         note = f"state pool: {k + 1} slots of {per_req / 2**20:.1f} MiB (SGLang's split)"
         return (k + 1) * per_req, k, note
-    d = (
-        width
-        or spec.num_draft_tokens
-        or (NGRAM_DEFAULT_DRAFT_TOKENS if spec.algorithm == "ngram" else (spec.num_steps or 3) + 1)
-    )
+    decl = algorithm(spec.algorithm)
+    default = decl.default_draft_tokens if decl is not None else None  # SGLang's (NGRAM: 12)
+    d = width or spec.num_draft_tokens or default or (spec.num_steps or 3) + 1
     ratio = SGLANG_STATE_SLOTS_PER_REQUEST
     k = int(slots) if slots else int((budget - per_req * (1 + d)) // (per_req * (1 + d / ratio)))
     running = running or SGLANG_SPEC_MAX_RUNNING

@@ -1,6 +1,7 @@
 """What a speculative engine runs per step, as SGLang builds it, and the accept length a plan assumes.
 
-Per method (docs/plan.md "Speculative structure" cites the SGLang lines):
+Per method (docs/plan.md "Speculative structure" cites the SGLang lines; each algorithm's
+declaration in matrix/algorithms.py holds its step):
 - verify tokens per request and step, which the target runs through every matmul and writes
   into its KV cache: EAGLE/MTP/STANDALONE ``num_draft_tokens`` (a chain: ``num_steps + 1``),
   NGRAM ``num_draft_tokens`` (12), DFLASH its block (``block_size``, else ``num_draft_tokens``,
@@ -22,103 +23,24 @@ upper bound on the cell's time, which any draft that accepts something beats. No
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 from typing import Any
 
+from ..matrix import algorithms
+from ..matrix.algorithms import StepShape
 from ..matrix.cells import EngineGroup, Method
 from .eta import GroupCosts, ModelCosts
-from .sglang_memory import NGRAM_DEFAULT_DRAFT_TOKENS
 from .shapes import Shape
 
-BLOCK_DRAFTERS = (
-    "dflash",
-    "dspark",
-    "ddtree",
-)  # one draft forward over a block; target's embedding + LM head
-DFLASH_DEFAULT_BLOCK = 16  # SGLang 0.5.17 arg_groups/speculative_hook.py:238-244
-DSPARK_DEFAULT_GAMMA = 7  # SGLang 0.5.17 speculative/dspark_components/dspark_config.py:16
 UPPER_BOUND_WHY = (
     "an upper bound: 1 token per verify step is what a draft that accepts nothing gives; set "
     "speculative.expect_accept_length or --specbench-plan-from a run that measured it"
 )
 
 
-@dataclass(frozen=True)
-class StepShape:
-    """One speculative step of a method's engine."""
-
-    draft_steps: int  # draft forwards per verify step
-    verify_tokens: int  # tokens per request the target verifies (matmuls, KV writes)
-    draft_tokens: int  # tokens per request in the draft's first forward (a block drafter's block)
-    state_width: int  # draft-token states a hybrid's state pool reserves per running request
-    shares_target_head: bool  # the draft uses the target's embedding and LM head
-    why: str  # how the verify width was found, for the plan's note
-
-
-def _arg(method: Method, key: str) -> Any:
-    return dict(method.engine_args).get(key)
-
-
-def _draft_block(method: Method, draft_cfg: dict[str, Any] | None) -> tuple[int, str]:
-    """A DFLASH-style draft's block: block_size, num_draft_tokens, the draft config's, else 16."""
-    s = method.speculative
-    assert s is not None
-    for v, src in (
-        (s.block_size, "block_size"),
-        (_arg(method, "speculative_dflash_block_size"), "speculative_dflash_block_size"),
-        (s.num_draft_tokens, "num_draft_tokens"),
-    ):
-        if v:
-            return int(v), src
-    cfg = draft_cfg or {}
-    v = (cfg.get("dflash_config") or {}).get("block_size") or cfg.get("block_size")
-    if v:
-        return int(v), "the draft's config.json"
-    return DFLASH_DEFAULT_BLOCK, "SGLang's default"
-
-
 def step_shape(method: Method, draft_cfg: dict[str, Any] | None = None) -> StepShape | None:
-    """The step of ``method`` (None: autoregressive). ``draft_cfg``: the draft's config.json."""
-    s = method.speculative
-    if s is None:
-        return None
-    algo = s.algorithm.lower()
-    hf = method.backend == "hf"
-    if algo == "ngram":
-        n = (s.num_draft_tokens or NGRAM_DEFAULT_DRAFT_TOKENS) + hf
-        return StepShape(0, n, 0, n, False, f"{n} draft tokens")
-    if hf:  # the hf engine's draft: num_draft_tokens draft steps, verified with the last token
-        steps = s.num_draft_tokens or 3
-        return StepShape(steps, steps + 1, steps + 1, steps + 1, False, f"{steps} draft tokens")
-    if algo == "dflash":
-        b, src = _draft_block(method, draft_cfg)
-        return StepShape(1, b, b, b, True, f"DFLASH block {b} ({src}), one draft forward")
-    if algo == "dspark":
-        g = s.block_size or _arg(method, "speculative_dspark_block_size")
-        src = "block_size"
-        if not g:
-            cfg = draft_cfg or {}
-            g, src = cfg.get("block_size"), "the draft's config.json"
-        if not g:
-            g, src = DSPARK_DEFAULT_GAMMA, "SGLang's default"
-        g = int(g)
-        return StepShape(1, g + 1, g, g + 1, True, f"DSPARK gamma {g} ({src}): {g + 1} verified")
-    if algo == "ddtree":
-        b, src = _draft_block(method, draft_cfg)
-        budget = _arg(method, "speculative_ddtree_budget")
-        how = "speculative_ddtree_budget" if budget else f"block {b} - 1"
-        budget = int(budget) if budget else b - 1
-        return StepShape(
-            1,
-            budget + 1,
-            b,
-            budget + 1,
-            True,
-            f"DDTREE tree of {budget + 1} nodes (budget {budget}, {how}) over a block of {b} ({src})",
-        )
-    steps = s.num_steps or 3
-    verify = s.num_draft_tokens or steps + 1
-    return StepShape(steps, verify, verify, verify, False, f"{steps} draft steps, {verify} verified")
+    """The step of ``method`` (None: autoregressive). ``draft_cfg``: the draft's config.json. What
+    each algorithm runs is its declaration's ``step`` (matrix/algorithms.py)."""
+    return algorithms.step_shape(method, draft_cfg)
 
 
 # ------------------------------------------------------------------------------ accept length

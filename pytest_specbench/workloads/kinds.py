@@ -1,4 +1,6 @@
-"""Workloads: how a cell drives an engine. Each returns a :class:`CellRun`.
+"""Workloads: how a cell drives an engine, one runner per workload kind (``WORKLOADS``, added to
+with :func:`register_runner`; the kind itself is declared in matrix/workload_kinds.py). Each
+returns a :class:`CellRun`, its rounds timed through a :class:`Timing`.
 
 Every workload runs ``warmup`` untimed rounds, then ``rounds`` timed ones; the prefix cache
 is flushed before every round and prompts never repeat across requests, so no round gets
@@ -25,6 +27,7 @@ import asyncio
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..engines.base import (
@@ -38,10 +41,49 @@ from ..engines.base import (
 )
 from ..inputs import prompts
 from ..matrix.cells import Cell
+from ..matrix.workload_kinds import kind_of
 from ..stats import metrics
 from .rounds import CellRun, Meter, Meters, Reference, RoundPlan, Rule, meters, request_digest, timed
 
-__all__ = ["CellRun", "Meter", "Meters", "Reference", "RoundPlan", "meters", "request_digest", "run"]
+__all__ = [
+    "CellRun",
+    "Meter",
+    "Meters",
+    "Reference",
+    "RoundPlan",
+    "Runner",
+    "Timing",
+    "meters",
+    "register_runner",
+    "request_digest",
+    "run",
+]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What times a cell's rounds besides the cell: the meters read around them, the baseline's
+    engine whose rounds interleave with them, and the rule that stops them once decided
+    (rounds.timed). A runner hands its round plans to :meth:`rounds`."""
+
+    meter: Meter | None = None
+    reference: Reference | None = None
+    rule: Rule | None = None
+
+    def rounds(
+        self,
+        engine: Engine,
+        cell: Cell,
+        plans: list[Any],
+        round_fn: Callable[[Engine, Any], list[RequestRecord]],
+    ) -> CellRun:
+        """rounds.timed of the plans: warm-up, then the timed rounds (and the reference's)."""
+        return timed(engine, cell, plans, round_fn, self.meter, self.reference, self.rule)
+
+
+NOT_TIMED = Timing()
+# a workload kind's runner: the cell's rounds on the engine (workloads/kinds.py register_runner)
+Runner = Callable[[Engine, Cell, Timing], CellRun]
 
 
 def request_seed(cell: Cell, round_idx: int) -> int:
@@ -114,14 +156,7 @@ def _count_prompts(run: CellRun, want: Callable[[RequestRecord], int]) -> None:
         run.extra["prompt_tokens_counted_by"] = "nobody: the engine reports no prompt length"
 
 
-def _exact_rounds(
-    engine: Engine,
-    cell: Cell,
-    stream: bool,
-    meter: Meter | None,
-    reference: Reference | None,
-    rule: Rule | None = None,
-) -> CellRun:
+def _exact_rounds(engine: Engine, cell: Cell, stream: bool, t: Timing) -> CellRun:
     tok = engine.tokenizer()
     n = cell.workload.requests_per_round(cell.concurrency)
 
@@ -139,41 +174,23 @@ def _exact_rounds(
         return _plan(cell, [_request(cell, p, f"round{r}/req{i}", stream) for i, p in enumerate(ps)], r)
 
     plans = [build(r) for r in range(cell.workload.warmup + cell.workload.round_cap)]
-    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference, rule)
+    run = t.rounds(engine, cell, plans, lambda e, p: _submit(e, cell, p))
     _count_prompts(run, lambda r: cell.context_tokens)
     if cell.request_rate:
         run.extra["request_rate"] = cell.request_rate
     return run
 
 
-def throughput(
-    engine: Engine,
-    cell: Cell,
-    meter: Meter | None = None,
-    reference: Reference | None = None,
-    rule: Rule | None = None,
-) -> CellRun:
-    return _exact_rounds(engine, cell, cell.workload.streamed, meter, reference, rule)
+def throughput(engine: Engine, cell: Cell, t: Timing = NOT_TIMED) -> CellRun:
+    return _exact_rounds(engine, cell, cell.workload.streamed, t)
 
 
-def ttft(
-    engine: Engine,
-    cell: Cell,
-    meter: Meter | None = None,
-    reference: Reference | None = None,
-    rule: Rule | None = None,
-) -> CellRun:
-    return _exact_rounds(engine, cell, True, meter, reference, rule)
+def ttft(engine: Engine, cell: Cell, t: Timing = NOT_TIMED) -> CellRun:
+    return _exact_rounds(engine, cell, True, t)
 
 
-def long_context(
-    engine: Engine,
-    cell: Cell,
-    meter: Meter | None = None,
-    reference: Reference | None = None,
-    rule: Rule | None = None,
-) -> CellRun:
-    run = _exact_rounds(engine, cell, True, meter, reference, rule)
+def long_context(engine: Engine, cell: Cell, t: Timing = NOT_TIMED) -> CellRun:
+    run = _exact_rounds(engine, cell, True, t)
     if run.extra["prompt_tokens_exact"] is False:
         seen = sorted({r.engine_prompt_tokens for r in run.records if r.engine_prompt_tokens is not None})
         raise AssertionError(
@@ -182,13 +199,7 @@ def long_context(
     return run
 
 
-def categories(
-    engine: Engine,
-    cell: Cell,
-    meter: Meter | None = None,
-    reference: Reference | None = None,
-    rule: Rule | None = None,
-) -> CellRun:
+def categories(engine: Engine, cell: Cell, t: Timing = NOT_TIMED) -> CellRun:
     """The category's questions through the chat template; at least ``concurrency`` requests a
     round (the questions cycle), or ``requests`` when given."""
     w = cell.workload
@@ -210,18 +221,12 @@ def categories(
         return _plan(cell, [_request(cell, p, t, stream) for t, p in zip(tags, ids, strict=True)], r)
 
     plans = [build(r) for r in range(w.warmup + w.round_cap)]
-    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference, rule)
+    run = t.rounds(engine, cell, plans, lambda e, p: _submit(e, cell, p))
     run.extra.update(category=cat, questions=w.questions or "builtin", prompts=len(qs))
     return run
 
 
-def agentic(
-    engine: Engine,
-    cell: Cell,
-    meter: Meter | None = None,
-    reference: Reference | None = None,
-    rule: Rule | None = None,
-) -> CellRun:
+def agentic(engine: Engine, cell: Cell, t: Timing = NOT_TIMED) -> CellRun:
     """C sessions at once, each going through the scenario's turns in order. A round's digest
     covers each session's first request (system prompt and first user message); later turns
     carry the model's own replies, identical across methods only where their outputs are."""
@@ -263,7 +268,7 @@ def agentic(
 
     w = cell.workload
     plans = [(r, build(r)) for r in range(w.warmup + w.round_cap)]
-    run = timed(engine, cell, plans, lambda e, p: e.run(all_sessions(e, *p)), meter, reference, rule)
+    run = t.rounds(engine, cell, plans, lambda e, p: e.run(all_sessions(e, *p)))
     run.round_digests = [
         request_digest([_request(cell, h + user_ids[0], f"round{r}/s{s}/t0", True) for s, h in enumerate(hs)])
         for r, hs in plans[w.warmup :]
@@ -274,13 +279,7 @@ def agentic(
     return run
 
 
-def trace(
-    engine: Engine,
-    cell: Cell,
-    meter: Meter | None = None,
-    reference: Reference | None = None,
-    rule: Rule | None = None,
-) -> CellRun:
+def trace(engine: Engine, cell: Cell, t: Timing = NOT_TIMED) -> CellRun:
     """A round replays the (cut) trace at its timestamps over the cell's speed, at most
     ``concurrency`` requests in flight (later arrivals wait in the client, counted as queue
     time); each request's prompt shares its blocks' tokens with every request that lists the
@@ -313,7 +312,7 @@ def trace(
         return RoundPlan(reqs, arrivals)
 
     plans = [build(r) for r in range(w.warmup + w.round_cap)]
-    run = timed(engine, cell, plans, lambda e, p: _submit(e, cell, p), meter, reference, rule)
+    run = t.rounds(engine, cell, plans, lambda e, p: _submit(e, cell, p))
     want = {f"req{i}": len(p) for i, p in enumerate(ids)}
     _count_prompts(run, lambda r: want[r.tag.split("/")[-1]])
     run.extra.update(
@@ -368,7 +367,7 @@ def warm_shapes(cells: list[Cell]) -> list[tuple[int, int, bool]]:
     shapes = {
         (c.concurrency, min(c.context_tokens, WARM_MAX_PROMPT), c.workload.streamed)
         for c in cells
-        if c.workload.kind in ("throughput", "ttft", "long_context")
+        if kind_of(c.workload.kind).exact
     }
     return sorted(shapes, key=lambda s: (s[1], s[0], s[2]))[:WARM_MAX_SHAPES]
 
@@ -406,14 +405,28 @@ def warm_engine(engine: Engine, cells: list[Cell]) -> dict[str, Any]:
     return out
 
 
-WORKLOADS: dict[str, Callable[[Engine, Cell, Meter | None, Reference | None], CellRun]] = {
-    "throughput": throughput,
-    "ttft": ttft,
-    "long_context": long_context,
-    "agentic": agentic,
-    "categories": categories,
-    "trace": trace,
-}
+# workload kind -> its runner; what the kind is (its keys, axes, prompts) is its declaration in
+# matrix/workload_kinds.py (register_kind)
+WORKLOADS: dict[str, Runner] = {}
+
+
+def register_runner(kind: str, fn: Runner) -> Runner:
+    """How a cell of workload kind ``kind`` drives an engine: ``fn(engine, cell, timing)`` returns
+    its CellRun, its rounds run through ``timing.rounds`` (warm-up, timed rounds, an interleaved
+    baseline). With the kind's declaration (register_kind), the one place a new kind is added."""
+    WORKLOADS[kind] = fn
+    return fn
+
+
+for _kind, _fn in (
+    ("throughput", throughput),
+    ("ttft", ttft),
+    ("long_context", long_context),
+    ("agentic", agentic),
+    ("categories", categories),
+    ("trace", trace),
+):
+    register_runner(_kind, _fn)
 
 
 def run(
@@ -431,4 +444,4 @@ def run(
         raise NotImplementedError(
             f"workload kind {cell.workload.kind!r} is not implemented; implemented: {', '.join(WORKLOADS)}"
         ) from None
-    return fn(engine, cell, meter, reference, rule)
+    return fn(engine, cell, Timing(meter, reference, rule))
