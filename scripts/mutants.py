@@ -87,6 +87,8 @@ P, Q, PO = (
     "pytest_specbench/stats/sequential.py",
     "pytest_specbench/report/pooled.py",
 )
+SEL, STOP = "pytest_specbench/deciding/selection.py", "pytest_specbench/deciding/stopping.py"
+POWER = ("tests/test_race_power.py",)
 SC, T, CW = (
     "pytest_specbench/planning/schedule.py",
     "pytest_specbench/deciding/tune.py",
@@ -130,8 +132,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "race-drift-widen",
         R,
-        "iv = paired.Interval(iv.point, iv.lo * (1 - self.drift), iv.hi / (1 - self.drift), iv.n)",
-        "iv = paired.Interval(iv.point, iv.lo, iv.hi, iv.n)",
+        "lo, hi = lo * (1 - self.drift), hi / (1 - self.drift)",
+        "lo, hi = lo, hi",
         RACE,
     ),
     Mutant("race-gain-evidence", R, "if len(gains) < 2:", "if len(gains) < 1:", RACE),
@@ -152,8 +154,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "race-skip-gain",
         R,
-        'if gain is not None and info["hi"] * gain < 1 - paired.EQUIVALENCE:',
-        'if gain is not None and info["hi"] < 1 - paired.EQUIVALENCE:',
+        'if gain is not None and info["hi"] * gain < 1 - info.get("delta", paired.EQUIVALENCE):',
+        'if gain is not None and info["hi"] < 1 - info.get("delta", paired.EQUIVALENCE):',
         RACE,
     ),
     # the drift sentinel's rules
@@ -320,7 +322,36 @@ MUTANTS: tuple[Mutant, ...] = (
         SCHED,
     ),
     # tuning a sweep
-    Mutant("tune-separated-margin", T, "if iv[2] < 1 - paired.EQUIVALENCE:", "if iv[2] < 1:", TUNE),
+    Mutant("tune-separated-margin", T, "if iv[2] < 1 - delta:", "if iv[2] < 1:", TUNE),
+    Mutant(
+        "tune-within-keep",
+        T,
+        "if len(kept) > tune.keep and len(within) == len(kept) - 1:",
+        "if False:",
+        POWER,
+    ),
+    Mutant("tune-dropped-out", T, "if name != best:", "if False:", POWER),
+    # racing with an indifference zone (deciding/selection.py, deciding/stopping.py)
+    Mutant("select-floor", SEL, "floor = 1 - delta", "floor = 1.0", POWER),
+    Mutant(
+        "select-one-sided",
+        SEL,
+        "return t_quantile(min(1.0, 2 * level), max(1, df))",
+        "return t_quantile(level, max(1, df))",
+        POWER,
+    ),
+    Mutant("select-pooled", SEL, "if shape_var is not None and shape_var[1] > df:", "if False:", POWER),
+    Mutant("stop-open-continues", STOP, 'getattr(gap, "status", "") == "open"', "False", POWER),
+    Mutant(
+        "stop-leader-precision", STOP, "gap.point >= 1 and not _known_to(", "False and not _known_to(", POWER
+    ),
+    Mutant(
+        "apart-all-rounds",
+        P,
+        'iv = unpaired_ratio_interval(a["rates"], b["rates"], apart_looks(cell, base))',
+        "iv = None",
+        POWER,
+    ),
     Mutant("tune-family", T, "family = max(1, len(measured) - 1)", "family = 1", TUNE),
     # the A/A control: it withholds what its instance effect could explain, only when established,
     # and a race's drop at its shape must clear it

@@ -16,7 +16,6 @@ from pytest_specbench.deciding.race import Race
 from pytest_specbench.deciding.store import Store
 from pytest_specbench.matrix.schema import parse
 from pytest_specbench.stats import paired, sequential
-from pytest_specbench.workloads import rounds
 
 
 def _matrix(methods: list[str], concurrency: tuple[int, ...] = (1,), rounds_: int = 6) -> Any:
@@ -65,22 +64,15 @@ def _run_cell(
     rule = race.rule(cell)
     own: list[float] = []
     ref: list[float] | None = [] if relative else None
-    stop = lead = None
-    for n in range(1, rule.looks.last + 1):
+    answer = None
+    for _ in range(rule.looks.last):
         own.append(100 * ratio * level * math.exp(rng.gauss(0, cv)))
         if ref is not None:
             ref.append(100 * level * math.exp(rng.gauss(0, cv)))
-        if n < rule.looks.first:
-            continue
-        lead = rule.race(own, ref, True, rule.looks) if rule.race is not None else None
-        stop = sequential.check(
-            n, rule.looks, rounds.decided(own, ref, True, rule.looks), lead[0] if lead else None
-        )
-        if stop is not None:
+        answer = rule.after_round(own, ref, True)  # the stopping protocol workloads/rounds.py asks
+        if answer.stops:
             break
-    extra: dict[str, Any] = {"sequential": rule.looks.as_dict(), "rounds_run": len(own)}
-    if stop is not None and stop.reason == "dropped" and lead is not None:
-        extra["race"] = lead[1]
+    extra: dict[str, Any] = {"rounds_run": len(own), **rule.finish(own, ref, True, answer, rule.looks.last)}
     dropped = race.record(cell, _result(cell, own, ref, extra)) is not None
     verdict = "none"
     if ref is not None and not dropped:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specbench.deciding import selection
 from pytest_specbench.deciding.race import Race
 from pytest_specbench.matrix.schema import parse
 from pytest_specbench.stats import paired, sequential
@@ -92,9 +93,10 @@ def test_a_drafters_leader_is_never_a_forced_length_however_fast() -> None:
 
 
 def test_against_a_leader_measured_apart_the_interval_is_widened_by_the_drift_allowed() -> None:
-    """No baseline beside them: ng against ng2 from their own tok/s, paired by round, the interval
-    widened by the drift allowed between their groups, x(1 - 0.05) below and / (1 - 0.05) above
-    (race-drift-widen); without an allowed drift such a comparison never drops."""
+    """No baseline beside them: ng against ng2 from their own tok/s (deciding/selection.py's gap:
+    every round of both, the shape's round variance pooled), the bounds widened by the drift
+    allowed between their groups, x(1 - 0.05) below and / (1 - 0.05) above (race-drift-widen);
+    without an allowed drift such a comparison never drops."""
     m = _matrix()
     c = _cells(m)
     own, lead_rates = [100.0, 101.0, 99.0, 100.0], [120.0, 121.0, 119.0, 120.0]
@@ -119,7 +121,7 @@ def test_against_a_leader_measured_apart_the_interval_is_widened_by_the_drift_al
             continue
         assert got is not None
         iv, info = got
-        raw = paired.ratio_interval(own, lead_rates, looks)
-        assert raw is not None and raw.lo is not None and raw.hi is not None
+        raw = selection.gap(own, lead_rates, looks, race.delta, shape_var=selection.pooled([own, lead_rates]))
+        assert raw is not None
         assert (iv.point, iv.lo, iv.hi) == pytest.approx((raw.point, raw.lo * 0.95, raw.hi / 0.95))
         assert info["drift_allowed"] == 0.05 and info["lost_to"] == lead.id

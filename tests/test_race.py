@@ -363,3 +363,42 @@ def test_on_a_drifting_machine_without_a_baseline_beside_them_no_equal_method_is
         measured
     )
     assert len(starts.read_text().splitlines()) >= 4  # AR, e1, e2, fast (and the drift sentinel)
+
+
+BEHIND = """
+models: {m: /nonexistent/model}
+methods:
+  ar: {backend: fake-slowing, model: m}
+  lead: {backend: fake-slowing, model: m}
+  m13: {backend: fake-slowing, model: m}
+workloads:
+  throughput:
+    concurrency: [1, 2]
+    output_tokens: [8]
+    prompt_tokens: 16
+    waves: 2
+    rounds: 3
+    max_rounds: 10
+    warmup: 0
+"""
+
+
+def test_a_method_13_percent_behind_its_leader_is_dropped_before_the_cap_at_every_shape(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fake engines with AR interleaved beside each member and 3 % noise per request: lead is x1.30
+    over AR, m13 13 % behind it (x1.131). Raced with max_rounds 10, m13 is out of the race at each
+    shape (dropped there, or skipped as its costlier shape), never running to the cap."""
+    pytester.makeconftest(
+        CONFTEST.replace("FakeRacingEngine", "FakeSlowingEngine")
+        + 'register_backend("fake-slowing", FakeSlowingEngine, gpu=False, interleave=True)\n'
+    )
+    monkeypatch.setenv("FAKE_NOISE_CV", "0.03")
+    doc, out, _ = _run(pytester, monkeypatch, BEHIND, "lead=1.3,m13=1.131", "--specbench-race")
+    dropped = {d["cell_id"]: d for d in doc["specbench"]["race"]["dropped_cells"]}
+    for c in (1, 2):
+        cid = f"m13-tp1-c{c}-out8"
+        assert cid in dropped, (cid, out)
+        assert dropped[cid]["extra_info"]["rounds_run"] < 10, dropped[cid]["extra_info"]
+    assert not any(b["param"].startswith("m13-") for b in doc["benchmarks"])
+    assert not any(d.startswith("lead-") for d in dropped)

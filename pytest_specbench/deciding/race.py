@@ -26,6 +26,7 @@ from ..matrix.cells import Cell, Matrix
 from ..stats import paired, sequential
 from ..stats.brackets import drift_range, widen
 from ..stats.sequential import Looks
+from . import selection
 from .entries import (  # noqa: F401  (names the plugin and tests read from here)
     COSTLIER,
     MIN_ROUNDS,
@@ -54,7 +55,10 @@ class Race:
     # backend, or --specbench-no-interleave): the drift allowed between their groups, by which its
     # interval is widened before a drop; None: such a comparison never drops (docs/metrics.md)
     drift: float | None = None
-    store: Store | None = None  # under -n: the run's one decision state (None: this process's own)
+    store: Store | None = None
+    # the indifference zone: a member more than this behind the leader (with the run's confidence)
+    # is dropped, one that cannot be is kept and said to be within it (deciding/selection.py)
+    delta: float = selection.DELTA  # under -n: the run's one decision state (None: this process's own)
     # under -n: the cells a tuned sweep is decided on (and their baselines' cells at those shapes)
     # in this run's selection; a carried cell waits until each is done (``wait_decided``)
     deciding_ids: set[str] = field(default_factory=set)
@@ -162,6 +166,10 @@ class Race:
             cell.method.name not in self.controls  # an A/A control runs at every shape
         )
 
+    def races_name(self, method: str) -> bool:
+        """Whether a method races (its cells are members, not its shape's baseline or a control)."""
+        return self.baselines.get(method) not in (None, method) and method not in self.controls
+
     def same_pool(self, cell: Cell, shape: tuple[Any, ...], rival: str) -> bool:
         """Whether the method ``rival`` at ``shape`` races against ``cell``: drafters against
         drafters, a forced length against the forced lengths of its own sweep."""
@@ -188,15 +196,16 @@ class Race:
     def rule(self, cell: Cell) -> Rule:
         w = cell.workload
         first = min(first_look(w.round_cap), w.rounds)
+        precision = getattr(w, "precision", None)
         if not self.races(cell):
-            return Rule(Looks(first, w.round_cap))
+            return Rule(Looks(first, w.round_cap), precision=precision)
         looks = Looks(first, w.round_cap, self.family(cell))
 
         def race(own: list[float], ref: list[float] | None, closed: bool, lk: Looks) -> Any:
             self._seen[cell.id] = (speeds_of(own, ref, closed), ref is not None)
             return self.vs_leader(cell, *self._seen[cell.id], lk)
 
-        return Rule(looks, race)
+        return Rule(looks, race, precision)
 
     def leader(self, cell: Cell, relative: bool) -> Entry | None:
         """The fastest cell measured so far (by any process) at ``cell``'s shape that may lead (not
@@ -223,48 +232,60 @@ class Race:
     def vs_leader(
         self, cell: Cell, speeds: list[float | None], relative: bool, looks: Looks
     ) -> tuple[Any, dict[str, Any]] | None:
+        """The cell against its shape's leader so far (deciding/selection.py): the gap of their
+        mean log speeds, every round of both, one-sided at the look's level and δ; widened by an
+        A/A control's instance effect (members beside a baseline) or by the drift between the
+        groups (measured apart: their brackets, else --specbench-race-drift). Its ``status`` is
+        behind (dropped), within δ, or open. None: no leader, or no interval."""
         if not relative and self.drift is None and cell.group.id not in self.brackets:
             return None  # measured apart from its baseline: drift between groups could decide it
         lead = self.leader(cell, relative)
         if lead is None:
             return None
-        both = sequential.union(looks, lead.looks)
-        if relative:  # each against the baseline beside it: out when their intervals do not overlap
-            iv = _apart(
-                paired.unpaired_ratio_interval([a for a in speeds if a], [1.0], looks),
-                paired.unpaired_ratio_interval([b for b in lead.speeds if b], [1.0], lead.looks or looks),
-            )
-        else:  # measured apart: the rounds of one request digest paired
-            pairs = [(a, b) for a, b in zip(speeds, lead.speeds, strict=False) if a and b]
-            iv = paired.ratio_interval([a for a, _ in pairs], [b for _, b in pairs], both)
-        if iv is None or iv.lo is None or iv.hi is None:
+        both = sequential.union(looks, lead.looks) or looks
+        own = [a for a in speeds if a]
+        shape = paired.axes(cell.params())
+        rivals = [
+            e.speeds
+            for e in self.shapes.get(shape, [])
+            if e.relative == relative and e.method != cell.method.name and self.races_name(e.method)
+        ]
+        g = selection.gap(
+            own, [b for b in lead.speeds if b], both, self.delta, shape_var=selection.pooled([own, *rivals])
+        )
+        if g is None:
             return None
-        band = self.control_band(cell, looks) if relative else 0.0
+        lo, hi = g.lo, g.hi
         info = {
             "status": "dropped",
             "lost_to": lead.cell_id,
-            "ratio": round(iv.point, 6),
-            "lo": round(iv.lo, 6),
-            "hi": round(iv.hi, 6),
+            "ratio": round(g.point, 6),
+            "lo": round(lo, 6),
+            "hi": round(hi, 6),
             "shape": shape_label(cell),
-            "family": both.family if both is not None else 1,
+            "family": both.family,
+            "delta": self.delta,
+            "rounds": [g.n, g.lead_n],
         }
+        band = self.control_band(cell, looks) if relative else 0.0
         if band:  # an instance effect its shape's A/A control established: clear of it, or no drop
-            iv = paired.Interval(iv.point, iv.lo * math.exp(-band), iv.hi * math.exp(band), iv.n)
-            info.update(control_band=round(math.exp(band), 6), lo=round(iv.lo, 6), hi=round(iv.hi, 6))
+            lo, hi = lo * math.exp(-band), hi * math.exp(band)
+            info.update(control_band=round(math.exp(band), 6), lo=round(lo, 6), hi=round(hi, 6))
         if not relative and cell.group.id in self.brackets:  # widened by what the brackets bound
             lead_group = self._by_id[lead.cell_id].group.id if lead.cell_id in self._by_id else ""
             at = (1.0, 1.0) if lead.method == self.baselines.get(cell.method.name) else None
             if (at := at or self.brackets.get(lead_group)) is None:
                 return None  # a leader measured apart whose drift nothing bounds
-            lo, hi = widen(iv.lo, iv.hi, self.brackets[cell.group.id], at)
-            iv = paired.Interval(iv.point, lo, hi, iv.n)
+            lo, hi = widen(lo, hi, self.brackets[cell.group.id], at)
             info.update(brackets=list(self.brackets[cell.group.id]), lo=round(lo, 6), hi=round(hi, 6))
         elif not relative:  # widened by the drift allowed between the groups, either way
             assert self.drift is not None
-            iv = paired.Interval(iv.point, iv.lo * (1 - self.drift), iv.hi / (1 - self.drift), iv.n)
-            info.update(drift_allowed=self.drift, lo=round(iv.lo, 6), hi=round(iv.hi, 6))
-        return iv, info
+            lo, hi = lo * (1 - self.drift), hi / (1 - self.drift)
+            info.update(drift_allowed=self.drift, lo=round(lo, 6), hi=round(hi, 6))
+        status = selection.classify(lo, hi, self.delta)
+        if status != selection.BEHIND:
+            info["status"] = "within" if status == selection.WITHIN else "open"
+        return selection.Gap(g.point, lo, hi, g.n, g.lead_n, g.df, self.delta, status), info
 
     def control_band(self, cell: Cell, looks: Looks) -> float:
         """The instance effect an A/A control (a twin of the baseline, report/control.py) measured
@@ -333,7 +354,7 @@ class Race:
             return why
         for lost_at, info in self.losses.get(cell.method.name, []):
             gain = self.largest_gain(lost_at, cell, info.get("lost_to")) if costlier(cell, lost_at) else None
-            if gain is not None and info["hi"] * gain < 1 - paired.EQUIVALENCE:
+            if gain is not None and info["hi"] * gain < 1 - info.get("delta", paired.EQUIVALENCE):
                 info = {**info, "largest_gain": round(gain, 6)}
                 self._skipped(cell, {**info, "skipped": True})
                 return out_text(cell.id, info)

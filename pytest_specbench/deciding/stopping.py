@@ -15,6 +15,7 @@ Pure: no pytest, no engine.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,21 +51,49 @@ class Stopping:
 
     looks: Looks
     race: RaceLook | None = None
+    # a precision target: settled needs the interval's half-width (relative) within it too
+    precision: float | None = None
 
     def after_round(self, own: list[float], ref: list[float] | None, closed: bool) -> Answer:
         """After the cell's latest timed round: its per-round figures so far (tok/s closed loop,
-        p50 E2E latency open loop) and its interleaved baseline's (None: measured apart)."""
+        p50 E2E latency open loop) and its interleaved baseline's (None: measured apart). A racing
+        cell more than δ behind its shape's leader is dropped; one settled against its baseline
+        stops, but not while its gap to the leader is still open (neither behind nor within δ)
+        and looks remain: the race needs its rounds more than the verdict does."""
         looks = self.looks
-        if len(own) < looks.first:
+        n = len(own)
+        if n < looks.first:
             return Answer(CONTINUE)
         lead = self.race(own, ref, closed, looks) if self.race is not None else None
-        stop = sequential.check(len(own), looks, decided(own, ref, closed, looks), lead[0] if lead else None)
+        gap = lead[0] if lead is not None else None
+        if gap is not None and getattr(gap, "behind", False):
+            text = (
+                f"out of the race after {n} rounds: x{gap.point:.3f} [{gap.lo:.3f}, {gap.hi:.3f}] against "
+                f"the shape's leader, more than δ = {gap.delta:.0%} behind"
+            )
+            assert lead is not None
+            return Answer(DROPPED, {"stop_reason": DROPPED, "rounds_stop": text, "race": lead[1]})
+        stop = sequential.check(n, looks, decided(own, ref, closed, looks, self.precision))
         if stop is None:
-            return Answer(CONTINUE)
-        record: dict[str, Any] = {"stop_reason": stop.reason, "rounds_stop": stop.text}
-        if stop.reason == DROPPED and lead is not None:
-            record["race"] = lead[1]
-        return Answer(stop.reason, record)
+            return Answer(CONTINUE, self._kept(lead))
+        if (
+            gap is not None
+            and n < looks.last
+            and (
+                getattr(gap, "status", "") == "open"
+                or (gap.point >= 1 and not _known_to(own, ref, closed, looks, gap.delta / 2))
+            )
+        ):  # open against the leader, or leading and not yet known to ±δ: the race reads its rounds
+            return Answer(CONTINUE, self._kept(lead))
+        return Answer(stop.reason, {"stop_reason": stop.reason, "rounds_stop": stop.text, **self._kept(lead)})
+
+    @staticmethod
+    def _kept(lead: tuple[Any, dict[str, Any]] | None) -> dict[str, Any]:
+        """What the JSON keeps of a kept racing cell's standing against its leader (within δ, or
+        open), under ``race``."""
+        if lead is None or lead[1].get("status") == "dropped":
+            return {}
+        return {"race": {**lead[1]}}
 
     def finish(
         self,
@@ -82,6 +111,8 @@ class Stopping:
             out["sequential"] = looks.as_dict()
         if last is not None and last.stops:
             out.update(last.record)
+        elif last is not None and last.record.get("race"):
+            out["race"] = last.record["race"]
         elif looks.last > looks.first:
             cap = (
                 f"max_rounds ({max_rounds}) reached"
@@ -102,7 +133,18 @@ Rule = Stopping  # the name the race and the workloads used for it
 def for_cell(cell: Cell) -> Stopping:
     """A cell outside a race: a look after every round from ``rounds`` to ``max_rounds`` (one look,
     ``rounds``, without max_rounds)."""
-    return Stopping(Looks(cell.workload.rounds, cell.workload.round_cap))
+    w = cell.workload
+    return Stopping(Looks(w.rounds, w.round_cap), precision=getattr(w, "precision", None))
+
+
+def _known_to(own: list[float], ref: list[float] | None, closed: bool, looks: Looks, delta: float) -> bool:
+    """Whether a cell's interval (against its baseline, or its own rounds') is within ±δ: the
+    precision the race needs of a shape's leader, whose rounds every rival is compared with."""
+    iv = interval(own, ref, closed, looks)
+    if iv is None or iv.lo is None or iv.hi is None or iv.lo <= 0:
+        return False
+    half = (math.log(iv.hi) - math.log(iv.lo)) / 2 if ref is not None else (iv.hi - iv.lo) / 2 / iv.point
+    return half <= math.log(1 + delta)
 
 
 def interval(own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None) -> Any:
@@ -116,7 +158,11 @@ def interval(own: list[float], ref: list[float] | None, closed: bool, looks: Loo
 
 
 def decided(
-    own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None
+    own: list[float],
+    ref: list[float] | None,
+    closed: bool,
+    looks: Looks | None = None,
+    precision: float | None = None,
 ) -> str | None:
     """What a cell's verdict is settled as after these rounds (None: not settled), its interval
     wide enough for every look of ``looks`` (stats/sequential.py). With a reference: the
@@ -126,6 +172,13 @@ def decided(
     iv = interval(own, ref, closed, looks)
     if iv is None or iv.lo is None:
         return None
+    if precision is not None:
+        half = (math.log(iv.hi) - math.log(iv.lo)) / 2 if ref is not None else (iv.hi - iv.lo) / 2 / iv.point
+        if not half <= math.log(1 + precision):
+            return None
+        if ref is not None:
+            return f"{iv.verdict()} [{iv.lo:.3f}, {iv.hi:.3f}], within the precision target ±{precision:.1%}"
+        return f"its rounds' interval ±{half:.1%} is within the precision target ±{precision:.1%}"
     if ref is not None:
         v = sequential.settled(iv)
         return None if v is None else f"{v} [{iv.lo:.3f}, {iv.hi:.3f}]"

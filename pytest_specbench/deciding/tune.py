@@ -35,12 +35,14 @@ def first_phase(cells: list[Cell], matrix: Matrix) -> set[str]:
 def decision(race: Any, sweep: str, tune: Any) -> dict[str, Any]:
     """The sweep's settings ranked by their geometric-mean speedup over the deciding cells
     measured (a setting missing at one of them, failed or out of the race, ranks after every
-    complete one). Kept: every setting not separated from the best (``separated``: its interval
-    against the best, over the deciding cells, lies wholly below 0.98, each of the K - 1
-    comparisons at 5 % / (K - 1)), all of them even past ``keep`` (choosing among settings an
-    interval cannot tell apart would be a bet: a setting truly 5 % best was cut 15 % of the time
-    by a cap of 2 of 4 at 7 % noise); with no interval to decide on (one round, cells measured
-    apart from their baseline), every setting, said in ``how``."""
+    complete one). Tuned out by the race's rule (deciding/selection.py): a setting dropped at a
+    deciding cell (more than δ behind its leader there), or one whose upper bound against the best,
+    over the deciding cells, is below 1 - δ (each of the K - 1 comparisons one-sided at
+    5 % / (K - 1)). ``keep`` is honoured among the rest when every one of them is within δ of the
+    best (lower bound at least 1 - δ): any K of them is a choice within δ, the best K by point are
+    kept and ``within_delta`` names them all; a setting neither more than δ behind nor within δ is
+    carried past ``keep`` (choosing on a point would be a bet), said in ``how``. With no interval
+    to decide on (one round, cells measured apart from their baseline), every setting."""
     settings = [m.name for m in race.matrix.methods if m.sweep == sweep]
     cells = [c for c in race.matrix.cells() if c.method.sweep == sweep and deciding(c)]
     shapes = sorted({paired.axes(c.params()) for c in cells})
@@ -60,34 +62,63 @@ def decision(race: Any, sweep: str, tune: Any) -> dict[str, Any]:
         "cells": sorted(c.id for c in cells),  # what it was decided on (report/pooled.py reuses none)
         "ranking": [{"method": n, "speedup_geomean": round(g, 6), "cells": k} for k, g, n in measured],
     }
+    lost = {
+        name: info
+        for name in settings
+        for c, info in getattr(race, "losses", {}).get(name, [])
+        if deciding(c) and not info.get("skipped")
+    }
+    measured = [m for m in measured if m[2] not in lost or m is measured[0]]
     if not measured:
         out["kept"] = settings
         return out
     best = measured[0][2]
     family = max(1, len(measured) - 1)
-    kept, separated = [best], {}
+    delta = getattr(race, "delta", paired.EQUIVALENCE)
+    kept, separated, within = [best], {}, []
+    for name, info in lost.items():  # out of the race at a deciding cell: more than δ behind its leader
+        if name != best:
+            separated[name] = [info.get(k) for k in ("ratio", "lo", "hi")]
     for _, _, name in measured[1:]:
         iv = against(race, shapes, name, best, family)
         if iv is None:  # no interval to tell it from the best: carried, never cut on a point
             kept.append(name)
             continue
-        if iv[2] < 1 - paired.EQUIVALENCE:
+        if iv[2] < 1 - delta:  # more than δ behind the best with the run's confidence: tuned out
             separated[name] = [round(x, 6) for x in iv]
         else:
             kept.append(name)
+            if iv[1] >= 1 - delta:
+                within.append(name)
     by_interval = bool(separated) or len(kept) > 1
     if not by_interval:  # no interval tells them apart: choosing by point would be a bet
-        kept = [n for _, _, n in measured] + [n for _, _, n in ranked if n not in {m[2] for m in measured}]
+        kept = [n for _, _, n in measured] + [
+            n for _, _, n in ranked if n not in {m[2] for m in measured} and n not in lost
+        ]
         out["how"] = (
             "no interval to decide on (cells measured apart from their baseline, or one round): all "
             "carried; a baseline beside each (sglang-server, hf) lets intervals decide"
         )
     else:
-        out["how"] = f"by interval: kept what is not separated from {best} (each at 5 %/{family})"
-        if len(kept) > tune.keep:  # never a bet on point estimates: all of them are carried
+        out["how"] = (
+            f"by interval: tuned out what is more than δ = {delta:.0%} behind {best} (each at 5 %/{family}, "
+            "one-sided)"
+        )
+        if len(kept) > tune.keep and len(within) == len(kept) - 1:
+            # every setting left is within δ of the best: any keep of them is a choice within δ
+            out["within_delta"] = [best, *within]
             out["how"] += (
-                f"; {len(kept)} not separated, more than keep: {tune.keep}, all carried (more rounds "
-                "at the deciding cells would separate them)"
+                f"; {', '.join(kept)} within δ of each other: the best {tune.keep} by point kept (keep: "
+                f"{tune.keep})"
+            )
+            kept = kept[: tune.keep]
+        elif len(kept) > tune.keep:  # a setting neither separated nor within δ: not a bet, carried
+            if within:
+                out["within_delta"] = [best, *within]
+            out["how"] += (
+                f"; {len(kept)} kept, more than keep: {tune.keep}: "
+                f"{', '.join(n for n in kept[1:] if n not in within)} neither more than δ behind nor "
+                "within δ, all carried (more rounds at the deciding cells would decide them)"
             )
     out["kept"] = kept
     if separated:
@@ -119,7 +150,8 @@ def against(
         parts.append((statistics.fmean(la) - statistics.fmean(lb), va + vb, min(len(la), len(lb)) - 1))
     if not parts:
         return None
-    iv = paired.pooled_log_interval(parts, sequential.ALPHA / family)
+    # one-sided at 5 % / family: the two-sided interval at twice that (tuning out claims one side)
+    iv = paired.pooled_log_interval(parts, 2 * sequential.ALPHA / family)
     if iv is None or not apart:
         return iv
     d = race.drift if race.drift is not None else paired.TP_DRIFT

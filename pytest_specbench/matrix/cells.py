@@ -110,6 +110,9 @@ class Workload:
     rounds: int = 5  # enough paired rounds for a speedup interval to mean something (paired.py)
     # more timed rounds, up to this many, while the cell's interval is not decided (rounds.timed)
     max_rounds: int | None = None
+    # a precision target: more rounds (up to max_rounds) until the cell's interval's half-width is
+    # within this fraction (deciding/stopping.py); None: the verdict alone decides
+    precision: float | None = None
     warmup: int = 1
     timeout_s: float = 900.0
     methods: tuple[str, ...] = ()
@@ -317,6 +320,8 @@ class Cell:
             key += (("default_waves", kind.default_waves),)
         if w.max_rounds is not None:
             key += (("max_rounds", w.max_rounds),)
+        if w.precision is not None:
+            key += (("precision", w.precision),)
         if kind.replay:
             key += (("trace", w.trace_digest, w.cut_requests, w.cut_s, w.block_tokens, w.max_output_tokens),)
         if w.chat_template:
@@ -348,6 +353,8 @@ class Matrix:
     include: tuple[Any, ...] = ()
     hooks: tuple[tuple[str, str], ...] = ()
     compare: tuple[tuple[str, str], ...] = ()  # method pairs the report compares (matrix/compare.py)
+    # the race's indifference zone (``race: {delta: 0.03}``; deciding/selection.py); None: its default
+    race_delta: float | None = None
 
     def baselines(self) -> dict[str, str | None]:
         """Method -> the method its "vs ar" speedup divides by: ``baseline`` when it runs the same

@@ -40,7 +40,7 @@ from .list_args import one_list_value
 from .selectors import add_groups, excludes, group_hooks, includes, run_hooks
 from .speculative import Speculative, refused_setting
 from .tune import check_matches, parse_tune
-from .workload_schema import workload
+from .workload_schema import fraction, workload
 from .yaml_load import DuplicateKeyError, load_matrix_yaml
 
 MODEL_KEYS = ("path", "tokenizer", "load_format", "context_length")
@@ -85,7 +85,19 @@ TOP_KEYS = (
     "hooks",
     "compare",
     "engine_args_unchecked",
+    "race",
 )
+RACE_KEYS = ("delta",)
+
+
+def _race_delta(cx: Ctx, raw: Any) -> float | None:
+    """``race: {delta: 0.03}``: the smallest difference worth a decision (deciding/selection.py)."""
+    if raw is None:
+        return None
+    d = cx.mapping(raw, "race", RACE_KEYS)
+    if d.get("delta") is None:
+        return None
+    return fraction(cx, d["delta"], "race.delta", "0.03 (3 %)")
 
 
 def _model(cx: Ctx, name: str, raw: Any, base_dir: Path) -> Model:
@@ -454,6 +466,7 @@ def parse(
         workloads=workloads,
         baseline=str(baseline),
         compare=parse_compare(cx, d.get("compare"), [*methods, *(x.name for x in expanded)]),
+        race_delta=_race_delta(cx, d.get("race")),
     )
     everything = m.cells()
     ex = excludes(cx, d.get("exclude"), everything)

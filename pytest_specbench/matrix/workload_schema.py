@@ -27,6 +27,7 @@ WORKLOAD_KEYS = (
     "waves",
     "rounds",
     "max_rounds",
+    "precision",
     "warmup",
     "timeout_s",
     "methods",
@@ -53,6 +54,13 @@ MAX_CLIENT_PROCESSES = 256  # client processes a round of the server backends is
 # what a kind whose prompts are not exact ones (its declaration's prompts) does not use
 IGNORED_UNLESS_EXACT = ("context_tokens", "prompt_tokens")
 TRACE_CONCURRENCY = 256  # a trace's default cap on requests in flight
+
+
+def fraction(cx: Ctx, value: Any, key: str, example: str) -> float:
+    """A fraction strictly between 0 and 0.5 (a precision target, an indifference zone)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 0.5:
+        raise cx.err(key, f"expected a fraction between 0 and 0.5, e.g. {example}; got {value!r}")
+    return float(value)
 
 
 def _str_list(cx: Ctx, value: Any, key: str) -> tuple[str, ...]:
@@ -164,6 +172,14 @@ def workload(cx: Ctx, name: str, raw: Any, methods: dict[str, Method], base_dir:
                 f"{key}.max_rounds",
                 f"{kw['max_rounds']} is below rounds ({kw.get('rounds', Workload.rounds)}): give "
                 "max_rounds >= rounds (rounds run always, then more up to max_rounds until decided)",
+            )
+    if d.get("precision") is not None:
+        kw["precision"] = fraction(cx, d["precision"], f"{key}.precision", "0.02 (a half-width of ±2 %)")
+        if kw.get("max_rounds") is None:
+            raise cx.err(
+                f"{key}.precision",
+                "a precision target needs max_rounds (the most rounds a cell may run to reach it), "
+                "e.g. max_rounds: 20",
             )
     if "requests" in kw and "waves" in kw:
         raise cx.err(f"{key}.waves", "give requests (per round) or waves (x concurrency per round), not both")

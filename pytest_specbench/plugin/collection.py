@@ -145,6 +145,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 if st.race is not None
                 else []
             ),
+            *(race_zone_lines(st, cells) if st.race is not None else []),
         ]
         if resumed:
             lines.append(
@@ -192,3 +193,30 @@ def _say_empty_selection(session: pytest.Session, st: SpecbenchState) -> None:
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """--specbench-plan: the plan is the whole job; no cell runs and no engine starts."""
     return True if session.config.getoption("specbench_plan") else None
+
+
+def race_zone_lines(st: SpecbenchState, cells: list[Any]) -> list[str]:
+    """The race's indifference zone and the rounds it needs at the round CVs a previous run
+    measured (--specbench-plan-from), else at assumed ones (deciding/selection.py)."""
+    from ..deciding import selection
+    from ..stats.sequential import Looks
+
+    racing = [c for c in cells if st.race is not None and st.race.races(c)]
+    if not racing or st.race is None:
+        return []
+    c = max(racing, key=lambda c: c.workload.round_cap)
+    w = c.workload
+    looks = Looks(min(3, w.rounds), w.round_cap, st.race.family(c))
+    prev = getattr(st, "previous_doc", None) or {}
+    cvs = sorted(
+        {
+            round(float(b["extra_info"]["rounds_cv"]), 3)
+            for b in prev.get("benchmarks") or []
+            if (b.get("extra_info") or {}).get("rounds_cv")
+        }
+    )
+    if cvs:  # its lowest, median and highest
+        cvs = sorted({cvs[0], cvs[len(cvs) // 2], cvs[-1]})
+        src = "measured by " + str(st.config.getoption("specbench_plan_from"))
+        return selection.plan_lines(st.race.delta, looks, cvs, src)
+    return selection.plan_lines(st.race.delta, looks)

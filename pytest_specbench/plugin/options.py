@@ -232,6 +232,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(e.g. 0.15), still lies below it; by default such a cell is never dropped (its verdict is "
         "read after the run, with the drift sentinel's)",
     )
+    g.addoption(
+        "--specbench-race-delta",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="the race's indifference zone: a member more than this behind its shape's leader, with "
+        "the run's confidence, is dropped; one that cannot be is kept and said to be within it (a "
+        "tuned sweep likewise; default 0.02, or the matrix's race: {delta: ...}; docs/metrics.md "
+        '"Racing with an indifference zone")',
+    )
     parser.addini("specbench_matrix", "benchmark matrix YAML (relative to the rootdir)", default=None)
 
 

@@ -33,7 +33,14 @@ def setup(config: pytest.Config, st: Any) -> None:
     drift = config.getoption("specbench_race_drift", None)
     if drift is not None and not 0 < drift < 1:
         raise pytest.UsageError(f"--specbench-race-drift {drift}: give a fraction between 0 and 1, e.g. 0.15")
+    delta = config.getoption("specbench_race_delta", None)
+    if delta is not None and not 0 < delta < 0.5:
+        raise pytest.UsageError(
+            f"--specbench-race-delta {delta}: give a fraction between 0 and 0.5, e.g. 0.03"
+        )
     st.race = Race(st.matrix, drift, store)
+    if delta is not None or st.matrix.race_delta is not None:
+        st.race.delta = delta if delta is not None else st.matrix.race_delta
     if store is not None:
         st.race.before_wait = lambda cell: st.stop_other_engine(cell.group)
 

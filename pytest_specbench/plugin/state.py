@@ -66,6 +66,7 @@ class SpecbenchState(BaselineInstances):
     gpu_budget: Any = None  # plan.GPUBudget: NVML or --specbench-gpu-memory
     gpus_at_start: list[dict[str, Any]] | None = None  # NVML before any engine (machine_info)
     plan: Any = None  # plan.Plan of every cell of the matrix
+    previous_doc: Any = None  # the results JSON --specbench-plan-from read (None without one)
     resumed: dict[str, dict[str, Any]] = field(default_factory=dict)  # --specbench-resume: id -> result
     saved_environ: dict[str, str] | None = None  # os.environ before the live engine's start
     interrupted: dict[str, Any] | None = None  # SIGTERM / Ctrl-C during a cell: which, and why
@@ -156,6 +157,7 @@ class SpecbenchState(BaselineInstances):
                     interleaved_baselines(cells, self.matrix.baselines(), interleaving_backends())
                 )
             )
+            self.previous_doc = prev
             self.plan = plan.make_plan(
                 cells,
                 self.gpu_budget,

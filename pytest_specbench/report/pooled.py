@@ -78,13 +78,18 @@ def _shape_estimate(ca: dict[str, Any], cb: dict[str, Any]) -> dict[str, Any] | 
     if v.startswith(("no verdict", "unpaired")):
         return {"withheld": v}
     looks = paired.looks_of(as_result(ca), as_result(cb))
-    t = paired._t(n, looks)
+    if c.get("speedup_t"):  # the multiplier and degrees of freedom the interval was read with
+        t, df = float(c["speedup_t"]), int(c.get("speedup_df") or n - 1)
+        if c.get("speedup_pairing") in ("all rounds", "unverified", "digest"):  # measured apart
+            looks = paired.apart_looks(as_result(ca), as_result(cb))
+    else:  # a comparison read before the multiplier was recorded
+        t, df = paired._t(n, looks), n - 1
     se = (math.log(ci[1]) - math.log(ci[0])) / (2 * t) if t else 0.0
     level = looks.level if looks is not None and not looks.one else ALPHA
     return {
         "log": math.log(c["speedup_vs_ar"]),
         "se": se,
-        "df": n - 1,
+        "df": df,
         "level": level,
         "x": c["speedup_vs_ar"],
     }

@@ -52,6 +52,8 @@ SPEEDUP_KEYS = (
     "speedup_verdict",
     "speedup_metric",
     "speedup_pairs",
+    "speedup_t",
+    "speedup_df",
     "speedup_pairing",
     "speedup_under_load",
     "accept_vs",

@@ -72,6 +72,8 @@ class Interval:
     lo: float | None  # None: one pair, no interval
     hi: float | None
     n: int  # pairs (rounds or requests) it rests on
+    t: float | None = None  # the multiplier its half-width was read with (pooled figures reuse it)
+    df: int | None = None  # its degrees of freedom
 
     def verdict(self, null: float = 1.0) -> str:
         """For a ratio (null 1.0): "within ±2%" when the whole interval lies inside
@@ -116,8 +118,9 @@ def ratio_interval(num: Sequence[float], den: Sequence[float], looks: Looks | No
     mean = statistics.fmean(logs)
     if len(logs) < 2:
         return Interval(math.exp(mean), None, None, 1)
-    half = _t(len(logs), looks) * _sd(logs) / math.sqrt(len(logs))
-    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs))
+    t = _t(len(logs), looks)
+    half = t * _sd(logs) / math.sqrt(len(logs))
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), t, len(logs) - 1)
 
 
 def unpaired_ratio_interval(
@@ -140,8 +143,11 @@ def unpaired_ratio_interval(
         return Interval(math.exp(mean), math.exp(mean), math.exp(mean), len(la))
     parts = va**2 / (len(la) - 1) + (vb**2 / (len(lb) - 1) if len(lb) > 1 else 0.0)
     df = max(1, int((va + vb) ** 2 / parts))  # Welch-Satterthwaite, rounded down (wider)
-    half = _t(df + 1, looks) * math.sqrt(va + vb)
-    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), min(len(la), len(lb)))
+    t = _t(df + 1, looks)
+    half = t * math.sqrt(va + vb)
+    return Interval(
+        math.exp(mean), math.exp(mean - half), math.exp(mean + half), min(len(la), len(lb)), t, df
+    )
 
 
 def pooled_log_interval(
@@ -173,6 +179,24 @@ def mean_interval(values: Sequence[float], looks: Looks | None = None) -> Interv
 def looks_of(*cells: Mapping[str, Any] | None) -> Looks | None:
     """The looks at which the cells' round counts were chosen (extra_info.sequential), together."""
     return union(*(Looks.of(c.get("extra_info")) for c in cells if c is not None))
+
+
+# Cells measured apart (no baseline beside them) stop on their own rounds' spread (deciding/stopping.py:
+# their interval within ±2 %, a rule on the variance, never on the comparison's mean): a fixed-width
+# stop in the manner of Chow and Robbins, whose interval covers less than its level at few rounds
+# (91-92 % at 95 % over looks 3..10-30, tests/test_race_power.py). Their comparison reads a 97.5 %
+# interval (94-97 % covered there) rather than paying for every look as a stop on the mean must.
+APART_LOOKS = Looks(2, 2, 2)
+
+
+def apart_looks(*cells: Mapping[str, Any] | None) -> Looks | None:
+    """The looks a comparison of cells measured apart reads at: none where both ran fixed rounds
+    (the ordinary 95 %), a race's (a family of comparisons: stops on means) where one raced, else
+    ``APART_LOOKS`` (rounds chosen by their own spread)."""
+    lk = looks_of(*cells)
+    if lk is None or lk.family > 1:
+        return lk
+    return APART_LOOKS
 
 
 def _median(v: Sequence[float]) -> float:
@@ -245,16 +269,26 @@ def compare(cell: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
     if cell["params"].get("request_rate"):
         pa, pb = round_p50s(cell["metrics"]), round_p50s(base["metrics"])
         iv = ratio_interval(
-            [pb[i] for i in idx if i < len(pb)], [pa[i] for i in idx if i < len(pa)], looks_of(cell, base)
+            [pb[i] for i in idx if i < len(pb)], [pa[i] for i in idx if i < len(pa)], apart_looks(cell, base)
         )
         out["speedup_metric"] = "latency_s_p50 ratio (open loop; paired rounds' p50 latency, t-interval)"
         if iv is None:  # an older JSON without per-request latencies
             la, lb = cell["metrics"].get("latency_s_p50"), base["metrics"].get("latency_s_p50")
             iv = Interval(lb / la, None, None, 0) if la and lb else None
+    elif (
+        len(a["rates"]) != len(b["rates"])
+        and min(len(a["rates"]), len(b["rates"])) >= 2
+        and idx == list(range(min(len(a["rates"]), len(b["rates"]))))
+    ):
+        # measured apart and stopped at different rounds: every round of both, unpaired (Welch);
+        # pairing would keep only the shorter one's rounds (the baseline often stops first)
+        iv = unpaired_ratio_interval(a["rates"], b["rates"], apart_looks(cell, base))
+        out["speedup_pairing"] = "all rounds"
+        out["speedup_metric"] = "output tok/s ratio (every round of both, unpaired: Welch t-interval)"
     else:
         ra, rb = a["rates"], b["rates"]
         iv = ratio_interval(
-            [ra[i] for i in idx if i < len(ra)], [rb[i] for i in idx if i < len(rb)], looks_of(cell, base)
+            [ra[i] for i in idx if i < len(ra)], [rb[i] for i in idx if i < len(rb)], apart_looks(cell, base)
         )
         out["speedup_metric"] = "output tok/s ratio (paired rounds; t-interval)"
     if iv is None:
@@ -269,12 +303,15 @@ def compare(cell: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _speedup_fields(iv: Interval) -> dict[str, Any]:
-    return {
+    out = {
         "speedup_vs_ar": iv.point,
         "speedup_vs_ar_ci95": None if iv.lo is None else [iv.lo, iv.hi],
         "speedup_pairs": iv.n,
         "speedup_verdict": iv.verdict(),
     }
+    if iv.t is not None and iv.lo is not None:  # what a pooled figure reads its standard error with
+        out.update(speedup_t=round(iv.t, 6), speedup_df=iv.df)
+    return out
 
 
 def _speeds(cell: Mapping[str, Any], ref: Mapping[str, Any]) -> list[float | None]:
@@ -314,7 +351,13 @@ def _interleaved(
             "paired rounds, t-interval)"
         ),
     }
-    iv = ratio_interval([p[0] for p in pairs], [p[1] for p in pairs], looks_of(cell, other))
+    if other is not None and len({len([a for a in s if a]), len([b for b in o if b])} - {0, 1}) == 2:
+        # two cells that stopped at different rounds, each against its own baseline beside it:
+        # independent samples, every round of both (pairing by index would drop the longer one's)
+        iv = unpaired_ratio_interval([a for a in s if a], [b for b in o if b], looks_of(cell, other))
+        out["speedup_metric"] += "; every round of both, unpaired (Welch)"
+    else:
+        iv = ratio_interval([p[0] for p in pairs], [p[1] for p in pairs], looks_of(cell, other))
     if iv is None:
         return out
     out.update(_speedup_fields(iv))

@@ -223,7 +223,10 @@ def settled(iv: _Interval | None) -> str | None:
 def lost(iv: _Interval | None) -> bool:
     """Whether a method's interval against a shape's leader lies wholly below it, beyond the
     margin (its verdict against the leader is "slower")."""
-    return iv is not None and iv.lo is not None and iv.verdict() == "slower"
+    if iv is None or iv.lo is None:
+        return False
+    behind = getattr(iv, "behind", None)  # a gap with an indifference zone (deciding/selection.py)
+    return bool(behind) if behind is not None else iv.verdict() == "slower"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,174 @@
+"""Selection with an indifference zone: when a racing member is out, when it is within δ of the
+shape's leader, and when it is still open (docs/metrics.md "Racing with an indifference zone").
+Pure: no pytest, no I/O.
+
+The user says the smallest difference worth a decision, δ (``DELTA``; the matrix's ``race: {delta:}``
+or ``--specbench-race-delta``). After every look a member is compared with the shape's leader so
+far on the difference of their mean log speeds (``gap``):
+
+- its speeds are per round, each against the baseline beside it (an interleaved baseline) or its
+  own tok/s (measured apart; then widened by the drift its brackets bound, deciding/race.py);
+- the two samples are independent cells, so the difference is Welch's, every round of both used
+  (pairing by index would stop at the shorter one's count), plus ``extra_var``: the variance of
+  engine starts (two instances compared: 2 τ², deciding/instances.py) where one is known;
+- the bound is one-sided at the look's level (stats/sequential.py: Pocock's constant per-look level
+  over the cell's looks, divided over the shape's racing methods), so over every look and every
+  rival the chance that any member truly within δ of the best is put out stays under 5 %.
+
+``behind``: the upper bound of member / leader is below 1 - δ: the member is more than δ behind with
+the run's confidence, and is dropped. ``within``: its lower bound is at least 1 - δ: it cannot be more
+than δ behind; it is kept and said to be within δ. ``open``: neither yet: another round, up to the
+cap. Kim & Nelson's fully sequential procedure (ACM TOMACS 2001) drops on a triangular region that
+closes at δ, so two methods within δ are separated at its end by whichever reads lower; this rule
+keeps them both (a user who says "within δ is the same to me" gets both named) and tests the one
+hypothesis a drop claims, "more than δ behind", at each look. F-Race's Friedman test over
+instances is the other reference: here the instances are the rounds and the shapes are raced
+separately.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..stats.paired import _sd
+from ..stats.sequential import Looks, t_quantile
+
+DELTA = 0.02  # the indifference zone's default: the ±2 % margin every verdict already reads
+
+BEHIND, WITHIN, OPEN = "behind", "within", "open"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A member over the shape's leader: ``point`` (ratio of geometric means), the two one-sided
+    bounds at the look's level (``lo``, ``hi``), the rounds of each, Welch's degrees of freedom,
+    δ and the status (behind, within, open)."""
+
+    point: float
+    lo: float
+    hi: float
+    n: int
+    lead_n: int
+    df: int
+    delta: float
+    status: str
+
+    @property
+    def behind(self) -> bool:
+        return self.status == BEHIND
+
+    @property
+    def within(self) -> bool:
+        return self.status == WITHIN
+
+
+def welch(a: Sequence[float], b: Sequence[float], extra_var: float = 0.0) -> tuple[float, float, int] | None:
+    """(mean(a) - mean(b), its variance, Welch-Satterthwaite degrees of freedom rounded down) of two
+    independent samples of logs; a sample of one value counts as a constant (its variance 0: the
+    baseline against itself); None when neither has two values. ``extra_var`` is added to the
+    variance (with no degrees of freedom of its own: a known component)."""
+    if not a or not b:
+        return None
+    va = _sd(a) ** 2 / len(a) if len(a) > 1 else 0.0
+    vb = _sd(b) ** 2 / len(b) if len(b) > 1 else 0.0
+    if len(a) < 2 and len(b) < 2:
+        return None
+    d = math.fsum(a) / len(a) - math.fsum(b) / len(b)
+    parts = (va**2 / (len(a) - 1) if len(a) > 1 else 0.0) + (vb**2 / (len(b) - 1) if len(b) > 1 else 0.0)
+    df = max(1, int((va + vb) ** 2 / parts)) if parts > 0 else max(len(a), len(b)) - 1
+    return d, va + vb + extra_var, df
+
+
+def one_sided(level: float, df: int) -> float:
+    """The t multiplier of a one-sided bound at ``level`` (its two-sided quantile at 2 x level)."""
+    return t_quantile(min(1.0, 2 * level), max(1, df))
+
+
+def pooled(samples: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The within-cell variance of per-round log speeds pooled over a shape's cells (each cell's
+    rounds about its own mean): (variance, degrees of freedom, the sum of n - 1); (0, 0) without a
+    cell of two rounds."""
+    ss, df = 0.0, 0
+    for xs in samples:
+        logs = [math.log(x) for x in xs if x and x > 0]
+        if len(logs) > 1:
+            m = math.fsum(logs) / len(logs)
+            ss += math.fsum((x - m) ** 2 for x in logs)
+            df += len(logs) - 1
+    return (ss / df if df else 0.0), df
+
+
+def gap(
+    own: Sequence[float],
+    lead: Sequence[float],
+    looks: Looks,
+    delta: float = DELTA,
+    extra_var: float = 0.0,
+    shape_var: tuple[float, int] | None = None,
+) -> Gap | None:
+    """The member (``own``: its per-round speeds) over the leader (``lead``), at the looks' per-look
+    level (one-sided); None without an interval (one round each). ``shape_var``: the round
+    variance pooled over the shape's cells (``pooled``): with more degrees of freedom than
+    Welch's, it stands for each side's variance unless that side's own is larger (a noisier
+    cell keeps its own), and its degrees of freedom are the test's."""
+    la = [math.log(x) for x in own if x and x > 0]
+    lb = [math.log(x) for x in lead if x and x > 0]
+    w = welch(la, lb, extra_var)
+    if w is None:
+        return None
+    d, var, df = w
+    if shape_var is not None and shape_var[1] > df:
+        sp, sdf = shape_var
+        va = max(sp, _sd(la) ** 2 if len(la) > 1 else 0.0) / len(la)
+        vb = max(sp, _sd(lb) ** 2) / len(lb) if len(lb) > 1 else 0.0
+        var, df = va + vb + extra_var, sdf
+    half = one_sided(looks.level, df) * math.sqrt(var)
+    lo, hi = math.exp(d - half), math.exp(d + half)
+    return Gap(math.exp(d), lo, hi, len(la), len(lb), df, delta, classify(lo, hi, delta))
+
+
+def classify(lo: float, hi: float, delta: float) -> str:
+    """The status of bounds [lo, hi] of member / leader (after any widening) against δ."""
+    floor = 1 - delta
+    return BEHIND if hi < floor else WITHIN if lo >= floor else OPEN
+
+
+def rounds_needed(cv: float, delta: float, looks: Looks, gap_: float = 0.0, most: int = 200) -> int | None:
+    """The rounds each of two cells needs, at round CV ``cv`` (of the figure compared: the paired
+    ratio where a baseline is interleaved), for the expected one-sided bound of a true ratio
+    ``1 - gap_`` to clear 1 - δ: a member ``gap_`` behind dropped (``gap_`` > δ), or one level with
+    the leader (``gap_`` 0) said to be within δ; None past ``most``."""
+    s = math.log(1 + cv)
+    target = abs(math.log(1 - delta) - math.log(1 - gap_)) if gap_ != delta else 0.0
+    if target <= 0:
+        return None
+    for n in range(2, most + 1):
+        se = s * math.sqrt(2 / n)
+        if one_sided(looks.level, 2 * n - 2) * se < target:
+            return n
+    return None
+
+
+DEFAULT_CVS = (0.005, 0.01, 0.03, 0.05)  # in-process SGLang with CUDA graphs .. a busy CPU
+
+
+def plan_lines(delta: float, looks: Looks, cvs: Sequence[float] = DEFAULT_CVS, source: str = "") -> list[str]:
+    """The plan's lines for the race's indifference zone: at each round CV (of the figure compared),
+    the rounds each of two cells needs to drop a member 5 % or 10 % behind its leader, and to say
+    one level with it is within δ, at the race's per-look level (``looks``: the racing cells' looks
+    and family)."""
+    where = source or "assumed; --specbench-plan-from a results JSON gives the CVs it measured"
+    out = [
+        f"  indifference zone δ = {delta:.0%} (race: {{delta: ...}} or --specbench-race-delta): a member "
+        f"more than δ behind its shape's leader is dropped, one within δ kept; rounds each cell needs, looks "
+        f"{looks.first}..{looks.last} shared by {looks.family} (round CV: {where}):"
+    ]
+    for cv in cvs:
+        cols = []
+        for label, g in (("5 % behind", 0.05), ("10 % behind", 0.10), (f"level: within {delta:.0%}", 0.0)):
+            n = rounds_needed(cv, delta, looks, g) if g != delta else None
+            cols.append(f"{label} {n if n is not None and n <= looks.last else f'> {looks.last}'}")
+        out.append(f"    CV {cv:.1%}: " + ", ".join(cols))
+    return out

@@ -1,0 +1,112 @@
+"""A raced shape simulated through the project's own deciding code (deciding/race.py's Race, the
+stopping protocol of deciding/stopping.py, the decision store's events): each method's cell runs
+its rounds as workloads/rounds.py runs them, asking the cell's stopping rule after every round.
+Not a test module: tests/test_race_power.py and scripts/race_power.py use it."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from pytest_specbench.deciding.race import Race
+from pytest_specbench.matrix.schema import parse
+from pytest_specbench.stats import paired
+
+
+def matrix(
+    methods: list[str], rounds: int = 3, max_rounds: int = 10, extra: dict[str, Any] | None = None
+) -> Any:
+    doc = {
+        "models": {"m": "embedded:tiny"},
+        "methods": {
+            "ar": {"backend": "hf", "model": "m"},
+            **{n: {"backend": "hf", "model": "m", "speculative": {"algorithm": "ngram"}} for n in methods},
+        },
+        "workloads": {
+            "throughput": {
+                "concurrency": [1],
+                "output_tokens": [8],
+                "rounds": rounds,
+                "max_rounds": max_rounds,
+                "warmup": 0,
+                **(extra or {}),
+            }
+        },
+    }
+    return parse(doc, "m.yaml")
+
+
+def result(cell: Any, own: list[float], ref: list[float] | None, extra: dict[str, Any]) -> dict[str, Any]:
+    metrics: dict[str, Any] = {"round_tokens_per_s": own}
+    if ref is not None:
+        metrics["reference"] = {"round_tokens_per_s": ref}
+    return {
+        "cell_id": cell.id,
+        "group": cell.group.id,
+        "params": cell.params(),
+        "metrics": metrics,
+        "extra_info": extra,
+        "round_times": [1.0] * len(own),
+    }
+
+
+def run_cell(
+    race: Race,
+    cell: Any,
+    speed: float,
+    rng: random.Random,
+    cv: float,
+    relative: bool = True,
+    offset: float = 1.0,
+    ref_offset: float = 1.0,
+) -> dict[str, Any]:
+    """One cell's rounds under the race's stopping rule: per round the member's tok/s and, when
+    ``relative``, its interleaved baseline's, each with log noise ``cv`` / sqrt(2) so that their
+    paired ratio's round CV is ``cv`` (measured apart: its own tok/s with noise ``cv``). ``offset``:
+    this engine start's own level (an instance effect); ``ref_offset``: its baseline instance's.
+    Returns the cell's record: dropped, rounds, verdict against the baseline, the race's info."""
+    rule = race.rule(cell)
+    own: list[float] = []
+    ref: list[float] | None = [] if relative else None
+    e = cv / math.sqrt(2) if relative else cv
+    answer = None
+    for _ in range(rule.looks.last):
+        own.append(100 * speed * offset * math.exp(rng.gauss(0, e)))
+        if ref is not None:
+            ref.append(100 * ref_offset * math.exp(rng.gauss(0, e)))
+        answer = rule.after_round(own, ref, True)
+        if answer.stops:
+            break
+    extra: dict[str, Any] = {"rounds_run": len(own), **rule.finish(own, ref, True, answer, rule.looks.last)}
+    dropped = race.record(cell, result(cell, own, ref, extra)) is not None
+    verdict = "none"
+    if ref is not None and not dropped:
+        iv = paired.ratio_interval(own, ref, rule.looks)
+        verdict = iv.verdict() if iv is not None else "none"
+    return {"dropped": dropped, "rounds": len(own), "verdict": verdict, "race": extra.get("race")}
+
+
+def shape(
+    speeds: dict[str, float],
+    seed: int,
+    cv: float,
+    rounds: int = 3,
+    max_rounds: int = 10,
+    delta: float | None = None,
+    relative: bool = True,
+    drift: float | None = None,
+) -> dict[str, dict[str, Any]]:
+    """One raced shape: AR, then each method of ``speeds`` (its true speed over AR) in that order."""
+    rng = random.Random(seed)
+    m = matrix(list(speeds), rounds, max_rounds)
+    race = Race(m, drift=drift)
+    if delta is not None:
+        race.delta = delta
+    cells = {c.method.name: c for c in m.cells()}
+    out = {"ar": run_cell(race, cells["ar"], 1.0, rng, cv, relative=False)} if not relative else {}
+    if relative:  # AR's own cell (measured: every member's verdict reads the one beside it)
+        out["ar"] = run_cell(race, cells["ar"], 1.0, rng, cv, relative=False)
+    for name, s in speeds.items():
+        out[name] = run_cell(race, cells[name], s, rng, cv, relative)
+    return out
