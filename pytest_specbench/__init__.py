@@ -16,9 +16,10 @@ docs/architecture.md has the plan):
 5. ``gpus``      the GPU inventory (NVML) and the leases shared by xdist workers.
 6. ``engines``   the engine protocol, the backends (hf with the embedded model, sglang,
                  sglang-server, http and its client) and the running cell's progress counters.
-7. ``workloads`` the workload kinds: which requests a cell sends, when, and what it records.
-8. ``deciding``  the race, tuning, families and the stopping protocol: what the run decides while
-                 it measures, over ``stats``; no pytest.
+7. ``deciding``  the race, tuning, families and the stopping protocol: what the run decides while
+                 it measures, over ``stats``; the workloads ask its stopping rule after every
+                 round. No pytest.
+8. ``workloads`` the workload kinds: which requests a cell sends, when, and what it records.
 9. ``report``    what reads a results JSON: the decision view, the document's format and tables,
                  the old/new gate, the screen, plots, ``python -m pytest_specbench.report``.
                  Never imports pytest, an engine or the plugin's state.

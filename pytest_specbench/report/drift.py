@@ -1,7 +1,7 @@
 """A family's drift, from its sentinel, and the verdicts it withholds (docs/metrics.md "Drift
 sentinel"). Pure: no pytest, no I/O.
 
-A family (matrix/families.py) is a baseline that is not interleaved plus the groups compared with
+A family (deciding/families.py) is a baseline that is not interleaved plus the groups compared with
 it, run back to back; its sentinel re-runs the baseline's first shape after them, for as many
 timed rounds as the baseline's cell ran (older runs: one). The drift is the sentinel's rounds'
 speed over the baseline's own rounds of the shape (ratio of their geometric means; closed loop

@@ -3,4 +3,5 @@ loop: which requests a cell sends, when, with which seeds, and the cell's record
 ``rounds``: the rounds every kind shares (warm-up until warm, timed rounds, ``max_rounds``, the
 baseline's rounds interleaved with the cell's).
 
-May import every layer below the plugin (``inputs`` … ``engines``); no pytest."""
+May import the layers below it (``inputs`` … ``engines`` and ``deciding``, whose stopping protocol
+``rounds`` asks after every timed round); never ``report`` or the plugin; no pytest."""
