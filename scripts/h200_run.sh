@@ -40,6 +40,8 @@
 #   racefull   benches/gpu/h200-race.yaml (EAGLE3 forced 1-4 against AR, c1/c8/c32) in full; raced: the same
 #              with --specbench-race; racelong / racelongfull: benches/gpu/h200-race-long.yaml (40 rounds a
 #              cell) raced / in full (RESUME: the full run's first JSON, when its LIMIT stopped it)
+#   raceiz     benches/gpu/race-iz.yaml raced (rounds 3..6, precision 0.01, δ 2 %, CUDA graphs on); raceizfull:
+#              benches/gpu/race-iz-full.yaml, the same at 6 fixed rounds
 #   etaspec    benches/gpu/h200-eta-spec.yaml (AR and the STANDALONE oracle with its accept length expected, c1/c8/c32):
 #              the first plan (etaspec-plan.txt/.json), the run with each cell's call time in a JUnit XML, and
 #              planned eta against measured per cell (etaspec-compare.txt)
@@ -175,6 +177,12 @@ case "$PART" in
     bench seed27-eta benches/examples/seed27-tp1.yaml -k "$K" ;;
   racefull)  # benches/gpu/h200-race.yaml in full: the forced lengths' order and AR's drift sentinel
     bench h200-race-full benches/gpu/h200-race.yaml --junit-xml "$OUT/h200-race-full.xml" -o junit_duration_report=call ;;
+  raceiz)    # benches/gpu/race-iz.yaml raced: the indifference zone, a precision target, CUDA graphs on
+    python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py --specbench-matrix benches/gpu/race-iz.yaml \
+      --specbench-race --specbench-plan -q > "$OUT/race-iz-plan.txt" 2>&1
+    bench race-iz benches/gpu/race-iz.yaml --specbench-race --junit-xml "$OUT/race-iz.xml" -o junit_duration_report=call ;;
+  raceizfull)  # the same forced lengths at 6 fixed rounds, no race
+    bench race-iz-full benches/gpu/race-iz-full.yaml --junit-xml "$OUT/race-iz-full.xml" -o junit_duration_report=call ;;
   raced)     # the same matrix with --specbench-race
     bench h200-race benches/gpu/h200-race.yaml --specbench-race --junit-xml "$OUT/h200-race.xml" -o junit_duration_report=call ;;
   resident)  # benches/gpu/h200-resident.yaml raced, the baseline's server beside each member's

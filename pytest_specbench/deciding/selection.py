@@ -147,7 +147,7 @@ def rounds_needed(cv: float, delta: float, looks: Looks, gap_: float = 0.0, most
     for n in range(2, most + 1):
         se = s * math.sqrt(2 / n)
         if one_sided(looks.level, 2 * n - 2) * se < target:
-            return n
+            return max(n, looks.first)
     return None
 
 
