@@ -40,7 +40,7 @@
 #   racefull   benches/gpu/h200-race.yaml (EAGLE3 forced 1-4 against AR, c1/c8/c32) in full; raced: the same
 #              with --specbench-race; racelong / racelongfull: benches/gpu/h200-race-long.yaml (40 rounds a
 #              cell) raced / in full (RESUME: the full run's first JSON, when its LIMIT stopped it)
-#   raceiz     benches/gpu/race-iz.yaml raced (rounds 3..6, precision 0.01, δ 2 %, CUDA graphs on); raceizfull:
+#   raceiz     benches/gpu/race-iz.yaml raced (c1/c32, rounds 3..6, precision 0.01, δ 2 %, CUDA graphs on); raceizfull:
 #              benches/gpu/race-iz-full.yaml, the same at 6 fixed rounds
 #   etaspec    benches/gpu/h200-eta-spec.yaml (AR and the STANDALONE oracle with its accept length expected, c1/c8/c32):
 #              the first plan (etaspec-plan.txt/.json), the run with each cell's call time in a JUnit XML, and

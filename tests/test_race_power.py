@@ -221,3 +221,28 @@ def test_tune_keeps_keep_settings_among_those_within_delta_and_names_them() -> N
     t = race.tuning["knob"]
     assert t["kept"] == ["knob-d1"] and set(t["separated"]) == {"knob-d2", "knob-d3", "knob-d4"}, t
     assert t["how"].startswith("by interval"), t
+
+
+def test_a_racing_cell_that_ran_to_its_cap_records_the_cap_and_its_standing() -> None:
+    """A member level with its leader and with AR at round CV 7 %: neither its verdict nor its gap
+    settles, it runs to the cap, and its record says both: stop_reason "cap" and its race
+    standing (open or within δ, never dropped)."""
+    from race_sim import run_cell
+
+    rng = random.Random(2)
+    m = matrix(["lead", "twin"], 3, 6)
+    race = Race(m)
+    cells = {c.method.name: c for c in m.cells()}
+    run_cell(race, cells["ar"], 1.0, rng, 0.03, relative=False)
+    run_cell(race, cells["lead"], 1.0, rng, 0.07)
+    rule = race.rule(cells["twin"])
+    own, ref, answer = [], [], None
+    for _ in range(rule.looks.last):
+        own.append(100 * math.exp(rng.gauss(0, 0.05)))
+        ref.append(100 * math.exp(rng.gauss(0, 0.05)))
+        answer = rule.after_round(own, ref, True)
+        if answer.stops:
+            break
+    out = rule.finish(own, ref, True, answer, 6)
+    assert len(own) == 6 and out["stop_reason"] == "cap", out
+    assert out["race"]["status"] in ("open", "within"), out

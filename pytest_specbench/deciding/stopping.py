@@ -109,10 +109,10 @@ class Stopping:
         out: dict[str, Any] = {}
         if not looks.one:
             out["sequential"] = looks.as_dict()
+        if last is not None and not last.stops and last.record.get("race"):
+            out["race"] = last.record["race"]  # its standing against the leader when its rounds ran out
         if last is not None and last.stops:
             out.update(last.record)
-        elif last is not None and last.record.get("race"):
-            out["race"] = last.record["race"]
         elif looks.last > looks.first:
             cap = (
                 f"max_rounds ({max_rounds}) reached"
