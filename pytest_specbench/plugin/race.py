@@ -20,13 +20,16 @@ def setup(config: pytest.Config, st: Any) -> None:
     store and every worker opens it (``xdist_sched.RACE_STORE_KEY``), so all of them decide on one state."""
     if not config.getoption("specbench_race", False) or st.matrix is None:
         return
-    from ..deciding.store import Store
+    from ..deciding.store import Store, StoreError
     from .xdist_sched import RACE_STORE_KEY, workers
 
     store = None
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
-        store = Store(workerinput[RACE_STORE_KEY]) if workerinput.get(RACE_STORE_KEY) else None
+        try:  # a worker that cannot reach the controller's store is refused at start
+            store = Store(workerinput[RACE_STORE_KEY]) if workerinput.get(RACE_STORE_KEY) else None
+        except StoreError as e:
+            raise pytest.UsageError(f"--specbench-race: {e}") from None
     elif workers(config) > 1:
         store = Store.create()
         st.race_store_owned = True
