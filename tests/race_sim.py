@@ -96,8 +96,10 @@ def shape(
     delta: float | None = None,
     relative: bool = True,
     drift: float | None = None,
+    cvs: dict[str, float] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """One raced shape: AR, then each method of ``speeds`` (its true speed over AR) in that order."""
+    """One raced shape: AR, then each method of ``speeds`` (its true speed over AR) in that order;
+    ``cvs``: a method's own round CV where it differs from ``cv``."""
     rng = random.Random(seed)
     m = matrix(list(speeds), rounds, max_rounds)
     race = Race(m, drift=drift)
@@ -108,5 +110,5 @@ def shape(
     if relative:  # AR's own cell (measured: every member's verdict reads the one beside it)
         out["ar"] = run_cell(race, cells["ar"], 1.0, rng, cv, relative=False)
     for name, s in speeds.items():
-        out[name] = run_cell(race, cells[name], s, rng, cv, relative)
+        out[name] = run_cell(race, cells[name], s, rng, (cvs or {}).get(name, cv), relative)
     return out

@@ -74,6 +74,13 @@ def out_text(cell_id: str, info: dict[str, Any]) -> str:
         f"out of the race: lost to {info['lost_to']} by x{info['ratio']:.3f} "
         f"[{info['lo']:.3f}, {info['hi']:.3f}] at shape {info['shape']}"
         + (
+            f" (more than δ = {info['delta']:.1%} behind; bounds one-sided at the race's level)".replace(
+                ".0%", "%"
+            )
+            if info.get("delta") is not None
+            else ""
+        )
+        + (
             f" (drift of ±{info['drift_allowed']:.0%} between groups allowed)"
             if info.get("drift_allowed")
             else ""

@@ -283,8 +283,9 @@ class Race:
             lo, hi = lo * (1 - self.drift), hi / (1 - self.drift)
             info.update(drift_allowed=self.drift, lo=round(lo, 6), hi=round(hi, 6))
         status = selection.classify(lo, hi, self.delta)
-        if status != selection.BEHIND:
+        if status != selection.BEHIND:  # not a loss: the leader it was read against
             info["status"] = "within" if status == selection.WITHIN else "open"
+            info["leader"] = info.pop("lost_to")
         return selection.Gap(g.point, lo, hi, g.n, g.lead_n, g.df, self.delta, status), info
 
     def control_band(self, cell: Cell, looks: Looks) -> float:
@@ -318,6 +319,10 @@ class Race:
         if info and info.get("status") == "dropped" and why:  # never dropped: a measured result
             info.update(status="kept", kept_because=f"{why}: a cell without a verdict is never dropped")
             result["extra_info"]["stop_reason"] = "disturbed"
+            result["extra_info"]["rounds_stop"] = (
+                f"stopped after {result['extra_info'].get('rounds_run')} rounds when it read more than δ "
+                f"behind the shape's leader, then kept: {why}"
+            )
         if info and info.get("status") == "dropped":
             self._emit({"kind": "loss", "method": cell.method.name, "cell_id": cell.id, "info": info})
             keep = ("cell_id", "group", "params", "metrics", "extra_info", "round_times")

@@ -100,6 +100,30 @@ def pooled(samples: Sequence[Sequence[float]]) -> tuple[float, int]:
     return (ss / df if df else 0.0), df
 
 
+NOISIER = 0.05  # a side whose own round variance exceeds the pool's at this level keeps its own
+
+
+def _chi2_over_k(p: float, k: int) -> float:
+    """χ²_p(k) / k by Wilson and Hilferty's cube (within a few per cent for k >= 2)."""
+    z = {0.90: 1.2816, 0.95: 1.6449, 0.99: 2.3263}[p]
+    c = 2 / (9 * k)
+    return (1 - c + z * math.sqrt(c)) ** 3
+
+
+def _side(logs: Sequence[float], shape_var: tuple[float, int]) -> tuple[float, int, bool]:
+    """One side's variance of its mean and its degrees of freedom. Its own rounds' variance is
+    judged against the pool's: no larger than the pool's upper 95 % point for its n - 1 degrees of
+    freedom (the same noise as the shape's cells), it is read with the pool's variance (or its
+    own where larger) and the pool's degrees of freedom; larger (a noisier cell), with its own
+    variance and its own n - 1."""
+    sp, sdf = shape_var
+    k = len(logs) - 1
+    own = _sd(logs) ** 2 if k > 0 else 0.0
+    if k > 0 and own > sp * _chi2_over_k(1 - NOISIER, k):
+        return own / len(logs), k, False
+    return max(sp, own) / len(logs), sdf, True
+
+
 def gap(
     own: Sequence[float],
     lead: Sequence[float],
@@ -110,9 +134,10 @@ def gap(
 ) -> Gap | None:
     """The member (``own``: its per-round speeds) over the leader (``lead``), at the looks' per-look
     level (one-sided); None without an interval (one round each). ``shape_var``: the round
-    variance pooled over the shape's cells (``pooled``): with more degrees of freedom than
-    Welch's, it stands for each side's variance unless that side's own is larger (a noisier
-    cell keeps its own), and its degrees of freedom are the test's."""
+    variance pooled over the shape's cells (``pooled``): a side whose rounds vary as the shape's
+    do is read with the pool's variance (its own where larger) and degrees of freedom, a noisier
+    one with its own (``_side``); the two sides' degrees of freedom combine as Satterthwaite's, so
+    a noisy side with few rounds is read with few degrees of freedom whatever the pool holds."""
     la = [math.log(x) for x in own if x and x > 0]
     lb = [math.log(x) for x in lead if x and x > 0]
     w = welch(la, lb, extra_var)
@@ -120,10 +145,13 @@ def gap(
         return None
     d, var, df = w
     if shape_var is not None and shape_var[1] > df:
-        sp, sdf = shape_var
-        va = max(sp, _sd(la) ** 2 if len(la) > 1 else 0.0) / len(la)
-        vb = max(sp, _sd(lb) ** 2) / len(lb) if len(lb) > 1 else 0.0
-        var, df = va + vb + extra_var, sdf
+        sides = [_side(la, shape_var), _side(lb, shape_var) if len(lb) > 1 else (0.0, 0, True)]
+        v = sum(x for x, _, _ in sides)
+        if v > 0 and all(pool for _, _, pool in sides):  # one estimate, the pool's: its df
+            var, df = v + extra_var, shape_var[1]
+        elif v > 0:  # a noisier side on its own: Satterthwaite's over the two
+            parts = sum(x**2 / k for x, k, _ in sides if k)
+            var, df = v + extra_var, max(1, int(v**2 / parts))
     half = one_sided(looks.level, df) * math.sqrt(var)
     lo, hi = math.exp(d - half), math.exp(d + half)
     return Gap(math.exp(d), lo, hi, len(la), len(lb), df, delta, classify(lo, hi, delta))
@@ -135,20 +163,29 @@ def classify(lo: float, hi: float, delta: float) -> str:
     return BEHIND if hi < floor else WITHIN if lo >= floor else OPEN
 
 
+POWER_Z = 0.8416  # the normal quantile for 80 % power
+
+
 def rounds_needed(cv: float, delta: float, looks: Looks, gap_: float = 0.0, most: int = 200) -> int | None:
     """The rounds each of two cells needs, at round CV ``cv`` (of the figure compared: the paired
-    ratio where a baseline is interleaved), for the expected one-sided bound of a true ratio
-    ``1 - gap_`` to clear 1 - δ: a member ``gap_`` behind dropped (``gap_`` > δ), or one level with
-    the leader (``gap_`` 0) said to be within δ; None past ``most``."""
+    ratio where a baseline is interleaved), for the one-sided bound of a true ratio ``1 - gap_`` to
+    clear 1 - δ in 80 % of runs: a member ``gap_`` behind dropped (``gap_`` > δ), or one level with
+    the leader (``gap_`` 0) said to be within δ; None past ``most``, or where ``gap_`` is within
+    δ but not 0 (such a member is neither dropped nor surely within)."""
     s = math.log(1 + cv)
-    target = abs(math.log(1 - delta) - math.log(1 - gap_)) if gap_ != delta else 0.0
-    if target <= 0:
+    if 0 < gap_ <= delta:
         return None
+    target = abs(math.log(1 - delta) - math.log(1 - gap_))
     for n in range(2, most + 1):
         se = s * math.sqrt(2 / n)
-        if one_sided(looks.level, 2 * n - 2) * se < target:
+        if (one_sided(looks.level, 2 * n - 2) + POWER_Z) * se < target:
             return max(n, looks.first)
     return None
+
+
+def pct(x: float) -> str:
+    """A fraction as the screen says it: 2%, 2.5%."""
+    return f"{x:.1%}".replace(".0%", "%")
 
 
 DEFAULT_CVS = (0.005, 0.01, 0.03, 0.05)  # in-process SGLang with CUDA graphs .. a busy CPU
@@ -161,14 +198,15 @@ def plan_lines(delta: float, looks: Looks, cvs: Sequence[float] = DEFAULT_CVS, s
     and family)."""
     where = source or "assumed; --specbench-plan-from a results JSON gives the CVs it measured"
     out = [
-        f"  indifference zone δ = {delta:.0%} (race: {{delta: ...}} or --specbench-race-delta): a member "
-        f"more than δ behind its shape's leader is dropped, one within δ kept; rounds each cell needs, looks "
-        f"{looks.first}..{looks.last} shared by {looks.family} (round CV: {where}):"
+        f"  indifference zone δ = {pct(delta)} (race: {{delta: ...}} or --specbench-race-delta): a member "
+        f"more than δ behind its shape's leader is dropped, one within δ kept; rounds each cell needs in "
+        f"80 % of runs, looks {looks.first}..{looks.last} shared by {looks.family} (round CV: {where}):"
     ]
+    gaps = [(f"{pct(g)} behind", g) for g in (0.05, 0.10, 0.20) if g > delta][:2]
     for cv in cvs:
         cols = []
-        for label, g in (("5 % behind", 0.05), ("10 % behind", 0.10), (f"level: within {delta:.0%}", 0.0)):
-            n = rounds_needed(cv, delta, looks, g) if g != delta else None
+        for label, g in (*gaps, (f"level: within {pct(delta)}", 0.0)):
+            n = rounds_needed(cv, delta, looks, g)
             cols.append(f"{label} {n if n is not None and n <= looks.last else f'> {looks.last}'}")
         out.append(f"    CV {cv:.1%}: " + ", ".join(cols))
     return out

@@ -23,6 +23,7 @@ from typing import Any
 from ..matrix.cells import Cell
 from ..stats import paired, sequential
 from ..stats.sequential import Looks
+from .selection import pct
 
 CONTINUE, SETTLED, DROPPED = "continue", "settled", "dropped"
 
@@ -69,7 +70,7 @@ class Stopping:
         if gap is not None and getattr(gap, "behind", False):
             text = (
                 f"out of the race after {n} rounds: x{gap.point:.3f} [{gap.lo:.3f}, {gap.hi:.3f}] against "
-                f"the shape's leader, more than δ = {gap.delta:.0%} behind"
+                f"the shape's leader, more than δ = {pct(gap.delta)} behind (one-sided, at the race's level)"
             )
             assert lead is not None
             return Answer(DROPPED, {"stop_reason": DROPPED, "rounds_stop": text, "race": lead[1]})
@@ -83,7 +84,7 @@ class Stopping:
                 getattr(gap, "status", "") == "open"
                 or (gap.point >= 1 and not _known_to(own, ref, closed, looks, gap.delta / 2))
             )
-        ):  # open against the leader, or leading and not yet known to ±δ: the race reads its rounds
+        ):  # open against the leader, or leading and not yet known to ±δ/2: the race reads its rounds
             return Answer(CONTINUE, self._kept(lead))
         return Answer(stop.reason, {"stop_reason": stop.reason, "rounds_stop": stop.text, **self._kept(lead)})
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..matrix.cells import Cell, Matrix
 from ..stats import paired, sequential
+from .selection import pct
 
 
 def deciding(cell: Cell) -> bool:
@@ -101,7 +102,7 @@ def decision(race: Any, sweep: str, tune: Any) -> dict[str, Any]:
         )
     else:
         out["how"] = (
-            f"by interval: tuned out what is more than δ = {delta:.0%} behind {best} (each at 5 %/{family}, "
+            f"by interval: tuned out what is more than δ = {pct(delta)} behind {best} (each at 5 %/{family}, "
             "one-sided)"
         )
         if len(kept) > tune.keep and len(within) == len(kept) - 1:
