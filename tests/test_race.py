@@ -402,3 +402,11 @@ def test_a_method_13_percent_behind_its_leader_is_dropped_before_the_cap_at_ever
         assert dropped[cid]["extra_info"]["rounds_run"] < 10, dropped[cid]["extra_info"]
     assert not any(b["param"].startswith("m13-") for b in doc["benchmarks"])
     assert not any(d.startswith("lead-") for d in dropped)
+
+
+def test_a_race_setting_without_the_race_is_said(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--specbench-race-delta without --specbench-race: the run warns that it does not race."""
+    doc, out, _ = _run(pytester, monkeypatch, MATRIX, "quick=2", "--specbench-race-delta", "0.05")
+    assert "applies only under --specbench-race" in out, out

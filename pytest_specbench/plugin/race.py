@@ -19,6 +19,17 @@ def setup(config: pytest.Config, st: Any) -> None:
     """--specbench-race: one Race per process; under -n the controller creates the run's decision
     store and every worker opens it (``xdist_sched.RACE_STORE_KEY``), so all of them decide on one state."""
     if not config.getoption("specbench_race", False) or st.matrix is None:
+        given = config.getoption("specbench_race_delta", None) is not None or (
+            st.matrix is not None and st.matrix.race_delta is not None
+        )
+        if given:  # a race's setting without a race: said, not silently ignored
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(
+                    "the race's δ (race: {delta} or --specbench-race-delta) applies only under "
+                    "--specbench-race; this run does not race"
+                ),
+                stacklevel=2,
+            )
         return
     from ..deciding.store import Store, StoreError
     from .xdist_sched import RACE_STORE_KEY, workers
