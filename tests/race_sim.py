@@ -112,3 +112,27 @@ def shape(
     for name, s in speeds.items():
         out[name] = run_cell(race, cells[name], s, rng, (cvs or {}).get(name, cv), relative)
     return out
+
+
+def tuned_matrix(
+    keep: int, at: dict[str, Any] | None = None, rounds: int = 3, max_rounds: int | None = None
+) -> Any:
+    """AR and a swept n-gram knob (num_draft_tokens 1-4) tuned at ``at`` (default c1) with
+    ``keep``, at c1 and c4."""
+    w: dict[str, Any] = {"concurrency": [1, 4], "output_tokens": [8], "rounds": rounds, "warmup": 0}
+    if max_rounds is not None:
+        w["max_rounds"] = max_rounds
+    doc = {
+        "models": {"m": "embedded:tiny"},
+        "methods": {
+            "ar": {"backend": "hf", "model": "m"},
+            "knob": {
+                "backend": "hf",
+                "model": "m",
+                "speculative": {"algorithm": "ngram", "num_draft_tokens": [1, 2, 3, 4]},
+                "tune": {"at": at or {"concurrency": 1}, "keep": keep},
+            },
+        },
+        "workloads": {"throughput": w},
+    }
+    return parse(doc, "m.yaml")

@@ -11,6 +11,7 @@ import random
 from typing import Any
 
 import pytest
+from race_sim import result, tuned_matrix
 
 from pytest_specbench.deciding.race import Race
 from pytest_specbench.deciding.store import Store
@@ -41,18 +42,7 @@ def _cells(m: Any) -> dict[str, Any]:
     return {c.id: c for c in m.cells()}
 
 
-def _result(cell: Any, own: list[float], ref: list[float] | None, extra: dict[str, Any]) -> dict[str, Any]:
-    metrics: dict[str, Any] = {"round_tokens_per_s": own}
-    if ref is not None:
-        metrics["reference"] = {"round_tokens_per_s": ref}
-    return {
-        "cell_id": cell.id,
-        "group": cell.group.id,
-        "params": cell.params(),
-        "metrics": metrics,
-        "extra_info": extra,
-        "round_times": [1.0] * len(own),
-    }
+_result = result  # tests/race_sim.py: a cell's result as the race records it
 
 
 def _run_cell(
@@ -228,20 +218,7 @@ def test_five_equal_methods_give_a_false_verdict_or_drop_in_at_most_5_percent_of
 
 
 def _tuned_matrix(keep: int, at: dict[str, Any] | None = None) -> Any:
-    doc = {
-        "models": {"m": "embedded:tiny"},
-        "methods": {
-            "ar": {"backend": "hf", "model": "m"},
-            "knob": {
-                "backend": "hf",
-                "model": "m",
-                "speculative": {"algorithm": "ngram", "num_draft_tokens": [1, 2, 3, 4]},
-                "tune": {"at": at or {"concurrency": 1}, "keep": keep},
-            },
-        },
-        "workloads": {"throughput": {"concurrency": [1, 4], "output_tokens": [8], "rounds": 6, "warmup": 0}},
-    }
-    return parse(doc, "m.yaml")
+    return tuned_matrix(keep, at, rounds=6)
 
 
 def test_tuning_keeps_the_true_best_setting_at_least_95_percent_of_the_time_at_cv_7_percent() -> None:

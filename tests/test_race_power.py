@@ -15,10 +15,9 @@ import random
 from typing import Any
 
 import pytest
-from race_sim import matrix, result, shape
+from race_sim import matrix, result, shape, tuned_matrix
 
 from pytest_specbench.deciding.race import Race
-from pytest_specbench.matrix.schema import parse
 from pytest_specbench.stats import paired
 
 RUNS = 300
@@ -78,28 +77,7 @@ def test_a_member_within_delta_of_the_leader_is_kept_and_said_to_be_within_delta
 
 
 def _tuned(keep: int) -> Any:
-    doc = {
-        "models": {"m": "embedded:tiny"},
-        "methods": {
-            "ar": {"backend": "hf", "model": "m"},
-            "knob": {
-                "backend": "hf",
-                "model": "m",
-                "speculative": {"algorithm": "ngram", "num_draft_tokens": [1, 2, 3, 4]},
-                "tune": {"at": {"concurrency": 1}, "keep": keep},
-            },
-        },
-        "workloads": {
-            "throughput": {
-                "concurrency": [1, 4],
-                "output_tokens": [8],
-                "rounds": 3,
-                "max_rounds": 10,
-                "warmup": 0,
-            }
-        },
-    }
-    return parse(doc, "m.yaml")
+    return tuned_matrix(keep, rounds=3, max_rounds=10)
 
 
 def test_tune_keep_1_at_10_percent_gaps_carries_one_setting() -> None:
