@@ -207,9 +207,72 @@ def fail_on_after_hooks(st: Any, session: Any) -> None:
 
     bad = [f for f in hook_failures(st) if f["hook"] == "after_group"]
     for f in bad:
-        st.hook_errors.append(f"{f['group']}: {f['error']}; may be left stopped: {f['may_be_left']}")
+        why = f"{f['error']}; may be left stopped: {f['may_be_left']}"
+        st.hook_errors.append(f"{f['group']}: {why}")
+        report_failed_hook(session, st, f"after_group[{f['group']}]", why)
     if bad:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+class _HookFailure:
+    """A failed hook's longrepr: its text, and the first line as the crash message pytest's short
+    summary prints after the node id."""
+
+    def __init__(self, text: str, where: str):
+        self.text = text
+        self.reprcrash = _Crash(where, text)
+
+    def toterminal(self, tw: Any) -> None:
+        tw.line(self.text)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _Crash:
+    def __init__(self, path: str, message: str):
+        self.path, self.lineno, self.message = path, 0, message
+
+
+def hook_nodeid(st: Any, session: Any, name: str) -> str:
+    """``benches/specbench.yaml::after_group[ar-tp2]``: the matrix that names the hook, then it."""
+    path = Path(str(st.matrix.path)) if st.matrix is not None and st.matrix.path else Path("specbench")
+    try:
+        rel = path.resolve().relative_to(Path(str(session.config.rootpath)).resolve()).as_posix()
+    except ValueError:
+        rel = path.as_posix()
+    return f"{rel}::{name}"
+
+
+def report_failed_hook(session: Any, st: Any, name: str, why: str) -> None:
+    """A failed hook counts as a failed test in pytest's own tally (the "1 failed, 8 passed" a CI
+    log ends with, ``session.testsfailed``, the short summary, junitxml where still open): one
+    failed call report, its node id naming the matrix and the hook, sent to every plugin as a
+    test's would be. On the controller (under xdist too), once the hooks' outcomes are known."""
+    import pytest
+
+    nodeid = hook_nodeid(st, session, name)
+    rel = nodeid.split("::", 1)[0]
+    rep = pytest.TestReport(
+        nodeid=nodeid,
+        location=(rel, None, name),
+        keywords={name: 1, "specbench_hook": 1},
+        outcome="failed",
+        longrepr=_HookFailure(why, rel),  # type: ignore[arg-type]
+        when="call",
+        specbench_hook=name,
+    )
+    session.config.hook.pytest_runtest_logreport(report=rep)
+    rep.specbench_hook_said = True  # type: ignore[attr-defined]
+
+
+def hook_teststatus(report: Any) -> tuple[str, str, str] | None:
+    """pytest_report_teststatus for a failed hook's report: counted among the failed; while it is
+    sent no progress letter or line (the cells' progress has ended at 100 %), then "FAILED" for
+    the short summary that names it."""
+    if not getattr(report, "specbench_hook", None):
+        return None
+    return ("failed", "F", "FAILED") if getattr(report, "specbench_hook_said", False) else ("failed", "", "")
 
 
 def run_hook_env(hook: str, matrix_path: str) -> dict[str, str]:
@@ -265,4 +328,5 @@ def session_finish(config: Any, st: Any, session: Any) -> None:
     why = run_level("after_run", st.matrix)
     if why:
         st.hook_errors.append(why)
+        report_failed_hook(session, st, "after_run", why)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -277,6 +277,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    return group_hooks.hook_teststatus(report)  # a failed hook: counted failed (group_hooks.py)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     st = _state(config)
     # a failed hook is on the screen (screen.hook_view) where the JSON was built; else said here

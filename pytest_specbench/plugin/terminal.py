@@ -6,11 +6,13 @@ results.py."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from ..report import provenance, screen
+from ..report.screen_text import counted
 from .state import SpecbenchState
 
 
@@ -54,7 +56,7 @@ def screen_lines(st: SpecbenchState, config: pytest.Config, wall: str) -> list[s
             facts.append(
                 f"  the same command (same -k) with --specbench-resume {Path(kept).resolve()} runs the rest"
             )
-    facts.append(wall)
+    facts.append(_wall_of_the_run(wall, spec, config.getoption("specbench_resume", None)))
     if name and (hasattr(target, "write") or st.written_to == name):
         facts.append(f"wrote {name} ({len(st.doc['benchmarks'])} cells)")
     elif st.written_to:
@@ -64,3 +66,24 @@ def screen_lines(st: SpecbenchState, config: pytest.Config, wall: str) -> list[s
         st.written_to or name,
         [ln if " --specbench-resume " in ln else screen.clip(ln) for ln in facts],
     )
+
+
+_ETA_CELLS = re.compile(r" for (\d+) of (\d+) cells and (\d+) engine starts")
+
+
+def _wall_of_the_run(wall: str, spec: dict, resumed_from: str | None) -> str:
+    """long_summary.wall_vs_plan's line, whose ETA counts only the cells run here, its counts in
+    the number they take; after a resume the run's own count beside them ("for 12 of 12 cells run
+    here (19 cells in the run, 7 of them copied from old.json)"), never 12 of 12 for a run of 19."""
+    m = _ETA_CELLS.search(wall)
+    if m is None:
+        return wall
+    known, ran, starts = (int(g) for g in m.groups())
+    copied = len(spec.get("resumed_cells") or [])
+    cells = f"{known} of {counted(ran, 'cell')}" + (
+        f" run here ({counted(ran + copied, 'cell')} in the run, {copied} of them copied from "
+        f"{resumed_from or 'the resumed JSON'})"
+        if copied
+        else ""
+    )
+    return f"{wall[: m.start()]} for {cells} and {counted(starts, 'engine start')}{wall[m.end() :]}"

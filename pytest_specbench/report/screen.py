@@ -62,7 +62,9 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
     comparison: None where already said), and ``status``: "withheld" (the winner's verdict or the
     pair's was withheld, or no verdict in the shape stands and one was withheld), "decided" (some
     verdict in the shape separates), "no interval" (no comparison in the shape has one: one round a
-    cell) or "not separated" (every verdict of the shape stands, and none separates)."""
+    cell), "under load" (none separates, and one would have but for the bar a verdict kept under
+    load must clear: held_by_load) or "not separated" (every verdict of the shape stands, and none
+    separates)."""
     out = []
     for label, rows in decide.ranked_shapes(doc):
         win, run = rows[0], rows[1]
@@ -85,6 +87,8 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
             if any(withheld(v) for v in verdicts)
             else "no interval"  # e.g. one round a cell, no baseline in the shape: nothing to decide
             if no_interval
+            else "under load"  # more rounds would not lift it: the load's bar held it
+            if any(held_by_load(c) for c in (*rows, pair, runner))
             else "not separated"
         )
         out.append(
@@ -102,6 +106,22 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def held_by_load(c: dict[str, Any]) -> bool:
+    """Whether a comparison kept under load (paired.py: disturbed, both halves of every pair bore
+    the load alike) is "not separated" only for the bar such a verdict must clear: its interval
+    lies clear of 1 (and of the ±2 % margin) but inside x0.78..x1.28, the shift load alone gave a
+    ratio. More rounds narrow the interval, not that bar."""
+    from ..stats.paired import EQUIVALENCE
+
+    ci = c.get("speedup_vs_ar_ci95")
+    return (
+        bool(c.get("speedup_under_load"))
+        and str(c.get("speedup_verdict") or "") == "not separated"
+        and bool(ci)
+        and (ci[0] > 1 + EQUIVALENCE or ci[1] < 1 - EQUIVALENCE)
+    )
 
 
 def _winner_text(r: dict[str, Any]) -> str:
@@ -201,9 +221,16 @@ def decisions(doc: dict[str, Any], budget: int = SCREEN_LINES) -> list[str]:
         return []
     n_cells = len(doc.get("benchmarks") or [])
     out = [f"decision per cell shape ({n_cells} cells, {len(ds)} shapes with two or more methods):"]
+    from ..stats.paired import LOAD_BIAS
+
     grouped = []
     for status, head in (
         ("not separated", "nothing separated (every interval spans 1; more rounds narrow them)"),
+        (
+            "under load",
+            f"not separated under load (disturbed alike: beyond x{LOAD_BIAS:.2f}..x{1 / LOAD_BIAS:.2f} "
+            "needed, which more rounds do not lift)",
+        ),
         ("withheld", "verdict withheld (the reasons are counted below)"),
         ("no interval", "no interval to decide on (one round a cell, or no paired comparison)"),
     ):

@@ -13,6 +13,12 @@ MAX_WRAPPED = 3  # lines of one grouped list (shapes, cells) before "... and N m
 MAX_VIEW_LINES = 4  # per extra view (break-even, the matrix's compare pairs, failed cells)
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """ "1 shape", "2 shapes", "0 cells": a count and its noun in the number the count takes
+    (``plural`` where adding "s" is not it)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def clip(line: str, width: int = WIDTH) -> str:
     """``line`` on one line of at most ``width`` characters ("..." where it was cut)."""
     text = str(line)

@@ -1,0 +1,135 @@
+"""What the end-of-run screen counts and why it says a shape is not separated must be true: after
+a resume the counts are the run's, a count of one takes the singular, and a shape held back by the
+bar a verdict kept under load must clear is said as such, not as one that more rounds would settle
+(report/screen.py, report/withheld.py, report/screen_text.py, plugin/terminal.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench_project import THROUGHPUT_BENCH, write_project
+from fake_engine import CONFTEST
+
+from pytest_specbench.report import screen
+from pytest_specbench.report.screen_text import counted
+
+UNDER_LOAD = (
+    "both halves of every pair bore the load alike (share gap 3%, paired CV 4%); faster or slower "
+    "only beyond x0.78..x1.28 (what load alone shifted a ratio)"
+)
+DISTURBED = (
+    "other processes took 37% of the 2 cores over the timed rounds (more than 10%): busy (pid 42): 3.1 s"
+)
+
+
+def _cell(cell: str, method: str, tok_s: float, **extra: Any) -> dict[str, Any]:
+    conc = int(cell.split("-c", 1)[1].split("-", 1)[0])
+    return {
+        "param": cell,
+        "params": {"method": method, "workload": "throughput", "tp": 1, "concurrency": conc},
+        "stats": {"data": [1.0, 1.0, 1.0]},
+        "extra_info": {"output_tokens_per_s": tok_s, "speedup_baseline": "ar", **extra},
+    }
+
+
+def _shape(c: int, ci: list[float], under_load: bool) -> list[dict[str, Any]]:
+    point = (ci[0] * ci[1]) ** 0.5
+    load = {"disturbed": DISTURBED, "speedup_under_load": UNDER_LOAD} if under_load else {}
+    return [
+        _cell(f"ar-c{c}", "ar", 100.0, speedup_vs_ar=1.0, speedup_verdict="baseline"),
+        _cell(
+            f"ngram-c{c}",
+            "ngram",
+            100.0 * point,
+            speedup_vs_ar=point,
+            speedup_vs_ar_ci95=ci,
+            speedup_pairs=5,
+            speedup_pairing="interleaved",
+            speedup_verdict="not separated",
+            **load,
+        ),
+    ]
+
+
+def _doc(*shapes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"benchmarks": [b for s in shapes for b in s], "specbench": {}}
+
+
+def test_a_shape_held_back_by_the_under_load_bar_is_not_said_to_need_more_rounds() -> None:
+    """c1 and c2: kept under load, their intervals ([1.10, 1.20], [0.80, 0.90]) clear of 1 but
+    inside x0.78..x1.28: the bar held them. c4: quiet, its interval spans 1: more rounds narrow it.
+    c8: kept under load, but its interval spans 1 too, so the reason that held is the interval's."""
+    doc = _doc(
+        _shape(1, [1.10, 1.20], under_load=True),
+        _shape(2, [0.80, 0.90], under_load=True),
+        _shape(4, [0.95, 1.10], under_load=False),
+        _shape(8, [0.90, 1.15], under_load=True),
+    )
+    status = {d["label"]: d["status"] for d in screen.shape_decisions(doc)}
+    assert status == {
+        "throughput tp1 c1": "under load",
+        "throughput tp1 c2": "under load",
+        "throughput tp1 c4": "not separated",
+        "throughput tp1 c8": "not separated",
+    }
+    text = screen.lines(doc)
+    spans = [ln for ln in text if ln.startswith("  nothing separated")]
+    load = [ln for ln in text if ln.startswith("  not separated under load")]
+    assert spans == [
+        "  nothing separated (every interval spans 1; more rounds narrow them), 2 shapes: "
+        "throughput tp1 c4/c8"
+    ], text
+    assert load == [
+        "  not separated under load (disturbed alike: beyond x0.78..x1.28 needed, which more rounds do not "
+        "lift), 2 shapes: throughput tp1 c1/c2"
+    ], text
+    # clear of 1 but not of the ±2 % margin ([1.01, 1.10]): not the bar's doing
+    edge = _doc(_shape(1, [1.01, 1.10], under_load=True))
+    assert [d["status"] for d in screen.shape_decisions(edge)] == ["not separated"]
+
+
+def test_counted_takes_the_number_of_its_count() -> None:
+    assert counted(1, "shape") == "1 shape"
+    assert counted(0, "shape") == "0 shapes"
+    assert counted(2, "cell") == "2 cells"
+    assert counted(1, "more family", "more families") == "1 more family"
+    assert counted(3, "more family", "more families") == "3 more families"
+
+
+MATRIX = """
+models:
+  m: /nonexistent/model
+methods:
+  ar: {backend: fake, model: m}
+  ngram: {backend: fake, model: m, speculative: {algorithm: ngram, num_draft_tokens: 3}}
+workloads:
+  throughput: {concurrency: [1, 4, 8], output_tokens: [16], prompt_tokens: 8, rounds: 2, warmup: 1}
+"""
+
+
+def test_after_a_resume_the_screen_counts_the_runs_cells_and_says_how_many_were_copied(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECBENCH_LOG_DIR", str(tmp_path / "logs"))
+    write_project(pytester, MATRIX, CONFTEST, THROUGHPUT_BENCH, "test_throughput.py")
+    pytester.runpytest("benches", "--benchmark-json", "full.json").assert_outcomes(passed=6)
+    # a first run that measured the ar group only, then the rest resumed from it
+    pytester.runpytest("benches", "-k", "ar-tp1", "--benchmark-json", "first.json").assert_outcomes(passed=3)
+    res = pytester.runpytest(
+        *("benches", "--specbench-resume", "first.json", "--specbench-plan-from", "full.json"),
+        *("--benchmark-json", "out.json"),
+    )
+    res.assert_outcomes(passed=3, skipped=3)
+    out = " ".join(ln.strip() for ln in res.stdout.lines)
+    assert "resumed: 3 cells copied from first.json (not run again)" in out
+    wall = next(ln for ln in res.stdout.lines if ln.startswith("run wall "))
+    assert re.search(
+        r"; plan ETA \d+ s for 3 of 3 cells run here "
+        r"\(6 cells in the run, 3 of them copied from first\.json\) and 1 engine start$",
+        wall,
+    ), wall
+    assert "wrote out.json (6 cells)" in out
+    assert "decision per cell shape (6 cells, 3 shapes with two or more methods)" in out
