@@ -8,7 +8,10 @@ one number against another: a cell with fewer than two rounds in a run is not ga
 a cell disturbed or saturated in either run gets no verdict. An open loop (its tok/s follows the
 request rate) is gated on its p50 latency. Every cell's new/old pooled fails the run when its
 interval lies wholly below the limit (a shift common to every cell). A new run whose hooks failed
-fails. A gate that could check nothing it was asked to exits 3, inconclusive (docs/gate.md). Pure.
+fails. A cell the new run's race dropped or tuned out is listed without a verdict, not as absent
+(a raced run gates against a full one on the cells both measured). A gate that could check nothing
+it was asked to exits 3, inconclusive; its last line names each check it ran and the cells each
+judged (docs/gate.md). Pure.
 """
 
 from __future__ import annotations
@@ -87,6 +90,11 @@ class Gate:
     spread: float | None = None  # the run-to-run spread counted (log sd), None: too few cells
     run_wide: list[str] = field(default_factory=list)  # the run-wide checks that passed, or why not made
     run_wide_failed: bool = False  # a run-wide interval lies wholly past its limit: a regression
+    run_wide_cells: list[tuple[str, int]] = field(default_factory=list)  # run-wide checks made: what, over n
+    accept_asked: bool = False  # --max-accept-drop was given
+    accept_cells: int = 0  # cells whose acceptance length both runs measured: judged on it
+    present_cells: int = 0  # cells of the old run judged on being in the new one, not failed there
+    left_out: list[str] = field(default_factory=list)  # the new run's race dropped / tuned out: no verdict
 
     @property
     def powered(self) -> int:
@@ -211,6 +219,7 @@ def _run_wide(ds: list[float], floor: float, out: Gate, latency: bool = False) -
         f"run-wide: {what} new/old {span} over {len(ds)} cell(s) (their mean log new/old, a 95% "
         "interval over the cells)"
     )
+    out.run_wide_cells.append((f"run-wide {what}", len(ds)))
     if hi < floor:
         out.run_wide_failed = True
         slower = "slower to answer" if latency else "slower"
@@ -221,6 +230,8 @@ def _run_wide(ds: list[float], floor: float, out: Gate, latency: bool = False) -
 
 def _accept(cell: str, ea: dict[str, Any], eb: dict[str, Any], limit: float, out: Gate) -> None:
     va, vb = ea.get("accept_length"), eb.get("accept_length")
+    if va and vb is not None:
+        out.accept_cells += 1
     if va and vb is not None and vb < va * (1 - limit):
         out.regressions.append(
             f"{cell}: accept length {va:.3f} -> {vb:.3f} (new/old {vb / va:.3f}, "
@@ -256,9 +267,12 @@ def gate(
     limit; a cell disturbed or saturated in either run gets no verdict, nor one with fewer than two
     rounds in a run; the acceptance length (counted, not timed) fails below old x
     (1 - ``max_accept_drop``), also in a cell whose rounds did other work. A cell OLD ran only in
-    part (dropped by a race) is left out."""
+    part (dropped by a race) is left out; one NEW's race dropped or tuned out is
+    listed without a verdict, not as absent (left_out)."""
     rise = max_tok_s_drop if max_latency_rise is None else max_latency_rise
-    out = Gate(tok_s_asked=max_tok_s_drop is not None or rise is not None)
+    out = Gate(
+        tok_s_asked=max_tok_s_drop is not None or rise is not None, accept_asked=max_accept_drop is not None
+    )
     if max_tok_s_drop is None and max_accept_drop is None and rise is None:
         return out
     _hooks(new, out)
@@ -268,6 +282,7 @@ def gate(
     failed = {f["cell"]: f for f in spec.get("failed_cells") or [] if isinstance(f, dict) and f.get("cell")}
     missing = {m["cell"]: m for m in spec.get("missing_cells") or [] if isinstance(m, dict) and m.get("cell")}
     changed = redefined(old, new)
+    raced = left_out(new)
     tests: list[CellTest] = []
     heads: dict[str, str] = {}
     ds: dict[bool, list[float]] = {False: [], True: []}  # log new/old, closed and open loops: run-wide
@@ -279,14 +294,15 @@ def gate(
                 f"{cell}: measured in the old run, failed in the new one: {failure_headline(failed[cell])}"
             )
             continue
+        if cell in raced and (cell not in b_ or _dropped(b_[cell]["extra_info"])):
+            out.left_out.append(f"{cell}: {raced[cell]}")
+            continue
+        out.present_cells += 1
         if cell not in b_:
             why = f" ({missing[cell]['why']})" if cell in missing else ""
             out.regressions.append(f"{cell}: measured in the old run, absent from the new one{why}")
             continue
         bb = b_[cell]
-        if _dropped(bb["extra_info"]):
-            out.unreliable.append(f"{cell}: not gated: the new run dropped it (it lost a race)")
-            continue
         if max_accept_drop is not None:  # counted tokens: comparable even where the rounds' work differs
             _accept(cell, ba["extra_info"], bb["extra_info"], max_accept_drop, out)
         if cell in changed:
@@ -353,6 +369,50 @@ def _dropped(e: dict[str, Any]) -> bool:
     return isinstance(race, dict) and race.get("status") == "dropped"
 
 
+DROPPED = "not gated: the new run dropped it (it lost a race)"
+TUNED_OUT = "not gated: the new run's tuning left it out (tuned out, not run)"
+
+
+def _lost(e: dict[str, Any]) -> str:
+    """Whom a dropped cell lost to and by how much, and how many rounds it ran, where recorded."""
+    info = e.get("race") if isinstance(e.get("race"), dict) else {}
+    try:
+        said = (
+            f": lost to {info['lost_to']} by x{float(info['ratio']):.3f} "
+            f"[{float(info['lo']):.3f}, {float(info['hi']):.3f}]"
+        )
+        said += f" at shape {info['shape']}" if info.get("shape") else ""
+    except (KeyError, TypeError, ValueError):
+        said = ""
+    ran = e.get("rounds_run")
+    if isinstance(ran, int) and not isinstance(ran, bool):
+        said += f" after {ran} round(s)" if ran else " (not run)"
+    return said
+
+
+def left_out(doc: dict[str, Any]) -> dict[str, str]:
+    """Per cell the new run's race left out, why: dropped (in ``benchmarks`` marked ``race.status:
+    dropped``, or kept apart under ``specbench.race.dropped_cells``: whom it lost to) or tuned out
+    (``specbench.race.tuned_out``, never run). The gate lists such a cell of the old run without a
+    verdict: neither a regression nor absent."""
+    out: dict[str, str] = {}
+    for b in doc.get("benchmarks") or []:
+        e = b.get("extra_info") or {}
+        if isinstance(e.get("race"), dict) and e["race"].get("status") == "dropped":
+            out[b["param"]] = DROPPED + _lost(e)
+    race = (doc.get("specbench") or {}).get("race") or {}
+    if not isinstance(race, dict):
+        return out
+    for d in race.get("dropped_cells") or []:
+        if isinstance(d, dict) and d.get("cell_id"):
+            out.setdefault(str(d["cell_id"]), DROPPED + _lost(d.get("extra_info") or {}))
+    for t in race.get("tuned_out") or []:
+        if isinstance(t, dict) and t.get("cell_id"):
+            why = str(t.get("reason") or "").splitlines()
+            out.setdefault(str(t["cell_id"]), TUNED_OUT + (f": {why[0]}" if why and why[0] else ""))
+    return out
+
+
 def regressions(
     old: dict[str, Any],
     new: dict[str, Any],
@@ -394,6 +454,12 @@ def lines(g: Gate, old_name: str) -> list[str]:
     if g.not_separated:
         out += [f"\n{len(g.not_separated)} cell(s) below the limit but not separated from it:"]
         out += [f"- {x}" for x in g.not_separated]
+    if g.left_out:
+        out += [
+            f"\n{len(g.left_out)} cell(s) the new run's race left out, no verdict (not regressions, "
+            "not missing):"
+        ]
+        out += [f"- {x}" for x in g.left_out]
     skipped = g.tok_s_ungated
     if g.tok_s_cells:
         weak = f"; {len(g.underpowered)} with too little power" if g.underpowered else ""
@@ -413,8 +479,28 @@ def lines(g: Gate, old_name: str) -> list[str]:
     out += [f"- {x}" for x in g.regressions]
     if g.inconclusive:
         said = f"INCONCLUSIVE (exit {EXIT_INCONCLUSIVE}): {_why_inconclusive(g)}"
-        out.append(f"{said}; the gate checked nothing it was asked to")
+        judged = g.gated or g.accept_cells
+        out.append(f"{said}; " + (checked(g) if judged else "the gate checked nothing it was asked to"))
+    elif not g.regressions and g.accept_cells:  # acceptance has no line of its own above
+        out.append(checked(g))
     return out
+
+
+def checked(g: Gate) -> str:
+    """Each check the gate ran and how many cells it judged: tok/s (open loops: p50 latency) from
+    the rounds, the run-wide checks, acceptance length, and failed or absent; then the cells the new
+    run's race left without a verdict."""
+    said = []
+    if g.tok_s_asked:
+        lat = f" and p50 latency on {g.latency_cells} open loop(s)" if g.latency_cells else ""
+        power = f" ({g.powered} with the power to see the allowed drop)" if g.gated else ""
+        said.append(f"tok/s on {len(g.gated) - g.latency_cells} cell(s){lat}{power}")
+        said += [f"{what} over {n} cell(s)" for what, n in g.run_wide_cells]
+    if g.accept_asked:
+        said.append(f"acceptance length on {g.accept_cells} cell(s)")
+    said.append(f"failed or absent on {g.present_cells} cell(s)")
+    left = f"; no verdict on {len(g.left_out)} cell(s) the new run's race left out" if g.left_out else ""
+    return "checked: " + ", ".join(said) + left
 
 
 def _why_inconclusive(g: Gate) -> str:
@@ -454,8 +540,17 @@ def cli(
         seen = {b["param"] for b in new.get("benchmarks", [])}
         spec = new.get("specbench") or {}
         failed = {f.get("cell") for f in spec.get("failed_cells") or [] if isinstance(f, dict)}
-        gone = [c for c in (b["param"] for b in old.get("benchmarks", [])) if c not in seen or c in failed]
+        raced = left_out(new)
+        gone = [
+            c
+            for c in (b["param"] for b in old.get("benchmarks", []))
+            if c not in raced and (c not in seen or c in failed)
+        ]
         missing = f" ({len(gone)} cell(s) of the old run missing or failed in the new one)" if gone else ""
+        ours = [c for c in (b["param"] for b in old.get("benchmarks", [])) if c in raced]
+        missing += (
+            f" ({len(ours)} cell(s) the new run's race left out: no verdict, not missing)" if ours else ""
+        )
         return [NO_GATE.format(missing=missing)], 0
     g = gate(old, new, max_tok_s_drop, max_accept_drop, max_latency_rise)
     said = lines(g, old_name)
