@@ -273,7 +273,7 @@ def test_a_machine_that_slows_between_groups_withholds_the_small_verdict(
     assert rec["withheld"] == ["fast-tp1-c2-out8"]
     assert "ar-tp1-c2-out8-sentinel" not in got["cells"]  # not a cell of the results
     out = got["res"].stdout.str()
-    assert "drift ar-tp1: -" in out and "1 verdicts withheld (fast-tp1-c2-out8)" in out
+    assert "drift ar-tp1: -" in out and "1 verdict withheld (fast-tp1-c2-out8)" in out
 
 
 @pytest.mark.slow

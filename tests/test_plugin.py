@@ -460,7 +460,7 @@ def test_the_end_of_run_summary_is_one_screen_unless_full_is_asked(project: pyte
     screen = res.stdout.str().split("specbench summary", 1)[1].splitlines()[1:]
     screen = screen[: next(i for i, ln in enumerate(screen) if ln.startswith("====="))]
     assert len(screen) <= 45 and max(len(ln) for ln in screen) <= 160, screen
-    assert screen[0] == "decision per cell shape (3 cells, 1 shapes with two or more methods):"
+    assert screen[0] == "decision per cell shape (3 cells, 1 shape with two or more methods):"
     assert any(ln.startswith("withheld or never ranked: disturbed ") for ln in screen)
     assert any(ln.startswith("engine starts: 3 (ar-tp1, ") for ln in screen)
     assert "wrote out.json (3 cells)" in screen

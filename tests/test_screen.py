@@ -158,7 +158,7 @@ def test_a_hand_made_run_counts_each_withheld_reason_once() -> None:
     ) in lines
     assert (
         "  disturbed 1 (no verdict on their rounds): other processes took 37% of the cores; "
-        "most: busy (pid 42) in 1 cells"
+        "most: busy (pid 42) in 1 cell"
     ) in lines
     assert "  saturated 1 (open loop did not keep up: no verdict): ar-c8" in lines
     assert "  forced (never ranked) 2 (a set accept length measures a verify step's cost)" in lines
@@ -175,7 +175,7 @@ def test_a_hand_made_run_counts_each_withheld_reason_once() -> None:
     for detail in ("busy (pid 42)", "ar-c8", "draft-c1", "eagle-c1", "engine crashed"):
         assert text.count(detail) == 1, detail
     # the disturbed cell's verdict is withheld: the shape is grouped, never decided on it
-    assert "verdict withheld (the reasons are counted below), 1 shapes: throughput tp1 c1" in text
+    assert "verdict withheld (the reasons are counted below), 1 shape: throughput tp1 c1" in text
     # the forced and the dropped cell are never ranked: the shape holds ar and ngram only
     assert [r["method"] for r in screen.shape_decisions(_hand_made())[0]["rows"]] == ["ngram", "ar"]
 

@@ -101,7 +101,7 @@ def test_verdicts_kept_under_load_are_counted_apart_from_withheld_ones_on_screen
     assert "  agentic tp1 c4: ngram-d4 x1.45 [1.43, 1.48] faster vs ar; next ar (the baseline)" in lines, text
     throughput = "  throughput tp1 c4: ar (the baseline); next draft-oracle x0.70"
     assert any(ln.startswith(throughput) for ln in lines), text
-    assert "verdict withheld (the reasons are counted below), 1 shapes: ttft tp1 c4" in text
+    assert "verdict withheld (the reasons are counted below), 1 shape: ttft tp1 c4" in text
     at = lines.index(next(ln for ln in lines if ln.startswith("kept under load")))
     assert lines[at : at + 2] == [
         "kept under load 2 (disturbed, but both halves of every pair bore the load alike: faster/slower only "

@@ -99,6 +99,18 @@ def test_counted_takes_the_number_of_its_count() -> None:
     assert counted(3, "more family", "more families") == "3 more families"
 
 
+def test_a_screen_of_one_shape_and_one_cell_says_them_in_the_singular() -> None:
+    doc = _doc(_shape(1, [0.95, 1.10], under_load=False))
+    doc["benchmarks"][1]["extra_info"]["rounds_cv"] = 0.2  # care: one noisy cell
+    doc["benchmarks"].append(_cell("ar-c2", "ar", 100.0, disturbed=DISTURBED, speedup_verdict="baseline"))
+    text = "\n".join(screen.lines(doc))
+    assert "decision per cell shape (3 cells, 1 shape with two or more methods):" in text
+    assert ", 1 shape: throughput tp1 c1" in text
+    assert "rounds CV > 5% in 1 cell" in text and "in 1 cells" not in text
+    assert "most: busy (pid 42) in 1 cell" in text
+    assert not re.search(r"\b1 (shapes|cells|rounds|verdicts)\b", text), text
+
+
 MATRIX = """
 models:
   m: /nonexistent/model

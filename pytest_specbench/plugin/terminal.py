@@ -25,13 +25,13 @@ def screen_lines(st: SpecbenchState, config: pytest.Config, wall: str) -> list[s
     facts = [screen.engine_starts_line(spec)]
     if spec.get("resumed_cells"):
         facts.append(
-            f"resumed: {len(spec['resumed_cells'])} cells copied from "
+            f"resumed: {counted(len(spec['resumed_cells']), 'cell')} copied from "
             f"{config.getoption('specbench_resume')} (not run again)"
         )
     if st.resume_refused:
         facts += screen.wrap(
-            f"resume refused {len(st.resume_refused)} cells (they ran again; --specbench-resume-any-machine "
-            "copies them): ",
+            f"resume refused {counted(len(st.resume_refused), 'cell')} (they ran again; "
+            "--specbench-resume-any-machine copies them): ",
             st.resume_refused,
         )
     keys, _ = provenance.differences(st.doc)
@@ -42,14 +42,15 @@ def screen_lines(st: SpecbenchState, config: pytest.Config, wall: str) -> list[s
     crashed = spec.get("crashed_workers") or []
     if crashed:
         facts += screen.wrap(
-            f"CRASHED: {len(crashed)} xdist worker(s) died mid-cell (xdist replaced them and ran the rest): ",
+            f"CRASHED: {counted(len(crashed), 'xdist worker')} died mid-cell "
+            "(xdist replaced them and ran the rest): ",
             [f"{c['cell']} ({'measured again' if c['measured_again'] else 'not measured'})" for c in crashed],
         )
     if spec.get("interrupted"):
         stop = spec["interrupted"]
         facts.append(
             f"INTERRUPTED ({stop['why']}) in cell {stop.get('cell') or '-'}: "
-            f"{len(st.doc['benchmarks'])} cells measured are kept"
+            f"{counted(len(st.doc['benchmarks']), 'cell')} measured are kept"
         )
         kept = st.written_to or name  # a rescue path where --benchmark-json could not be written
         if kept:  # a command to copy: never cut, however long its path
@@ -58,9 +59,9 @@ def screen_lines(st: SpecbenchState, config: pytest.Config, wall: str) -> list[s
             )
     facts.append(_wall_of_the_run(wall, spec, config.getoption("specbench_resume", None)))
     if name and (hasattr(target, "write") or st.written_to == name):
-        facts.append(f"wrote {name} ({len(st.doc['benchmarks'])} cells)")
+        facts.append(f"wrote {name} ({counted(len(st.doc['benchmarks']), 'cell')})")
     elif st.written_to:
-        facts.append(f"wrote {st.written_to} ({len(st.doc['benchmarks'])} cells), not {name}")
+        facts.append(f"wrote {st.written_to} ({counted(len(st.doc['benchmarks']), 'cell')}), not {name}")
     return screen.lines(
         st.doc,
         st.written_to or name,

@@ -25,6 +25,7 @@ from .screen_text import (  # noqa: F401
     SCREEN_LINES,
     WIDTH,
     clip,
+    counted,
     short_verdict,
     withheld,
     wrap,
@@ -220,7 +221,10 @@ def decisions(doc: dict[str, Any], budget: int = SCREEN_LINES) -> list[str]:
     if not ds:
         return []
     n_cells = len(doc.get("benchmarks") or [])
-    out = [f"decision per cell shape ({n_cells} cells, {len(ds)} shapes with two or more methods):"]
+    out = [
+        f"decision per cell shape ({counted(n_cells, 'cell')}, "
+        f"{counted(len(ds), 'shape')} with two or more methods):"
+    ]
     from ..stats.paired import LOAD_BIAS
 
     grouped = []
@@ -236,7 +240,7 @@ def decisions(doc: dict[str, Any], budget: int = SCREEN_LINES) -> list[str]:
     ):
         labels = [d["label"] for d in ds if d["status"] == status]
         if labels:
-            grouped += wrap(f"  {head}, {len(labels)} shapes: ", _merge_labels(labels))
+            grouped += wrap(f"  {head}, {counted(len(labels), 'shape')}: ", _merge_labels(labels))
     decided = [d for d in ds if d["status"] == "decided"]
     room = max(MIN_SHAPE_LINES, budget) - len(out) - len(grouped) - (1 if decided else 0)
     each = [decision_lines(d) for d in decided]
@@ -251,7 +255,8 @@ def decisions(doc: dict[str, Any], budget: int = SCREEN_LINES) -> list[str]:
         shown_ds.append(d)
     if len(shown_ds) < len(decided):
         shown.append(
-            f"  ... and {len(decided) - len(shown_ds)} more decided shapes (the full report lists each)"
+            f"  ... and {counted(len(decided) - len(shown_ds), 'more decided shape')} "
+            "(the full report lists each)"
         )
     return out + legend(shown_ds) + shown + grouped
 
@@ -320,13 +325,16 @@ def drift_view(doc: dict[str, Any]) -> list[str]:
         held = list(rec.get("withheld") or [])
         if rec.get("established") is False:  # its interval reaches 0: the rounds' spread, no drift
             line += "; within the rounds' spread"
-        line += f"; {len(held)} verdicts withheld" + (f" ({', '.join(held)})" if 0 < len(held) <= 4 else "")
+        line += f"; {counted(len(held), 'verdict')} withheld" + (
+            f" ({', '.join(held)})" if 0 < len(held) <= 4 else ""
+        )
         if rec.get("sentinel_disturbed"):
             line += "; the sentinel was disturbed"
         got.append(line)
     if len(got) > MAX_VIEW_LINES:
         got = got[:MAX_VIEW_LINES] + [
-            f"... and {len(got) - MAX_VIEW_LINES} more families (the report lists each)"
+            f"... and {counted(len(got) - MAX_VIEW_LINES, 'more family', 'more families')} "
+            "(the report lists each)"
         ]
     return [clip(ln) for ln in got]
 
@@ -339,7 +347,7 @@ def control_view(doc: dict[str, Any]) -> list[str]:
     got = lines(doc)
     if len(got) > MAX_VIEW_LINES:
         got = got[:MAX_VIEW_LINES] + [
-            f"... and {len(got) - MAX_VIEW_LINES} more controls (the report lists each)"
+            f"... and {counted(len(got) - MAX_VIEW_LINES, 'more control')} (the report lists each)"
         ]
     return [clip(ln) for ln in got]
 

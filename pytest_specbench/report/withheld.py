@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import decide
-from .screen_text import MAX_VIEW_LINES, WIDTH, clip, withheld, wrap
+from .screen_text import MAX_VIEW_LINES, WIDTH, clip, counted, withheld, wrap
 
 Entry = dict[str, Any]
 
@@ -155,14 +155,14 @@ def disturbed_detail(doc: dict[str, Any]) -> str:
         lo, hi = min(shares), max(shares)
         out.append(f"other processes took {lo:.0f}" + (f"-{hi:.0f}" if hi != lo else "") + "% of the cores")
     if seen:
-        named = ""  # the processes named most often, as many as fit the line
+        named, last = "", 0  # the processes named most often, as many as fit the line
         for n, k in sorted(seen.items(), key=lambda kv: -kv[1]):
             more = f"{', ' if named else ''}{n} in {k}"
             if len(named) + len(more) > 60:
                 break
-            named += more
-        if named:
-            out.append(f"most: {named} cells")
+            named, last = named + more, k
+        if named:  # "in 3, ... in 1 cell": the noun takes the last count's number
+            out.append(f"most: {named} {'cell' if last == 1 else 'cells'}")
     return "; ".join(out)
 
 
@@ -258,7 +258,7 @@ def care_line(doc: dict[str, Any]) -> list[str]:
             sum(1 for e in cells if (e.get("no_draft_fraction") or 0) >= decide.NO_DRAFT_WARN),
         ),
     ]
-    said = [f"{what} in {n} cells" for what, n in kinds if n]
+    said = [f"{what} in {counted(n, 'cell')}" for what, n in kinds if n]
     return [clip("care: " + "; ".join(said))] if said else []
 
 
