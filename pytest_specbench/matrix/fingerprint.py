@@ -71,6 +71,7 @@ NOT_FINGERPRINTED: dict[tuple[str, str], str] = {
     ("Method", "labels"): "only names the swept settings; the name itself is fingerprinted",
     ("Method", "hooks"): "shell commands run around the engine group, outside its cells' timed rounds",
     ("Workload", "max_rounds"): "Cell.fingerprint adds ('max_rounds', n) when set; without it, unchanged",
+    ("Workload", "precision"): "Cell.fingerprint adds ('precision', p) when set; without it, unchanged",
     **{
         ("Workload", f): "Cell.fingerprint adds ('trace', digest, cuts, block size, cap) for a trace"
         for f in ("trace", "cut_requests", "cut_s", "block_tokens", "max_output_tokens", "trace_digest")
