@@ -94,6 +94,15 @@ SC, T, CW = (
     "pytest_specbench/deciding/tune.py",
     "pytest_specbench/report/cell_warnings.py",
 )
+ST, GS, G = (
+    "pytest_specbench/deciding/store.py",
+    "pytest_specbench/stats/gate_stats.py",
+    "pytest_specbench/report/gate.py",
+)
+MORE = "tests/test_mutants_more.py"
+STORE = (MORE, "tests/test_store_faults.py", "tests/test_deciding.py")
+GATE = (MORE, "tests/test_gate.py", "tests/test_gate_checks.py", "tests/test_gate_raced.py")
+TUNE_MORE = (MORE, *TUNE, "tests/test_tune_apart.py", "tests/test_paired.py")
 
 MUTANTS: tuple[Mutant, ...] = (
     # racing pools: drafters race drafters, a forced accept length only its own sweep
@@ -386,6 +395,43 @@ MUTANTS: tuple[Mutant, ...] = (
         "if c is not None and abs(total - c) > CLOCK_SLACK_MS:",
         "if False:",
         ("tests/test_ttft_legs.py",),
+    ),
+    # the decision store (issue 58): whole lines only, from where this reader stopped, under the lock
+    Mutant("store-partial-line", ST, 'end = data.rfind(b"\\n") + 1', "end = len(data)", STORE),
+    Mutant("store-reread-all", ST, "f.seek(self._offset)", "f.seek(0)", STORE),
+    Mutant("store-no-lock", ST, "with self._locked(fcntl.LOCK_EX):", "with contextlib.nullcontext():", STORE),
+    # the gate: Holm's step-down stops at its first non-rejection; the run-wide check on the interval
+    Mutant("holm-step-down-stop", GS, "going = going and t.p <= t.bar", "going = t.p <= t.bar", GATE),
+    Mutant("gate-run-wide-interval", G, "if hi < floor:", "if point < floor:", GATE),
+    # tuning: the standard error of a mean, the pooled df the fewest, the first decision wins
+    Mutant(
+        "tune-standard-error",
+        T,
+        "va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)",
+        "va, vb = statistics.variance(la), statistics.variance(lb)",
+        TUNE_MORE,
+    ),
+    Mutant(
+        "pooled-df-fewest",
+        P,
+        "t = t_quantile(level, max(1, min(p[2] for p in parts)))",
+        "t = t_quantile(level, max(1, max(p[2] for p in parts)))",
+        TUNE_MORE,
+    ),
+    Mutant(
+        "tune-first-decision-wins",
+        R,
+        'self.tuning.setdefault(ev["sweep"], ev["decision"])',
+        'self.tuning[ev["sweep"]] = ev["decision"]',
+        TUNE_MORE,
+    ),
+    # an A/A control's band widens a drop's interval on both sides
+    Mutant(
+        "race-control-side",
+        R,
+        "lo, hi = lo * math.exp(-band), hi * math.exp(band)",
+        "lo, hi = lo, hi * math.exp(band)",
+        ("tests/test_mutants_more.py", *CONTROL),
     ),
 )
 
