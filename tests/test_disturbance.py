@@ -52,6 +52,12 @@ def test_the_share_is_the_machines_busy_time_minus_the_runs_own_from_proc_stat()
     # the run's own time beyond the machine's (the two counters tick apart): none taken, not < 0
     calm = disturbance.others(Snapshot(100.0, a, 50.0), Snapshot(110.0, a, 50.5))
     assert calm.cpu_s == 0.0 and calm.share == 0.0
+    # more than all the cores' time (the counters tick in 10 ms steps, read after the wall
+    # clock; 1.0456 seen on a saturated machine): a share of the machine is at most all of it
+    full = disturbance.others(Snapshot(100.0, a, 50.0), Snapshot(110.0, b, 50.0))  # 10.2 s of 20
+    assert full.share == pytest.approx(10.2 / 20)
+    over = disturbance.others(Snapshot(100.0, a, 50.0), Snapshot(100.45, b, 50.0))  # 10.2 s of 0.9
+    assert over.share == 1.0 and over.cpu_s == pytest.approx(10.2)
     # all cores when no set is given; a set naming no listed core is an error, not 0 %
     assert disturbance.parse_proc_stat(STAT_BEFORE).cores == 3
     with pytest.raises(ValueError, match="no per-core lines"):

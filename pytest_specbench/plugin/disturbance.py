@@ -83,13 +83,15 @@ def parse_proc_stat(text: str, cpus: Collection[int] | None = None, hz: int = 10
 
 def others(before: Snapshot, after: Snapshot) -> Others:
     """Machine busy time + steal over the window minus the run's own, as a share of the cores'
-    time (clamped at 0: the kernel's per-process and per-core counters tick apart)."""
+    time (clamped at 0: the kernel's per-process and per-core counters tick apart; and at 1: the
+    counters tick in 10 ms steps and are read a moment after the wall clock, so over a short
+    window on a saturated machine they can read more than all the cores' time, e.g. 1.0456)."""
     wall = after.wall_s - before.wall_s
     busy = after.machine.busy_s - before.machine.busy_s
     steal = max(0.0, after.machine.steal_s - before.machine.steal_s)
     taken = max(0.0, busy - (after.own_s - before.own_s)) + steal
     cores = after.machine.cores
-    return Others(taken, taken / (wall * cores) if wall > 0 else 0.0, steal, wall, cores)
+    return Others(taken, min(1.0, taken / (wall * cores)) if wall > 0 else 0.0, steal, wall, cores)
 
 
 def cpu_reason(o: Others, top: list[str], share: float = DISTURBED_SHARE) -> str | None:
