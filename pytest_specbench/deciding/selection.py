@@ -32,7 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..stats.paired import _sd
+from ..stats.paired import _sd, welch
 from ..stats.sequential import Looks, t_quantile
 
 DELTA = 0.02  # the indifference zone's default: the ±2 % margin every verdict already reads
@@ -62,23 +62,6 @@ class Gap:
     @property
     def within(self) -> bool:
         return self.status == WITHIN
-
-
-def welch(a: Sequence[float], b: Sequence[float], extra_var: float = 0.0) -> tuple[float, float, int] | None:
-    """(mean(a) - mean(b), its variance, Welch-Satterthwaite degrees of freedom rounded down) of two
-    independent samples of logs; a sample of one value counts as a constant (its variance 0: the
-    baseline against itself); None when neither has two values. ``extra_var`` is added to the
-    variance (with no degrees of freedom of its own: a known component)."""
-    if not a or not b:
-        return None
-    va = _sd(a) ** 2 / len(a) if len(a) > 1 else 0.0
-    vb = _sd(b) ** 2 / len(b) if len(b) > 1 else 0.0
-    if len(a) < 2 and len(b) < 2:
-        return None
-    d = math.fsum(a) / len(a) - math.fsum(b) / len(b)
-    parts = (va**2 / (len(a) - 1) if len(a) > 1 else 0.0) + (vb**2 / (len(b) - 1) if len(b) > 1 else 0.0)
-    df = max(1, int((va + vb) ** 2 / parts)) if parts > 0 else max(len(a), len(b)) - 1
-    return d, va + vb + extra_var, df
 
 
 def one_sided(level: float, df: int) -> float:

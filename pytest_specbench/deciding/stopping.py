@@ -144,8 +144,13 @@ def _known_to(own: list[float], ref: list[float] | None, closed: bool, looks: Lo
     iv = interval(own, ref, closed, looks)
     if iv is None or iv.lo is None or iv.hi is None or iv.lo <= 0:
         return False
-    half = (math.log(iv.hi) - math.log(iv.lo)) / 2 if ref is not None else (iv.hi - iv.lo) / 2 / iv.point
-    return half <= math.log(1 + delta)
+    return _half_width(iv, ref is not None) <= math.log(1 + delta)
+
+
+def _half_width(iv: Any, ratio: bool) -> float:
+    """An interval's half-width as a fraction: of a ratio's log (against a reference), else of its
+    mean (a cell's own rounds)."""
+    return (math.log(iv.hi) - math.log(iv.lo)) / 2 if ratio else (iv.hi - iv.lo) / 2 / iv.point
 
 
 def interval(own: list[float], ref: list[float] | None, closed: bool, looks: Looks | None = None) -> Any:
@@ -174,7 +179,7 @@ def decided(
     if iv is None or iv.lo is None:
         return None
     if precision is not None:
-        half = (math.log(iv.hi) - math.log(iv.lo)) / 2 if ref is not None else (iv.hi - iv.lo) / 2 / iv.point
+        half = _half_width(iv, ref is not None)
         if not half <= math.log(1 + precision):
             return None
         if ref is not None:

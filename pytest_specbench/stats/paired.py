@@ -137,17 +137,31 @@ def unpaired_ratio_interval(
     mean = statistics.fmean(la) - statistics.fmean(lb)
     if len(la) < 2:
         return Interval(math.exp(mean), None, None, 1)
-    va = _sd(la) ** 2 / len(la)
-    vb = _sd(lb) ** 2 / len(lb) if len(lb) > 1 else 0.0
-    if va + vb == 0:
+    w = welch(la, lb)
+    assert w is not None
+    _, var, df = w
+    if var == 0:
         return Interval(math.exp(mean), math.exp(mean), math.exp(mean), len(la))
-    parts = va**2 / (len(la) - 1) + (vb**2 / (len(lb) - 1) if len(lb) > 1 else 0.0)
-    df = max(1, int((va + vb) ** 2 / parts))  # Welch-Satterthwaite, rounded down (wider)
     t = _t(df + 1, looks)
-    half = t * math.sqrt(va + vb)
+    half = t * math.sqrt(var)
     return Interval(
         math.exp(mean), math.exp(mean - half), math.exp(mean + half), min(len(la), len(lb)), t, df
     )
+
+
+def welch(a: Sequence[float], b: Sequence[float], extra_var: float = 0.0) -> tuple[float, float, int] | None:
+    """(mean(a) - mean(b), its variance, Welch-Satterthwaite degrees of freedom rounded down, which
+    is wider) of two independent samples of logs; a sample of one value counts as a constant (its
+    variance 0: the baseline against itself); None when neither has two values. ``extra_var`` is
+    added to the variance (a known component, with no degrees of freedom of its own)."""
+    if not a or not b or (len(a) < 2 and len(b) < 2):
+        return None
+    va = _sd(a) ** 2 / len(a) if len(a) > 1 else 0.0
+    vb = _sd(b) ** 2 / len(b) if len(b) > 1 else 0.0
+    d = math.fsum(a) / len(a) - math.fsum(b) / len(b)
+    parts = (va**2 / (len(a) - 1) if len(a) > 1 else 0.0) + (vb**2 / (len(b) - 1) if len(b) > 1 else 0.0)
+    df = max(1, int((va + vb) ** 2 / parts)) if parts > 0 else max(len(a), len(b)) - 1
+    return d, va + vb + extra_var, df
 
 
 def pooled_log_interval(
