@@ -15,8 +15,10 @@ from pytest_specbench.stats import paired
 
 
 def matrix(
-    methods: list[str], rounds: int = 3, max_rounds: int = 10, extra: dict[str, Any] | None = None
+    methods: list[str], rounds: int = 3, max_rounds: int | None = 10, extra: dict[str, Any] | None = None
 ) -> Any:
+    """AR and n-gram members on the embedded model, one throughput workload at c1 (``extra``
+    overrides or adds workload keys); ``max_rounds`` None: fixed rounds."""
     doc = {
         "models": {"m": "embedded:tiny"},
         "methods": {

@@ -11,31 +11,15 @@ import random
 from typing import Any
 
 import pytest
-from race_sim import result, tuned_matrix
+from race_sim import matrix, result, tuned_matrix
 
 from pytest_specbench.deciding.race import Race
 from pytest_specbench.deciding.store import Store
-from pytest_specbench.matrix.schema import parse
 from pytest_specbench.stats import paired, sequential
 
 
 def _matrix(methods: list[str], concurrency: tuple[int, ...] = (1,), rounds_: int = 6) -> Any:
-    doc = {
-        "models": {"m": "embedded:tiny"},
-        "methods": {
-            "ar": {"backend": "hf", "model": "m"},
-            **{n: {"backend": "hf", "model": "m", "speculative": {"algorithm": "ngram"}} for n in methods},
-        },
-        "workloads": {
-            "throughput": {
-                "concurrency": list(concurrency),
-                "output_tokens": [8],
-                "rounds": rounds_,
-                "warmup": 0,
-            }
-        },
-    }
-    return parse(doc, "m.yaml")
+    return matrix(methods, rounds_, None, {"concurrency": list(concurrency)})
 
 
 def _cells(m: Any) -> dict[str, Any]:
