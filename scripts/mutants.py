@@ -373,7 +373,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "band = 0.0",
         CONTROL,
     ),
-    Mutant("race-control-never-races", R, "cell.method.name not in self.controls", "True", CONTROL),
+    Mutant("race-control-never-races", R, "and method not in self.controls", "and True", CONTROL),
     # TTFT's legs: the client's own legs (send + delivery), on average and at p99, decide client_bound
     Mutant(
         "legs-delivery-bound",

@@ -162,12 +162,11 @@ class Race:
         accept length races too, but only in its own pool (``same_pool``): its baseline and the
         other forced lengths of its sweep, a ground truth whose order is known; it never leads a
         drafter nor is led by one."""
-        return self.baselines.get(cell.method.name) not in (None, cell.method.name) and (
-            cell.method.name not in self.controls  # an A/A control runs at every shape
-        )
+        return self.races_name(cell.method.name)
 
     def races_name(self, method: str) -> bool:
-        """Whether a method races (its cells are members, not its shape's baseline or a control)."""
+        """Whether a method races (its cells are members, not its shape's baseline or an A/A
+        control, which runs at every shape)."""
         return self.baselines.get(method) not in (None, method) and method not in self.controls
 
     def same_pool(self, cell: Cell, shape: tuple[Any, ...], rival: str) -> bool:
