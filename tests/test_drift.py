@@ -341,7 +341,7 @@ def test_a_disturbed_sentinel_is_said_and_still_withholds() -> None:
     assert comps[1]["speedup_verdict_before_drift"] == "faster"
     line = drift.lines({"specbench": spec})[0]
     assert line.endswith(
-        "1 verdicts withheld (m-tp1-c1); the sentinel was disturbed: other processes took 40%)"
+        "1 verdict withheld (m-tp1-c1); the sentinel was disturbed: other processes took 40%)"
     )
 
 

@@ -111,6 +111,25 @@ def families(
     return [Family(b, tuple(m), first[b], brackets or b in bracketing) for b, m in members.items()]
 
 
+def as_first(fams: Sequence[Family], cells: Iterable[Cell]) -> list[Family]:
+    """Every family a part of ``cells`` can have, as ``families`` finds it on that part (a
+    shard's cells: matrix/shards.py splits by shape, so a family's shapes may sit on several
+    shards): each of ``fams`` with each of its baseline's cells as the first, in order, the cell
+    it holds first included. A part's own family is one of these with its members narrowed to the
+    part's, and its sentinel re-runs a shape the part measured."""
+    by_group: dict[str, list[Cell]] = {}
+    for c in cells:
+        by_group.setdefault(c.group.id, []).append(c)
+    return [dataclasses.replace(f, first=c) for f in fams for c in by_group.get(f.baseline, [f.first])]
+
+
+def by_part(parts: Sequence[Sequence[Cell]], **kw: Any) -> list[list[Family]]:
+    """The families of each part of a split (``kw``: ``families``' arguments but the cells): every
+    part that holds a baseline's cells and a member's gets that family, with its own sentinel
+    (its first baseline cell's shape), whichever part holds the family's first shape."""
+    return [families(part, **kw) for part in parts]
+
+
 def family_of(fams: Sequence[Family]) -> dict[str, Family]:
     """Group id -> its family."""
     return {g: f for f in fams for g in f.groups}

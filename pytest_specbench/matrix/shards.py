@@ -129,6 +129,9 @@ class Split:
     cells: tuple[str, ...] = ()  # the ids of the cells split (what -k / -m selected), sorted
     by_shard: tuple[tuple[str, ...], ...] = ()  # per shard, the ids of its cells, sorted
     packed_on: int = 0  # GPUs per host the loads are packed on (0: each shard's groups serial)
+    # per shard, its drift sentinels' item ids: every shard that holds a family's baseline and
+    # members re-runs one of its own shapes (deciding/families.py by_part); not in the digest
+    sentinels: tuple[tuple[str, ...], ...] = ()
 
     def shard_of(self, cell: Cell, baselines: Mapping[str, str | None]) -> int:
         return self.families[family_of(cell, baselines)]
@@ -249,9 +252,11 @@ def describe(split_: Split, shard: Shard | None = None) -> list[str]:
     lines = []
     for i, (gs, s) in enumerate(zip(split_.groups, split_.load_s, strict=True)):
         mark = "  <- this shard" if shard is not None and shard.index == i else ""
+        sent = split_.sentinels[i] if split_.sentinels else ()
+        said = f", drift sentinels {', '.join(sent)}" if sent else ""
         lines.append(
             f"shard {i}/{split_.count}: {s / 60:.1f} min, widest TP {split_.widest_tp[i]} (its host's GPUs), "
-            f"{len(gs)} engine groups ({', '.join(gs)}){mark}"
+            f"{len(gs)} engine groups ({', '.join(gs)}){said}{mark}"
         )
     total = split_.one_host_s or sum(split_.load_s)
     how = (
@@ -278,4 +283,6 @@ def as_dict(split_: Split, shard: Shard, cells: list[Cell]) -> dict[str, Any]:
         "planned_s": round(split_.load_s[shard.index], 1),
         # the whole split, so that a merge can name every cell of a shard that never arrived
         "split_cells": [list(ids) for ids in split_.by_shard],
+        # this shard's drift sentinels, so that a merge can name one that never arrived
+        "sentinels": list(split_.sentinels[shard.index]) if split_.sentinels else [],
     }

@@ -23,6 +23,8 @@ from ..deciding.families import (
     SENTINEL_SUFFIX,
     Family,
     FamilyJobs,
+    as_first,
+    by_part,
     families,
     group_order,
     merge_jobs,
@@ -71,33 +73,57 @@ def interleaving(config: pytest.Config) -> frozenset[str]:
     return frozenset() if config.getoption("specbench_no_interleave", False) else interleaving_backends()
 
 
+def _rule(config: pytest.Config, st: SpecbenchState) -> dict[str, Any] | None:
+    """``families``' arguments but the cells, under this run's options; None: no families."""
+    backends = sentinel_backends(config)
+    if st.matrix is None or not backends:
+        return None
+    return {
+        "baselines": st.matrix.baselines(),
+        "sentinel_backends": backends,
+        "interleaving": interleaving(config),
+        "bracketed": st.bracketed_groups(),
+        "brackets": bool(config.getoption("specbench_brackets", False)),
+    }
+
+
 def families_of(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) -> list[Family]:
     """The families of ``cells`` under this run's options."""
-    if st.matrix is None:
-        return []
-    backends = sentinel_backends(config)
-    if not backends:
-        return []
-    return families(
-        cells,
-        st.matrix.baselines(),
-        backends,
-        interleaving(config),
-        st.bracketed_groups(),
-        bool(config.getoption("specbench_brackets", False)),
-    )
+    rule = _rule(config, st)
+    return families(cells, **rule) if rule is not None else []
+
+
+def shard_sentinels(
+    config: pytest.Config, st: SpecbenchState, parts: list[list[Cell]]
+) -> tuple[tuple[str, ...], ...]:
+    """Per shard (``parts``: each shard's cells that run), the ids of its drift sentinels: one
+    per family whose baseline and members it holds (deciding/families.py ``by_part``)."""
+    rule = _rule(config, st)
+    if rule is None:
+        return tuple(() for _ in parts)
+    return tuple(tuple(rid for f in fams for rid, _ in f.runs()) for fams in by_part(parts, **rule))
 
 
 # ------------------------------------------------------------------------------ collection
 
 
+def possible(config: pytest.Config, st: SpecbenchState) -> list[Family]:
+    """The families whose sentinels a process may run: each family of the whole matrix; on a
+    shard (--specbench-shard), each with every baseline cell as its first, since the split
+    (matrix/shards.py, by shape) may leave any of them the first on a shard that holds members
+    (deciding/families.py ``as_first``). ``order`` keeps the ones the selection's families have."""
+    assert st.matrix is not None
+    fams = families_of(config, st, st.matrix.cells())
+    return as_first(fams, st.matrix.cells()) if st.shard is not None else fams
+
+
 def params(config: pytest.Config, st: SpecbenchState, kind: str, marks_for: Any) -> list[Any]:
-    """The sentinel items of bench function ``kind``: one per family of the whole matrix whose
-    baseline's first cell is of this kind (the same engine param, the sentinel's cell, the id
-    ``<first cell>-sentinel``). ``marks_for(cell)``: the first cell's marks (skip, timeout)."""
+    """The sentinel items of bench function ``kind``: one per possible family (``possible``)
+    whose baseline's first cell is of this kind (the same engine param, the sentinel's cell, the
+    id ``<first cell>-sentinel``). ``marks_for(cell)``: the first cell's marks (skip, timeout)."""
     assert st.matrix is not None
     out = []
-    for f in families_of(config, st, st.matrix.cells()):
+    for f in possible(config, st):
         if f.first.workload.kind != kind:
             continue
         cell = f.sentinel_cell()
@@ -141,6 +167,7 @@ def order(config: pytest.Config, items: list[pytest.Item], cell_of: Any) -> None
     fams = {rid: f for f in families_of(config, st, runs) for rid, _ in f.runs()}  # with a cell to run
     after = {rid: g for f in fams.values() for rid, g in f.runs()}
     drop = [i for i in items if family_of_item(i) is not None and _item_id(i) not in fams]
+    _state(config).by_id.update(fams)  # a kept sentinel's family: the selection's (or shard's) members
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = [i for i in items if i not in drop]
@@ -252,7 +279,7 @@ def planned_rounds_s(
     controller collects no sentinel items)."""
     if st.matrix is None or not ran:
         return 0.0
-    by_id = {rid: f for f in families_of(config, st, st.matrix.cells()) for rid, _ in f.runs()}
+    by_id = {rid: f for f in possible(config, st) for rid, _ in f.runs()}
     return sum(rounds_s(f, plan) for r in ran if (f := by_id.get(r.get("cell_id", ""))) is not None)
 
 

@@ -8,6 +8,7 @@ report), so the JSON's split is the one the workers ran, never a guess."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -78,9 +79,10 @@ def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
         return schedule.pack(schedule.longest_first(jobs), pool, k).makespan_s if jobs else 0.0
 
     assert st.matrix is not None and st.shard_count
-    return shards.split(
+    baselines = st.matrix.baselines()
+    split = shards.split(
         cells,
-        st.matrix.baselines(),
+        baselines,
         int(st.shard_count),
         cell_s,
         start_s,
@@ -88,6 +90,12 @@ def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
         host_s if pool and k > 1 else None,
         len(pool),
     )
+    # each shard's own drift sentinels: every shard holding a family's baseline and members
+    parts: list[list[Any]] = [[] for _ in range(split.count)]
+    for c in cells:
+        if runs(c):
+            parts[split.shard_of(c, baselines)].append(c)
+    return dataclasses.replace(split, sentinels=sentinel.shard_sentinels(st.config, st, parts))
 
 
 def deselect(config: pytest.Config, st: SpecbenchState, items: list[pytest.Item]) -> None:
@@ -117,6 +125,8 @@ def status_line(st: SpecbenchState, kept: int) -> str | None:
     if st.shard is None or st.shard_split is None:
         return None
     split = st.shard_split
+    if split.by_shard:  # its cells, not its items (a drift sentinel is an item, not a cell)
+        kept = len(split.by_shard[st.shard.index])
     line = (
         f"specbench: shard {st.shard} (from {st.shard.source}): {kept} of the {len(split.cells)} selected "
         f"cells, planned {split.load_s[st.shard.index] / 60:.1f} min; split {split.digest}"

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..stats.drift import SENTINEL_MAX_ROUNDS, SENTINEL_MIN_ROUNDS, band_of, drift_interval, sentinel_rounds  # noqa: F401
 from ..stats.paired import EQUIVALENCE, round_p50s, round_rates
+from .screen_text import counted
 
 VERDICTS = ("faster", "slower", f"within ±{EQUIVALENCE:.0%}")
 
@@ -125,6 +126,7 @@ def withhold(
             continue
         f["speedup_drift"] = {
             "family": rec["family"],
+            "sentinel_cell": rec.get("sentinel_cell"),  # the sentinel it was read from
             "drift": rec["drift"],
             "drift_ci95": rec.get("drift_ci95"),
             "band": record_band(rec),
@@ -177,26 +179,34 @@ def apply(
 
 
 def lines(doc: Mapping[str, Any]) -> list[str]:
-    """One line per family, e.g. "drift ar-tp1: -3.1 % [-5.0 %, -1.2 %] over 42 min (...)"."""
+    """One line per family, e.g. "drift ar-tp1: -3.1 % [-5.0 %, -1.2 %] over 42 min (...)"; in a
+    merged sharded run one per family and shard ("drift ar-tp1 (shard 1/2): ...")."""
     out = []
     for rec in (doc.get("specbench") or {}).get("drift") or []:
+        name = family_label(rec)
         if rec.get("drift") is None:
-            out.append(f"drift {rec['family']}: not measured: {rec.get('why')}")
+            out.append(f"drift {name}: not measured: {rec.get('why')}")
             continue
         ci = rec.get("drift_ci95")
         iv = f" [{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci else ""
         unit = "tok/s" if rec.get("metric") == "output tok/s" else "/s (1 / p50 latency)"
         withheld = rec.get("withheld") or []
-        said = f"; {len(withheld)} verdicts withheld ({', '.join(withheld)})" if withheld else ""
+        said = f"; {counted(len(withheld), 'verdict')} withheld ({', '.join(withheld)})" if withheld else ""
         if rec.get("established") is False:
             said += "; its interval reaches 0, within the rounds' spread: no verdict withheld"
         if rec.get("sentinel_disturbed"):
             said += f"; the sentinel was disturbed: {rec['sentinel_disturbed']}"
         over = f" over {rec['minutes']:.1f} min" if rec.get("minutes") is not None else ""
         out.append(
-            f"drift {rec['family']}: {rec['drift']:+.1%}{iv}{over} ({rec['sentinel_cell']}: "
+            f"drift {name}: {rec['drift']:+.1%}{iv}{over} ({rec['sentinel_cell']}: "
             f"{rec['sentinel']:.4g} {unit} over {rec.get('sentinel_rounds', 1)} round(s) against "
             f"{rec['baseline']:.4g} over the baseline's {rec['rounds']}; "
             f"family {', '.join(rec['groups'])}{said})"
         )
     return out
+
+
+def family_label(rec: Mapping[str, Any]) -> str:
+    """A drift record's family as the views name it: with its shard where a merge of a sharded
+    run holds one record per shard of the family ("ar-tp1 (shard 1/2)")."""
+    return f"{rec.get('family')}" + (f" (shard {rec['shard']})" if rec.get("shard") else "")

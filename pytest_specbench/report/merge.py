@@ -7,10 +7,14 @@ baseline and the methods compared with it together); nothing is recomputed acros
 with the reason: files that are not results JSONs, runs of different matrices (cell ids and
 definitions, by the matrix digest each JSON records, sharded or not), splits or shard counts, a
 shard given twice, a cell in two files, and different versions of pytest-specbench, SGLang, torch
-or transformers. Every shard's JSON lists the whole
-split (each shard's cell ids), so the cells of a shard not given, or of an interrupted shard, are
-named one by one (``specbench.missing_cells``); while any is missing the merge writes nothing and
-exits 1, unless ``--allow-missing`` asks for the partial run. Pure: no pytest.
+or transformers. Every shard that holds a drift family's baseline and members ran its own
+sentinel (plugin/sentinel.py): the merge keeps each shard's sentinels and drift records (each
+with its shard), and each member's drift stays the one its own shard's sentinel read
+(``speedup_drift.shard``); a sentinel the split planned that a shard's JSON lacks is noted.
+Every shard's JSON lists the whole split (each shard's cell ids), so the cells of a shard not
+given, or of an interrupted shard, are named one by one (``specbench.missing_cells``); while any
+is missing the merge writes nothing and exits 1, unless ``--allow-missing`` asks for the partial
+run. Pure: no pytest.
 """
 
 from __future__ import annotations
@@ -198,11 +202,15 @@ def merge(docs: Sequence[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], l
             prov.setdefault("host", host)
             if label:
                 prov.setdefault("shard", label)
+                drift = b["extra_info"].get("speedup_drift")
+                if isinstance(drift, dict):  # read from its own shard's sentinel, as the shard did
+                    drift["shard"] = label
             prov["merged_from"] = name
             commits.add(prov.get("commit"))
             out["benchmarks"].append(b)
         for k in LISTS:
             spec[k] += [{**e, "shard": label, "host": host} for e in s.get(k) or [] if isinstance(e, dict)]
+        notes += _sentinels_missing(name, label, shard, s)
         spec["engine_starts"] += int(s.get("engine_starts") or 0)
         spec["resumed_cells"] += list(s.get("resumed_cells") or [])
         if s.get("interrupted"):
@@ -233,6 +241,21 @@ def merge(docs: Sequence[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], l
 
         spec["compare_pooled"] = figures(out)
     return out, notes
+
+
+def _sentinels_missing(
+    name: str, label: str | None, shard: dict[str, Any], spec: dict[str, Any]
+) -> list[str]:
+    """A note for each drift sentinel the split gave this shard (``shard.sentinels``) that its
+    JSON does not hold: the members of that family on this shard carry no drift."""
+    ran = {x.get("cell_id") for x in spec.get("sentinels") or [] if isinstance(x, dict)}
+    gone = [x for x in shard.get("sentinels") or [] if x not in ran]
+    if not gone:
+        return []
+    return [
+        f"{name}: shard {label}'s drift sentinel(s) {', '.join(gone)} did not run: its members of "
+        "those families carry no drift"
+    ]
 
 
 def missing_line(missing: Sequence[dict[str, Any]]) -> str:

@@ -311,13 +311,15 @@ def compare_view(doc: dict[str, Any]) -> list[str]:
 def drift_view(doc: dict[str, Any]) -> list[str]:
     """Per family with a drift sentinel (report/drift.py): the drift, its interval and span, how
     many verdicts it withheld; the sentinel's own disturbance named, not listed (the report's)."""
+    from .drift import family_label  # with its shard in a merged sharded run
+
     got = []
     for rec in (doc.get("specbench") or {}).get("drift") or ():
         if rec.get("drift") is None:
-            got.append(f"drift {rec.get('family')}: not measured ({rec.get('why')})")
+            got.append(f"drift {family_label(rec)}: not measured ({rec.get('why')})")
             continue
         ci = rec.get("drift_ci95")
-        line = f"drift {rec.get('family')}: {rec['drift']:+.1%}" + (
+        line = f"drift {family_label(rec)}: {rec['drift']:+.1%}" + (
             f" [{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci else ""
         )
         if rec.get("minutes") is not None:
