@@ -104,7 +104,46 @@ STORE = (MORE, "tests/test_store_faults.py", "tests/test_deciding.py")
 GATE = (MORE, "tests/test_gate.py", "tests/test_gate_checks.py", "tests/test_gate_raced.py")
 TUNE_MORE = (MORE, *TUNE, "tests/test_tune_apart.py", "tests/test_paired.py")
 
+INS, RINS = "pytest_specbench/stats/instances.py", "pytest_specbench/report/instances.py"
+INSTANCES = ("tests/test_instances.py",)
 MUTANTS: tuple[Mutant, ...] = (
+    # two levels of variance: the start level widens verdicts, a twin off the others is withheld
+    Mutant(
+        "instances-no-widen",
+        RINS,
+        "if starts is None or starts.tau2 <= 0 or not f.get",
+        "if True or not f.get",
+        INSTANCES,
+    ),
+    Mutant(
+        "instances-no-disagree",
+        RINS,
+        "if lvl.disagree(p, lvl.estimate(got, leave_out=p.a)):",
+        "if False:",
+        INSTANCES,
+    ),
+    Mutant(
+        "instances-subtract",
+        INS,
+        "tau2 = math.fsum(p.d**2 for p in use)",
+        "tau2 = math.fsum(p.d**2 - p.v for p in use)",
+        INSTANCES,
+    ),
+    Mutant(
+        "race-unmeasured-starts",
+        R,
+        "return None  # engines started apart and no pair",
+        "pass  # engines started apart and no pair",
+        INSTANCES,
+    ),
+    Mutant(
+        "race-twin-skip",
+        R,
+        "if paired.axes(lost_at.params()) == paired.axes(cell.params()):",
+        "if False:",
+        INSTANCES,
+    ),
+    Mutant("race-starts-var", R, "extra_var=starts.var() if starts else 0.0,", "extra_var=0.0,", INSTANCES),
     # racing pools: drafters race drafters, a forced accept length only its own sweep
     Mutant(
         "race-pool-forced", R, "if other is None or forced(other) != forced(cell):", "if other is None:", RACE

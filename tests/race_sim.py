@@ -15,15 +15,32 @@ from pytest_specbench.stats import paired
 
 
 def matrix(
-    methods: list[str], rounds: int = 3, max_rounds: int | None = 10, extra: dict[str, Any] | None = None
+    methods: list[str],
+    rounds: int = 3,
+    max_rounds: int | None = 10,
+    extra: dict[str, Any] | None = None,
+    backend: str = "hf",
+    method_keys: dict[str, dict[str, Any]] | None = None,
 ) -> Any:
     """AR and n-gram members on the embedded model, one throughput workload at c1 (``extra``
-    overrides or adds workload keys); ``max_rounds`` None: fixed rounds."""
+    overrides or adds workload keys); ``max_rounds`` None: fixed rounds. ``backend`` "sglang": engines
+    that are instances of their own (a start-to-start level); ``method_keys``: keys added to a
+    method (``starts: 2``)."""
+    model = "embedded:tiny" if backend == "hf" else "Qwen/Qwen3-1.7B"
+    keys = method_keys or {}
     doc = {
-        "models": {"m": "embedded:tiny"},
+        "models": {"m": model},
         "methods": {
-            "ar": {"backend": "hf", "model": "m"},
-            **{n: {"backend": "hf", "model": "m", "speculative": {"algorithm": "ngram"}} for n in methods},
+            "ar": {"backend": backend, "model": "m", **keys.get("ar", {})},
+            **{
+                n: {
+                    "backend": backend,
+                    "model": "m",
+                    "speculative": {"algorithm": "ngram"},
+                    **keys.get(n, {}),
+                }
+                for n in methods
+            },
         },
         "workloads": {
             "throughput": {
@@ -138,3 +155,42 @@ def tuned_matrix(
         "workloads": {"throughput": w},
     }
     return parse(doc, "m.yaml")
+
+
+def instance_shape(
+    speeds: dict[str, float],
+    seed: int,
+    cv: float,
+    tau: float,
+    offsets: dict[str, float] | None = None,
+    starts: int = 2,
+    rounds: int = 3,
+    max_rounds: int = 10,
+    configs: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """One raced shape on engines that are instances of their own (sglang): AR with ``starts``
+    starts (the 2nd.. its A/A controls), each method of ``speeds`` with ``starts`` starts; every start
+    its own level (log sd ``tau``, times ``offsets[name]`` where given), one baseline instance beside
+    every member; ``configs``: keys a method's YAML gets (methods of one config are starts of one
+    engine). Controls run first, as the plugin orders them."""
+    rng = random.Random(seed)
+    keys = {
+        n: {**({"starts": starts} if starts > 1 else {}), **(configs or {}).get(n, {})}
+        for n in ["ar", *speeds]
+    }
+    m = matrix(list(speeds), rounds, max_rounds, backend="sglang", method_keys=keys)
+    race = Race(m)
+    cells = {c.method.name: c for c in m.cells()}
+    base = math.exp(rng.gauss(0, tau))
+    order = [n for n in cells if n in race.controls] + [
+        n for n in cells if n not in race.controls and n != "ar"
+    ]
+    out = {}
+    for name in order:
+        true = speeds.get(name.split("-start")[0], 1.0)
+        own = math.exp(rng.gauss(0, tau)) * (offsets or {}).get(name, 1.0)
+        if race.skip_reason(cells[name]) is not None:
+            out[name] = {"dropped": True, "skipped": True, "rounds": 0}
+            continue
+        out[name] = run_cell(race, cells[name], true, rng, cv, offset=own, ref_offset=base)
+    return out

@@ -10,7 +10,9 @@ keeps the cells dropped or tuned out with why (``dropped``, ``tuned_out``, in th
 ``specbench``), and says before a cell starts whether it is skipped (``skip_reason``: its method
 lost at a cheaper shape of the same workload by more than any measured method gained toward the
 costlier one, or its setting was tuned out). A comparison of cells measured apart (no baseline
-beside them) never drops unless a drift allowance is given (``drift``). The statistics are
+beside them) never drops unless a drift allowance is given (``drift``), nor one of engines that are
+instances of their own until a pair of starts (an A/A control, a second start) measured the
+start-to-start variance it then carries (stats/instances.py). The statistics are
 stats/sequential.py's and stats/paired.py's; docs/metrics.md "Early stopping and racing" says
 what is decided and what is assumed.
 """
@@ -82,6 +84,10 @@ class Race:
         self.baselines = self.matrix.baselines()
         # twins of a baseline whose engines are instances of their own: A/A controls, never racing
         self.controls = self.matrix.controls(separate_instances)
+        # other starts of a member's engine (``NAME-startK``, or a twin under another name), and
+        # the methods whose engines are instances of their own: the start-to-start level
+        self.twins = self.matrix.twins(separate_instances)
+        self.separate = {m.name for m in self.matrix.methods if separate_instances(m.backend)}
         self._cells = {(paired.axes(c.params()), c.method.name): c for c in self.matrix.cells()}
         self._by_id = {c.id: c for c in self.matrix.cells()}
 
@@ -249,8 +255,17 @@ class Race:
             for e in self.shapes.get(shape, [])
             if e.relative == relative and e.method != cell.method.name and self.races_name(e.method)
         ]
+        starts = self.starts() if cell.method.name in self.separate else None
+        if cell.method.name in self.separate and starts is None:
+            return None  # engines started apart and no pair of starts measured: nothing bounds u
         g = selection.gap(
-            own, [b for b in lead.speeds if b], both, self.delta, shape_var=selection.pooled([own, *rivals])
+            own,
+            [b for b in lead.speeds if b],
+            both,
+            self.delta,
+            extra_var=starts.var() if starts else 0.0,
+            shape_var=selection.pooled([own, *rivals]),
+            extra_df=starts.k if starts else None,
         )
         if g is None:
             return None
@@ -266,6 +281,8 @@ class Race:
             "delta": self.delta,
             "rounds": [g.n, g.lead_n],
         }
+        if starts is not None and starts.tau2 > 0:
+            info["instance_sd"] = round(starts.sd, 6)
         band = self.control_band(cell, looks) if relative else 0.0
         if band:  # an instance effect its shape's A/A control established: clear of it, or no drop
             lo, hi = lo * math.exp(-band), hi * math.exp(band)
@@ -285,7 +302,30 @@ class Race:
         if status != selection.BEHIND:  # not a loss: the leader it was read against
             info["status"] = "within" if status == selection.WITHIN else "open"
             info["leader"] = info.pop("lost_to")
-        return selection.Gap(g.point, lo, hi, g.n, g.lead_n, g.df, self.delta, status), info
+        if g.starts_share:
+            info["starts_share"] = round(g.starts_share, 4)
+        return selection.Gap(g.point, lo, hi, g.n, g.lead_n, g.df, self.delta, status, g.starts_share), info
+
+    def starts(self) -> Any:
+        """The start-to-start variance from the pairs of starts measured so far (stats/instances.py):
+        each A/A control's rounds against the baseline beside it, each twin's against its first
+        start's at the same shape; None without a pair."""
+        from ..stats import instances
+
+        pairs = []
+        for es in self.shapes.values():
+            logs = {e.method: [math.log(s) for s in e.speeds if s] for e in es if e.relative}
+            ids = {e.method: e.cell_id for e in es if e.relative}
+            for m, xs in logs.items():
+                other = self.controls.get(m) or self.twins.get(m)
+                p = None
+                if m in self.controls:
+                    p = instances.pair_of(ids[m], str(other), xs)
+                elif other in logs:
+                    p = instances.pair_of(ids[m], ids[str(other)], xs, logs[str(other)])
+                if p is not None:
+                    pairs.append(p)
+        return instances.estimate(pairs)
 
     def control_band(self, cell: Cell, looks: Looks) -> float:
         """The instance effect an A/A control (a twin of the baseline, report/control.py) measured
@@ -362,6 +402,12 @@ class Race:
                 info = {**info, "largest_gain": round(gain, 6)}
                 self._skipped(cell, {**info, "skipped": True})
                 return out_text(cell.id, info)
+        first = self.twins.get(cell.method.name)
+        for lost_at, info in self.losses.get(first or "", []):  # another start of a dropped method
+            if paired.axes(lost_at.params()) == paired.axes(cell.params()):
+                info = {**info, "first_start": first, "skipped": True}
+                self._skipped(cell, info)
+                return f"{cell.id}: another start of {first}, dropped here with the start variance counted"
         dom = self.tp_dominated(cell)
         if dom is not None:
             self._skipped(cell, dom)

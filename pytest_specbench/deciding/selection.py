@@ -10,7 +10,7 @@ far on the difference of their mean log speeds (``gap``):
   own tok/s (measured apart; then widened by the drift its brackets bound, deciding/race.py);
 - the two samples are independent cells, so the difference is Welch's, every round of both used
   (pairing by index would stop at the shorter one's count), plus ``extra_var``: the variance of
-  engine starts (two instances compared: 2 τ², deciding/instances.py) where one is known;
+  engine starts (two instances compared: 2 τ², stats/instances.py) where one is known;
 - the bound is one-sided at the look's level (stats/sequential.py: Pocock's constant per-look level
   over the cell's looks, divided over the shape's racing methods), so over every look and every
   rival the chance that any member truly within δ of the best is put out stays under 5 %.
@@ -32,6 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..stats.instances import satterthwaite
 from ..stats.paired import _sd, welch
 from ..stats.sequential import Looks, t_quantile
 
@@ -54,6 +55,7 @@ class Gap:
     df: int
     delta: float
     status: str
+    starts_share: float = 0.0  # of the variance, what the start-to-start level gives (stats/instances.py)
 
     @property
     def behind(self) -> bool:
@@ -114,13 +116,16 @@ def gap(
     delta: float = DELTA,
     extra_var: float = 0.0,
     shape_var: tuple[float, int] | None = None,
+    extra_df: int | None = None,
 ) -> Gap | None:
     """The member (``own``: its per-round speeds) over the leader (``lead``), at the looks' per-look
     level (one-sided); None without an interval (one round each). ``shape_var``: the round
     variance pooled over the shape's cells (``pooled``): a side whose rounds vary as the shape's
     do is read with the pool's variance (its own where larger) and degrees of freedom, a noisier
     one with its own (``_side``); the two sides' degrees of freedom combine as Satterthwaite's, so
-    a noisy side with few rounds is read with few degrees of freedom whatever the pool holds."""
+    a noisy side with few rounds is read with few degrees of freedom whatever the pool holds.
+    ``extra_var``: the start-to-start variance the two sides add (stats/instances.py), an estimate
+    with ``extra_df`` degrees of freedom (None: known) combined by Satterthwaite's rule."""
     la = [math.log(x) for x in own if x and x > 0]
     lb = [math.log(x) for x in lead if x and x > 0]
     w = welch(la, lb, extra_var)
@@ -135,9 +140,12 @@ def gap(
         elif v > 0:  # a noisier side on its own: Satterthwaite's over the two
             parts = sum(x**2 / k for x, k, _ in sides if k)
             var, df = v + extra_var, max(1, int(v**2 / parts))
+    if extra_var > 0 and extra_df:
+        var, df = satterthwaite([(var - extra_var, df), (extra_var, extra_df)])
     half = one_sided(looks.level, df) * math.sqrt(var)
     lo, hi = math.exp(d - half), math.exp(d + half)
-    return Gap(math.exp(d), lo, hi, len(la), len(lb), df, delta, classify(lo, hi, delta))
+    share = extra_var / var if var > 0 else 0.0
+    return Gap(math.exp(d), lo, hi, len(la), len(lb), df, delta, classify(lo, hi, delta), share)
 
 
 def classify(lo: float, hi: float, delta: float) -> str:

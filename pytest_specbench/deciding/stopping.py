@@ -26,6 +26,9 @@ from ..stats.sequential import Looks
 from .selection import pct
 
 CONTINUE, SETTLED, DROPPED = "continue", "settled", "dropped"
+# a racing cell open against its leader stops once the start-to-start level is more than this share
+# of its gap's variance: rounds then narrow what is left by little, another start would
+STARTS_SHARE = 0.8
 
 # the race's look at a cell: (own rounds, reference rounds or None, closed loop, looks) ->
 # (its interval against the shape's leader, what the JSON says of that leader) or None
@@ -75,6 +78,19 @@ class Stopping:
             assert lead is not None
             return Answer(DROPPED, {"stop_reason": DROPPED, "rounds_stop": text, "race": lead[1]})
         stop = sequential.check(n, looks, decided(own, ref, closed, looks, self.precision))
+        if (
+            gap is not None
+            and getattr(gap, "starts_share", 0) > STARTS_SHARE
+            and not (gap.behind or gap.within)
+        ):
+            text = (
+                f"stopped after {n} rounds open against the shape's leader: the start-to-start "
+                f"variance is {gap.starts_share:.0%} of its gap's, which more rounds do not narrow; "
+                "another start of it would (starts: 2)"
+            )
+            kept = self._kept(lead)
+            kept.setdefault("race", {})["another_start"] = True
+            return Answer(SETTLED, {"stop_reason": "starts", "rounds_stop": text, **kept})
         if stop is None:
             return Answer(CONTINUE, self._kept(lead))
         if (

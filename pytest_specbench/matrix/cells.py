@@ -391,6 +391,41 @@ class Matrix:
                 out[m] = b
         return out
 
+    def twins(self, separate: Callable[[str], bool] | None = None) -> dict[str, str]:
+        """Method -> the first method (in matrix order) with the same engine, for each method
+        that is another start of an earlier one (the same backend, model, speculative settings,
+        draft, engine_args, env, endpoint and hooks; only its name differs) and not an A/A control
+        of its baseline (``controls``): pairs of starts that read the start-to-start variance
+        (stats/instances.py). ``separate`` as in ``controls``."""
+
+        def engine(m: Method) -> tuple[Any, ...]:
+            spec = m.speculative
+            return (
+                m.backend,
+                m.model,
+                spec,
+                m.draft_model,
+                m.engine_args,
+                m.env,
+                m.url,
+                m.api,
+                m.hooks,
+                m.tp,
+            )
+
+        controls = self.controls(separate)
+        first: dict[tuple[Any, ...], str] = {}
+        out: dict[str, str] = {}
+        for m in self.methods:
+            if m.name in controls or (separate is not None and not separate(m.backend)):
+                continue
+            key = engine(m)
+            if key in first:
+                out[m.name] = first[key]
+            else:
+                first[key] = m.name
+        return out
+
     def method(self, name: str) -> Method:
         for m in self.methods:
             if m.name == name:

@@ -57,7 +57,9 @@ METHOD_KEYS = (
     "api_key_env",
     "hooks",
     "tune",
+    "starts",
 )
+MAX_STARTS = 8
 ENDPOINT_BACKENDS = ("http",)  # backends that talk to an endpoint given by url:
 APIS = ("sglang", "openai")
 SPEC_KEYS = (
@@ -418,6 +420,47 @@ def _endpoint(
     return url, api, key_env
 
 
+def _starts(cx: Ctx, raw: dict[str, Any], d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A method's ``starts: N``: N engine starts of it, the 2nd.. as methods ``NAME-startK`` (twins:
+    the same engine under another name, stats/instances.py reads the start-to-start variance from
+    them; the baseline's are its A/A controls). A workload that names the method names its starts."""
+    out: dict[str, Any] = {}
+    extra: dict[str, list[str]] = {}
+    for n, r in raw.items():
+        if not isinstance(r, dict) or "starts" not in r:
+            out[n] = r
+            continue
+        key = f"methods.{n}.starts"
+        k = r["starts"]
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_STARTS:
+            raise cx.err(key, f"expected a number of engine starts, 1 to {MAX_STARTS}; got {k!r}")
+        if "tune" in r:
+            raise cx.err(key, "a tuned sweep has one start per setting; give starts to a method without tune")
+        one = {kk: v for kk, v in r.items() if kk != "starts"}
+        out[n] = one
+        for i in range(2, k + 1):
+            name = f"{n}-start{i}"
+            if name in raw:
+                raise cx.err(
+                    key, f"{name!r} is the name of its start {i}, and a method of that name is defined"
+                )
+            out[name] = dict(one)
+            extra.setdefault(n, []).append(name)
+    if not extra:
+        return out, d
+    ws = d.get("workloads")
+    if isinstance(ws, dict):
+        new_ws = {}
+        for wn, w in ws.items():
+            ms = w.get("methods") if isinstance(w, dict) else None
+            if ms is not None:
+                ms = ms if isinstance(ms, list) else [ms]
+                w = {**w, "methods": [x for m in ms for x in [m, *extra.get(m, [])]]}
+            new_ws[wn] = w
+        d = {**d, "workloads": new_ws}
+    return out, d
+
+
 def parse(
     data: Any, path: str = "<matrix>", backends: Backends | None = None, base_dir: Path | None = None
 ) -> Matrix:
@@ -435,6 +478,7 @@ def parse(
     raw_methods = d["methods"]
     if not isinstance(raw_methods, dict) or not raw_methods:
         raise cx.err("methods", "expected a non-empty mapping of method name -> settings")
+    raw_methods, d = _starts(cx, raw_methods, d)
     methods: dict[str, Method] = {}  # YAML name -> its first setting (workloads and baseline name these)
     expanded: list[Method] = []
     for n, r in raw_methods.items():

@@ -254,6 +254,10 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "sentinels": st.sentinels,
             # twins of a baseline (A/A controls): report/control.py withholds by what they read
             "controls": st.matrix.controls(separate_instances),
+            # other starts of a member's engine, and the methods whose engines are instances of
+            # their own: report/instances.py reads the start-to-start variance from them
+            "twins": st.matrix.twins(separate_instances),
+            "separate_instances": [m.name for m in st.matrix.methods if separate_instances(m.backend)],
             "gpus_used": list(st.gpus) if st.gpus is not None else None,
             "gpu_notes": st.gpu_notes,
             # a crashed worker's cell that xdist ran again and that then measured is a result,

@@ -63,9 +63,12 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
     comparison: None where already said), and ``status``: "withheld" (the winner's verdict or the
     pair's was withheld, or no verdict in the shape stands and one was withheld), "decided" (some
     verdict in the shape separates), "no interval" (no comparison in the shape has one: one round a
-    cell), "under load" (none separates, and one would have but for the bar a verdict kept under
-    load must clear: held_by_load) or "not separated" (every verdict of the shape stands, and none
-    separates)."""
+    cell), or, where every verdict of the shape stands and none separates, the reason that held
+    for each of its comparisons with an interval (``unseparated_status``): "not separated" (every
+    interval spans 1), "margin" (every interval reaches into 1 ± 2 %, one clear of 1), "under
+    load" (every one held by the bar a verdict kept under load must clear, its point inside it:
+    more rounds do not lift it) or "under load, narrows" (the bar held one, and more rounds
+    narrow an interval that may then separate)."""
     out = []
     for label, rows in decide.ranked_shapes(doc):
         win, run = rows[0], rows[1]
@@ -88,9 +91,7 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
             if any(withheld(v) for v in verdicts)
             else "no interval"  # e.g. one round a cell, no baseline in the shape: nothing to decide
             if no_interval
-            else "under load"  # more rounds would not lift it: the load's bar held it
-            if any(held_by_load(c) for c in (*rows, pair, runner))
-            else "not separated"
+            else unseparated_status([*(r for r in rows if not _is_baseline(r)), pair, runner])
         )
         out.append(
             {
@@ -109,20 +110,20 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def held_by_load(c: dict[str, Any]) -> bool:
-    """Whether a comparison kept under load (paired.py: disturbed, both halves of every pair bore
-    the load alike) is "not separated" only for the bar such a verdict must clear: its interval
-    lies clear of 1 (and of the ±2 % margin) but inside x0.78..x1.28, the shift load alone gave a
-    ratio. More rounds narrow the interval, not that bar."""
-    from ..stats.paired import EQUIVALENCE
-
-    ci = c.get("speedup_vs_ar_ci95")
-    return (
-        bool(c.get("speedup_under_load"))
-        and str(c.get("speedup_verdict") or "") == "not separated"
-        and bool(ci)
-        and (ci[0] > 1 + EQUIVALENCE or ci[1] < 1 - EQUIVALENCE)
-    )
+def unseparated_status(comparisons: list[dict[str, Any]]) -> str:
+    """The status of a shape none of whose ``comparisons`` separates nor was withheld, from the
+    reasons that held for those with an interval (decide.unseparated): "under load" where the bar
+    held every one with its point inside the bar, "under load, narrows" where it held one and more
+    rounds narrow another or may lift it, "not separated" where every interval spans 1, "margin"
+    where every one reaches into 1 ± 2 % and one is clear of 1, "no interval" where none has one."""
+    why = {decide.unseparated(c) for c in comparisons} - {None}
+    if why == {"bar"}:
+        return "under load"
+    if any(str(w).startswith("bar") for w in why):
+        return "under load, narrows"
+    if why == {"spans 1"}:
+        return "not separated"
+    return "margin" if why else "no interval"
 
 
 def _winner_text(r: dict[str, Any]) -> str:
@@ -230,10 +231,16 @@ def decisions(doc: dict[str, Any], budget: int = SCREEN_LINES) -> list[str]:
     grouped = []
     for status, head in (
         ("not separated", "nothing separated (every interval spans 1; more rounds narrow them)"),
+        ("margin", "nothing separated (every interval reaches into 1 ± 2%; more rounds narrow them)"),
         (
             "under load",
             f"not separated under load (disturbed alike: beyond x{LOAD_BIAS:.2f}..x{1 / LOAD_BIAS:.2f} "
             "needed, which more rounds do not lift)",
+        ),
+        (
+            "under load, narrows",
+            f"not separated under load (disturbed alike: beyond x{LOAD_BIAS:.2f}..x{1 / LOAD_BIAS:.2f} "
+            "needed; more rounds narrow the intervals)",
         ),
         ("withheld", "verdict withheld (the reasons are counted below)"),
         ("no interval", "no interval to decide on (one round a cell, or no paired comparison)"),
@@ -344,9 +351,10 @@ def drift_view(doc: dict[str, Any]) -> list[str]:
 def control_view(doc: dict[str, Any]) -> list[str]:
     """Each A/A control (a twin of the baseline, report/control.py): what it read against its
     baseline's instance and the verdicts it withheld; or that a run with resident baselines has none."""
+    from . import instances
     from .control import lines
 
-    got = lines(doc)
+    got = lines(doc) + instances.lines(doc)
     if len(got) > MAX_VIEW_LINES:
         got = got[:MAX_VIEW_LINES] + [
             f"... and {counted(len(got) - MAX_VIEW_LINES, 'more control')} (the report lists each)"

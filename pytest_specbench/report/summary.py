@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..stats.paired import compare_all
-from . import brackets, control, decide, drift
+from . import brackets, control, decide, drift, instances
 from .celltable import _columns, _fmt, _md_value, legend, table  # noqa: F401
 from .gate import failure_headline
 from .gate import redefined as _redefined
@@ -131,6 +131,7 @@ def build(
     drift.apply(ordered, sp, specbench)  # a family's sentinel: its drift withholds smaller verdicts
     brackets.apply(ordered, sp, specbench)  # a bracketed member: verdicts on the widened interval
     control.apply(ordered, sp, specbench, baseline)  # a twin of the baseline: an instance effect withholds
+    instances.apply(ordered, sp, specbench)  # engines started apart: intervals widened by tau
     return {
         "machine_info": machine_info,
         "commit_info": commit_info,
