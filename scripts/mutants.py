@@ -144,6 +144,14 @@ MUTANTS: tuple[Mutant, ...] = (
         INSTANCES,
     ),
     Mutant("race-starts-var", R, "extra_var=starts.var() if starts else 0.0,", "extra_var=0.0,", INSTANCES),
+    # drift between groups measured apart: the brackets', never a constant
+    Mutant(
+        "race-apart-constant",
+        R,
+        "return None  # nothing measured the drift between groups",
+        "return 0.13, 'allowed'",
+        ("tests/test_race_tp_dominated.py", "tests/test_tune_apart.py"),
+    ),
     # racing pools: drafters race drafters, a forced accept length only its own sweep
     Mutant(
         "race-pool-forced", R, "if other is None or forced(other) != forced(cell):", "if other is None:", RACE

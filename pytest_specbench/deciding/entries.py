@@ -63,7 +63,8 @@ def tp_text(info: dict[str, Any]) -> str:
     return (
         f"out of the race: its TP size is dominated: at shape {info['shape']} it ran x{info['ratio']:.3f} "
         f"[{info['lo']:.3f}, {info['hi']:.3f}] per user of {info['tp_dominated_by']} (drift of "
-        f"±{info['drift_allowed']:.0%} between groups allowed), x{info['per_gpu']:.3f} per GPU"
+        f"±{info['drift_allowed']:.1%} between groups {info.get('drift_from', 'allowed')}), "
+        f"x{info['per_gpu']:.3f} per GPU"
     )
 
 

@@ -77,6 +77,7 @@ class Race:
     # a bracketed member group -> the levels its two brackets bound (report/brackets.py): its
     # comparisons measured apart drop on the interval widened by them, never without them
     brackets: dict[str, tuple[float, float]] = field(default_factory=dict)
+    group_order: list[str] = field(default_factory=list)  # engine groups in the order they recorded
     _cells: dict[tuple[tuple[Any, ...], str], Cell] = field(default_factory=dict)
     _seen: dict[str, tuple[list[float | None], bool]] = field(default_factory=dict)
 
@@ -123,6 +124,8 @@ class Race:
                 ev.get("rates"),
             )
             self.shapes.setdefault(paired.axes(cell.params()), []).append(entry)
+            if cell.group.id not in self.group_order:
+                self.group_order.append(cell.group.id)
         elif kind == "loss":
             self.losses.setdefault(ev["method"], []).append((self._by_id[ev["cell_id"]], ev["info"]))
         elif kind == "dropped":
@@ -162,6 +165,20 @@ class Race:
         """A member group's brackets measured: the levels they bound (``before`` None: the
         baseline's own cell, 1.0), which its comparisons measured apart are widened by from now on."""
         self.brackets[member] = drift_range(before, after)
+
+    def apart_drift(self, a: str, b: str) -> tuple[float, str] | None:
+        """The drift allowed between two engine groups measured apart (``a``, ``b``: group ids):
+        the given allowance (``drift``), else what the run's brackets measured: the largest level
+        change one group's brackets bound, compounded over the groups recorded between the two
+        (at least one); None where nothing measured drift yet (no decision between them)."""
+        if self.drift is not None:
+            return self.drift, "allowed"
+        steps = [hi / lo - 1 for lo, hi in self.brackets.values() if lo > 0]
+        if not steps:
+            return None  # nothing measured the drift between groups
+        order = self.group_order
+        k = abs(order.index(a) - order.index(b)) if a in order and b in order else len(order) or 1
+        return min(0.5, (1 + max(steps)) ** max(1, k) - 1), "measured"
 
     def races(self, cell: Cell) -> bool:
         """Whether the cell's method races (can be dropped): not its shape's baseline. A forced
@@ -424,12 +441,11 @@ class Race:
         """A TP size dominated at a cheaper shape: the same method, workload and other axes
         measured at a cheaper shape at ``cell``'s TP size and at a smaller one, and there slower
         per user (its own tok/s per round at the larger TP over the smaller's, an unpaired
-        interval widened by the drift allowed between groups, ``drift`` or ``TP_DRIFT``) wholly
-        below 0.98: it is then slower per GPU too (more GPUs), and its costlier shapes are
-        skipped. None when no such evidence (a larger TP as fast per user is kept)."""
+        interval widened by the drift between the two groups, ``apart_drift``: measured by the
+        run's brackets, or given) wholly below 0.98: it is then slower per GPU too (more GPUs),
+        and its costlier shapes are skipped. None when no such evidence (a larger TP as fast per user is kept)."""
         if not self.races(cell):  # the baseline's cells stay: its members' verdicts read them
             return None
-        drift = self.drift if self.drift is not None else TP_DRIFT
         mine = {e.cell_id: e for es in self.shapes.values() for e in es if e.rates}
         for cheap in self._by_id.values():
             at = mine.get(cheap.id)
@@ -440,8 +456,10 @@ class Race:
                 if small is None or other.tp >= cell.tp or not same_but_tp(other, cheap):
                     continue
                 iv = paired.unpaired_ratio_interval(at.rates or [], small.rates or [])
-                if iv is None or iv.lo is None or iv.hi is None:
-                    continue
+                allowed = self.apart_drift(cheap.group.id, other.group.id)
+                if iv is None or iv.lo is None or iv.hi is None or allowed is None:
+                    continue  # no interval, or no drift measured between the groups: no evidence
+                drift, how = allowed
                 hi = iv.hi / (1 - drift)
                 if hi < 1 - paired.EQUIVALENCE:
                     per_gpu = iv.point * other.tp / cell.tp
@@ -453,7 +471,8 @@ class Race:
                         "lo": round(iv.lo * (1 - drift), 6),
                         "hi": round(hi, 6),
                         "per_gpu": round(per_gpu, 6),
-                        "drift_allowed": drift,
+                        "drift_allowed": round(drift, 6),
+                        "drift_from": how,
                         "skipped": True,
                     }
         return None

@@ -135,7 +135,8 @@ def against(
     5 % / ``family``; None where a shape lacks an interval (one round, or one measured beside its
     baseline and the other not). Two settings both measured apart from their baseline (their
     own tok/s, in different engine groups) are compared on their own speeds, the interval
-    widened by the drift allowed between groups (``race.drift``, else paired.TP_DRIFT) either way."""
+    widened by the drift between their groups (``race.apart_drift``: the run's brackets', or the
+    given allowance) either way; None where no drift was measured between them."""
     parts, apart = [], False
     for shape in shapes:
         entries = {e.method: e for e in race.shapes.get(shape, [])}
@@ -155,7 +156,11 @@ def against(
     iv = paired.pooled_log_interval(parts, 2 * sequential.ALPHA / family)
     if iv is None or not apart:
         return iv
-    d = race.drift if race.drift is not None else paired.TP_DRIFT
+    groups = [race._cells[(shape, m)].group.id for m in (name, best) if (shape, m) in race._cells]
+    allowed = race.apart_drift(*groups) if len(groups) == 2 else None
+    if allowed is None:
+        return None  # measured apart and no drift measured between the groups: carried
+    d = allowed[0]
     return (iv[0], iv[1] * (1 - d), iv[2] / (1 - d))
 
 

@@ -29,16 +29,28 @@ class _Jobs:
     jobs: list[schedule.Job]
     parts: dict[str, list[tuple[str, float]]]  # a family's job -> its groups and brackets, in order
     restarts: dict[str, int]  # the baselines' restarts for brackets and sentinels (FamilyJobs.restarts)
+    # what the bound reads (packed_schedule.bound_lines): GPU-seconds of the cells, of the groups'
+    # engine starts and of the brackets and sentinels, and each group's seconds
+    cells_gpu_s: float = 0.0
+    starts_gpu_s: float = 0.0
+    drift_gpu_s: float = 0.0
+    groups_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def _jobs(
-    config: pytest.Config, st: SpecbenchState, cells: list[Cell], secs: dict[str, float], carried: bool
+    config: pytest.Config,
+    st: SpecbenchState,
+    cells: list[Cell],
+    secs: dict[str, float],
+    carried: bool,
+    spread_by: list[Cell] | None = None,
 ) -> _Jobs:
     """One job per engine group of ``cells`` at ``secs``, a drift family's groups (and its
-    sentinel or brackets) as one job as the run's scopes have them (deciding/families.py); a
-    carried scope's id ends "(carried)"."""
+    sentinel or brackets) as one job as the run's scopes have them (deciding/families.py; a
+    family spread over GPU sets as ``spread_by``'s cells, the run's, split it); a carried scope's
+    id ends "(carried)"."""
     from ..deciding.families import merge_jobs
-    from .packed_schedule import planned_seconds
+    from .packed_schedule import machine_warm_s, planned_seconds
     from .sentinel import families_of
     from .xdist_policy import CARRIED
 
@@ -48,13 +60,20 @@ def _jobs(
         if c.id in secs:
             by_group.setdefault(c.group.id, []).append(c)
     jobs = []
+    cells_gpu_s = starts_gpu_s = 0.0
+    groups_s: dict[str, float] = {}
     for run in by_group.values():
         g = run[0].group
         p = planned_seconds(plan, g, [])
         gpus = g.tp if get_backend(g.method.backend).gpu else 0
         dur = p.start_s + sum(secs[c.id] for c in run)
-        jobs.append(schedule.Job(g.id, gpus, dur, g.tp, g.method.backend, p.first_start_extra_s))
-    fj = merge_jobs(families_of(config, st, [c for c in cells if c.id in secs]), jobs, plan, planned_seconds)
+        warm = machine_warm_s(plan, run)
+        jobs.append(schedule.Job(g.id, gpus, dur, g.tp, g.method.backend, p.first_start_extra_s, warm_s=warm))
+        cells_gpu_s += (dur - p.start_s) * gpus
+        starts_gpu_s += p.start_s * gpus
+        groups_s[g.id] = dur
+    fams = families_of(config, st, [c for c in cells if c.id in secs], spread_by)
+    fj = merge_jobs(fams, jobs, plan, planned_seconds)
     tuned = {c.group.id for c in cells if getattr(c.method, "tune", None) is not None}
     out = []
     named: dict[str, list[tuple[str, float]]] = {}
@@ -71,7 +90,7 @@ def _jobs(
         out.append(
             dataclasses.replace(j, group=name, not_before_s=-1.0 if k is not None else 0.0, tail_s=tail)
         )
-    return _Jobs(out, named, fj.restarts())
+    return _Jobs(out, named, fj.restarts(), cells_gpu_s, starts_gpu_s, fj.gpu_s(), groups_s)
 
 
 @dataclasses.dataclass
@@ -81,6 +100,9 @@ class _Packed:
     starts: int  # the groups' engine starts
     restarts: dict[str, int]  # the baselines' restarts for brackets and sentinels
     sched: schedule.Schedule | None  # each family's groups and brackets as slots of their own
+    # what its bound reads (packed_schedule.bound_lines): cells', starts' and brackets'
+    # GPU-seconds, each group's seconds
+    bound: tuple[float, float, float, dict[str, float]] = (0.0, 0.0, 0.0, {})
 
 
 def _pack(
@@ -90,6 +112,7 @@ def _pack(
     later: list[Cell],
     secs: dict[str, float],
     n: int = 1,
+    spread_by: list[Cell] | None = None,
 ) -> _Packed:
     """The makespan, when the first phase is done, engine starts and schedule of the cells at
     ``secs`` by ``n``
@@ -102,8 +125,8 @@ def _pack(
     from ..deciding.families import FamilyJobs
     from .gpu_pool import reserved_gpus
 
-    j1 = _jobs(config, st, first, secs, False)
-    j2 = _jobs(config, st, later, secs, bool(first))
+    j1 = _jobs(config, st, first, secs, False, spread_by)
+    j2 = _jobs(config, st, later, secs, bool(first), spread_by)
     one, two = j1.jobs, j2.jobs
     restarts = {k: j1.restarts.get(k, 0) + j2.restarts.get(k, 0) for k in {**j1.restarts, **j2.restarts}}
     if not one + two:
@@ -123,7 +146,14 @@ def _pack(
     starts = len({c.group.id for c in first}) + len({c.group.id for c in later})
     makespan = sched.makespan_s
     sched = FamilyJobs([], [], {**j1.parts, **j2.parts}, {}).expand(sched)
-    return _Packed(makespan, done, starts, restarts, sched)
+    # a group with cells in both phases starts twice: two chains
+    both = {**j1.groups_s, **{g: max(s, j1.groups_s.get(g, 0.0)) for g, s in j2.groups_s.items()}}
+    gpu_s = (
+        j1.cells_gpu_s + j2.cells_gpu_s,
+        j1.starts_gpu_s + j2.starts_gpu_s,
+        j1.drift_gpu_s + j2.drift_gpu_s,
+    )
+    return _Packed(makespan, done, starts, restarts, sched, (*gpu_s, both))
 
 
 def _by_tp(sched: schedule.Schedule) -> str:
@@ -238,7 +268,7 @@ def race_plan(
         phased = v.name != "full factorial"  # the full factorial: a run without the race's order
         first = [c for c in runnable if c.id in v.cells and c.id in first_ids and phased]
         later = [c for c in runnable if c.id in v.cells and c.id not in first_ids or not phased]
-        packed = _pack(config, st, first, later, v.cells, n)
+        packed = _pack(config, st, first, later, v.cells, n, runnable)
         total, done, starts = packed.makespan_s, packed.done_s, packed.starts
         if v.name == "expected":
             expected = packed
@@ -254,6 +284,10 @@ def race_plan(
         ratio = f", {total / full_s:.2f}x the full factorial" if v.name != "full factorial" and full_s else ""
         counts = f"{len(v.cells)} cells, {starts} engine starts{restarts_text(packed.restarts)}"
         lines.append(f"  {v.name}: {total / 60:.1f} min{phases}, {counts}{ratio}{extra}")
+        if st.gpus and packed.sched is not None:  # its GPU-minute bound, where its time goes
+            from .packed_schedule import bound_lines
+
+            lines += ["  " + x for x in bound_lines(packed.sched, *packed.bound, makespan_s=total)]
         doc[v.name.replace(" ", "_")] = {
             "makespan_s": total,
             "cells": len(v.cells),
@@ -261,6 +295,7 @@ def race_plan(
             "baseline_restarts": packed.restarts,
             "extra_starts": again,
             "gpu_min": _where(runnable, v.cells),
+            **({"bound": packed.sched.bound} if packed.sched is not None and packed.sched.bound else {}),
         }
     if race or tuned:
         lines.append(
@@ -291,9 +326,10 @@ def race_plan(
 
         skipped = sum(1 for c in runnable if skips is not None and skips(c))
         lines.append(
-            f"  a TP size slower per user than a smaller one at a cheaper shape (beyond ±{TP_DRIFT:.0%} "
-            f"drift) skips its costlier shapes: planned per user, larger over smaller TP, x{ratios[0]:.2f} "
-            f"to x{ratios[-1]:.2f}: {skipped} cell(s) expected skipped"
+            "  a TP size slower per user than a smaller one at a cheaper shape, beyond the drift the run's "
+            "brackets measure between the two groups (none measured: none skipped), skips its costlier "
+            f"shapes: planned per user, larger over smaller TP, x{ratios[0]:.2f} to x{ratios[-1]:.2f}: "
+            f"{skipped} cell(s) expected skipped (the plan assumes ±{TP_DRIFT:.0%} drift)"
         )
         doc["tp_skipped_expected"] = skipped
     return doc, lines
