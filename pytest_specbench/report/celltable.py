@@ -103,13 +103,23 @@ def _md_value(e: dict[str, Any], key: str, spec: str) -> str:
     (open loop: p50 latency; interleaved: the baseline's rounds beside the cell, with their figure,
     and an open loop's own rounds' p50, computed alike); an interval from too few rounds without
     a verdict is said as such, one with a verdict carries its count; an open loop's rounds CV is of
-    its rounds' p50 latency, said."""
+    its rounds' p50 latency, said; one the bar a verdict kept under load must clear held
+    (decide.unseparated) says so, never "too few": its interval cleared 1 ± 2 %."""
     if key == "speedup_vs_ar_ci95" and e.get(key):
+        from ..stats.paired import LOAD_BIAS
+
         pairs = e.get("speedup_pairs")
+        bar = (
+            f"under load: not beyond x{LOAD_BIAS:.2f}..x{1 / LOAD_BIAS:.2f}"
+            if str(decide.unseparated(e)).startswith("bar")
+            else ""
+        )
         if isinstance(pairs, int) and 0 < pairs < decide.MIN_INTERVAL_PAIRS:
-            if not decide.stands(e.get("speedup_verdict")):
+            if decide.too_few(e[key], pairs, e.get("speedup_verdict")):
                 return f"{pairs} rounds: too few"
-            return f"{_fmt(e[key], spec)} ({pairs} rounds)"
+            return f"{_fmt(e[key], spec)} ({pairs} rounds{'; ' + bar if bar else ''})"
+        if bar:
+            return f"{_fmt(e[key], spec)} ({bar})"
     out = _fmt(e.get(key), spec)
     if key == "rounds_cv" and e.get(key) is not None and open_loop_cell(e):
         return out + " (p50 latency)"

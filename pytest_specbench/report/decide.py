@@ -25,9 +25,34 @@ from .pairwise import (  # noqa: F401  (what the views and tests read from decid
     pair,
     relation,
     stands,
+    too_few,
     verdict_text,
 )
 from .pareto import never_ranked
+
+
+def unseparated(c: dict[str, Any]) -> str | None:
+    """Why a comparison with an interval is "not separated", the reason that held (stats/paired.py's
+    rule): "spans 1" (its interval contains 1), "margin" (clear of 1 but reaching into 1 ± 2 %),
+    "bar" (kept under load, ``speedup_under_load``: clear of 1 ± 2 %, where a quiet verdict would
+    stand, but not beyond x0.78..x1.28, and its point inside that bar: more rounds narrow the
+    interval toward a point the bar holds, so they do not lift it) or "bar, point beyond" (the
+    same, its point beyond the bar: more rounds narrow it and may lift it); None where its verdict
+    is not "not separated" or it has no interval."""
+    from ..stats.paired import EQUIVALENCE, LOAD_BIAS
+
+    ci = c.get("speedup_vs_ar_ci95")
+    if str(c.get("speedup_verdict") or "") != "not separated" or not ci:
+        return None
+    lo, hi = ci
+    if lo <= 1 <= hi:
+        return "spans 1"
+    if lo <= 1 + EQUIVALENCE and hi >= 1 - EQUIVALENCE:
+        return "margin"
+    if not c.get("speedup_under_load"):  # not separated by another rule than these (none today)
+        return None
+    point = c.get("speedup_vs_ar") or (lo * hi) ** 0.5
+    return "bar" if LOAD_BIAS <= point <= 1 / LOAD_BIAS else "bar, point beyond"
 
 
 def ranking(rows: list[dict[str, Any]]) -> str:

@@ -26,21 +26,32 @@ def drift_withheld(c: dict[str, Any], a: dict[str, Any], b: dict[str, Any]) -> d
     v = c.get("speedup_verdict")
     if c.get("speedup_pairing") == "interleaved" or v not in drift.VERDICTS:
         return c
-    drifts = [
-        d
-        for d in ((x.get("extra_info") or {}).get("speedup_drift") for x in (a, b))
-        if isinstance(d, dict) and d.get("drift") is not None and d["drift"] > -1
-    ]
-    if not drifts:
-        return c
-    d = max(drifts, key=drift.record_band)
-    if not drift.record_band(d):  # no family's drift established: nothing to withhold
+    d = established_drift(a, b)
+    if d is None:  # no family's drift established: nothing to withhold
         return c
     why = drift.not_clear(c, drift.record_band(d), v)
     if not why:
         return c
     said = f"no verdict: {why} of the drift its family {d['family']} measured ({d['drift']:+.1%})"
     return {**c, "speedup_verdict_before_drift": v, "speedup_verdict": said}
+
+
+def established_drift(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """The drift (a cell's ``speedup_drift``) of the family either cell sits in whose band is the
+    larger, where that band is established (drift.record_band > 0); None otherwise. What a
+    comparison of the two measured apart is not clear of (``drift_withheld``), and the bias bound
+    a pooled figure widens that shape by (report/pooled.py)."""
+    from . import drift
+
+    drifts = [
+        d
+        for d in ((x.get("extra_info") or {}).get("speedup_drift") for x in (a, b))
+        if isinstance(d, dict) and d.get("drift") is not None and d["drift"] > -1
+    ]
+    if not drifts:
+        return None
+    d = max(drifts, key=drift.record_band)
+    return d if drift.record_band(d) else None
 
 
 def as_result(b: dict[str, Any]) -> dict[str, Any]:
@@ -64,13 +75,26 @@ def stands(verdict: Any) -> bool:
     return v in ("faster", "slower") or v.startswith("within")
 
 
+def too_few(ci: Any, pairs: Any, verdict: Any) -> bool:
+    """Whether an interval rests on fewer than MIN_INTERVAL_PAIRS pairs and that count is what
+    held its comparison: no verdict stands and the interval reaches into 1 ± 2 % (one clear of it,
+    held by the bar a verdict kept under load must clear or withheld for another reason, was not
+    held by the count)."""
+    from ..stats.paired import EQUIVALENCE
+
+    if not ci or not isinstance(pairs, int) or not 0 < pairs < MIN_INTERVAL_PAIRS or stands(verdict):
+        return False
+    return ci[0] <= 1 + EQUIVALENCE and ci[1] >= 1 - EQUIVALENCE
+
+
 def fmt_interval(ci: Any, pairs: Any = None, verdict: Any = None) -> str:
     """ " [1.10, 1.27]"; from fewer than MIN_INTERVAL_PAIRS rounds (``pairs``) the count is said:
     " [1.41, 1.51] (2 rounds)" where the verdict stands (its interval cleared the margin even at
-    t = 12.7), " (interval: 2 rounds, too few)" where none was drawn (two rounds' intervals like
-    [0.00, 1492.05] say nothing)."""
+    t = 12.7) or what held it was not the count (``too_few``: kept under load, [0.75, 0.97] is
+    inside x0.78..x1.28), " (interval: 2 rounds, too few)" where the count held it (two rounds'
+    intervals like [0.00, 1492.05] say nothing)."""
     few = bool(ci) and isinstance(pairs, int) and 0 < pairs < MIN_INTERVAL_PAIRS
-    if few and not stands(verdict):
+    if too_few(ci, pairs, verdict):
         return f" (interval: {pairs} rounds, too few)"
     return (f" [{ci[0]:.2f}, {ci[1]:.2f}]" + (f" ({pairs} rounds)" if few else "")) if ci else ""
 

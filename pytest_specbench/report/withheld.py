@@ -49,11 +49,24 @@ def kept_head(doc: dict[str, Any]) -> tuple[str, list[str]] | None:
     )
 
 
+# why a kept verdict is "not separated", said short (decide.unseparated's reasons)
+UNSEPARATED = {
+    "spans 1": "spans 1",
+    "margin": "reaches into 1 ± 2%",
+    "bar": "inside the bar",
+    "bar, point beyond": "reaches into the bar",
+}
+
+
 def _short(doc: dict[str, Any], cell: str) -> str:
+    """A kept verdict shortened, a "not separated" one with the reason that held: "not separated
+    (inside the bar)" where its interval cleared 1 ± 2 % but not x0.78..x1.28, "not separated
+    (spans 1)" where more rounds would narrow it."""
     from .screen_text import short_verdict
 
     e = next(b["extra_info"] for b in _cells(doc) if b["param"] == cell)
-    return short_verdict(e.get("speedup_verdict"))
+    why = decide.unseparated(e)
+    return short_verdict(e.get("speedup_verdict")) + (f" ({UNSEPARATED[why]})" if why else "")
 
 
 def _saturated(doc: dict[str, Any]) -> list[str]:
