@@ -149,12 +149,13 @@ def _tree_doc() -> dict:
 
 def test_a_swept_method_is_its_best_setting_and_the_tuning_view_names_the_reference() -> None:
     """compare: [[ddtree, dflash]]: ddtree's best setting here is b8 (249.0 tok/s; b16 was dropped
-    by a race and is never a side), over dflash by hand; the tuning view puts the same figure
-    after best/runner-up; a forced dflash-a4 is never compared with a drafter."""
+    by a race and is never a side), the setting its pooled line chose, over dflash by hand and
+    named; the tuning view puts the same figure after best/runner-up; a forced dflash-a4 is never
+    compared with a drafter."""
     doc = _tree_doc()
     x, lo, hi = _hand_interval([250.0, 262.0, 235.0], [200.0, 210.0, 190.0])
     assert versus.lines(doc) == [
-        f"ddtree vs dflash throughput tp1 c1: x{x:.2f} [{lo:.2f}, {hi:.2f}] faster "
+        f"ddtree-b8 vs dflash throughput tp1 c1: x{x:.2f} [{lo:.2f}, {hi:.2f}] faster "
         "(ddtree-b8 249.0 tok/s; dflash 200.0 tok/s)"
     ]
     (line,) = tuning(doc)
@@ -194,7 +195,8 @@ CONFTEST = fake_conftest("FakeEngine", 'register_backend("fake", FakeEngine, gpu
 
 def test_a_run_records_its_compare_pairs_and_prints_them(pytester: pytest.Pytester) -> None:
     """`compare: [[ngram, ar]]` travels into the results JSON (specbench.compare, beside the matrix)
-    and the summary prints ngram's best setting against ar."""
+    and the summary prints the setting of ngram its pooled line chose against ar (ngram itself,
+    its best setting, where every shape was left out: disturbed, measured apart)."""
     matrix = MATRIX.replace("sglang", "fake").replace(
         "  dflash: {backend: fake, model: t, speculative: {algorithm: dflash, draft_model: t}}\n", ""
     )
@@ -204,5 +206,5 @@ def test_a_run_records_its_compare_pairs_and_prints_them(pytester: pytest.Pytest
     doc = json.loads((pytester.path / "out.json").read_text())
     assert doc["specbench"]["compare"] == [["ngram", "ar"]]
     res.stdout.fnmatch_lines(
-        ["comparisons between methods*", "  ngram vs ar throughput tp1 c1 in128 out64: x*"]
+        ["comparisons between methods*", "  ngram* vs ar throughput tp1 c1 in128 out64: x*"]
     )

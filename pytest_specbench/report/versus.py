@@ -3,79 +3,19 @@ pairs the matrix names (``compare: [[ddtree, dflash]]``, kept in the JSON's ``sp
 and, with ``python -m pytest_specbench.report RUN.json --versus METHOD`` (``specbench.versus``,
 set on read), every method of each shape against METHOD. Each line is decide.compare's paired
 comparison (the same requests, rounds, margin and withholding rules as the speedup over the
-baseline), A over B. A swept method's YAML name stands for its best setting at the shape (the
-decision view's order); a forced family (``eagle3`` for ``eagle3-a1`` ...) is compared with
-another forced family only, at each forced accept length both ran: which verify step costs less,
-not which drafter is better. Pure: no pytest, no I/O.
+baseline), A over B. A swept A of a ``compare`` pair is the one setting its pooled figure uses
+(report/pooled.py) at every shape; a swept B, and a sweep --versus names, stands for its best
+setting at the shape (the decision view's order); a forced family (``eagle3`` for ``eagle3-a1``
+...) is compared with another forced family only, at each forced accept length both ran: which
+verify step costs less, not which drafter is better. Pure: no pytest, no I/O.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .decide import _natural, _shape_label, compare, fmt_speedup, rank_closed_loop
-from .pareto import never_ranked
-
-Entry = dict[str, Any]
-
-
-def _shape(b: Entry) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, str(v)) for k, v in (b.get("params") or {}).items() if k != "method"))
-
-
-def _shapes(doc: dict[str, Any]) -> dict[tuple[tuple[str, str], ...], list[Entry]]:
-    out: dict[tuple[tuple[str, str], ...], list[Entry]] = {}
-    for b in doc.get("benchmarks") or []:
-        if (b.get("extra_info") or {}).get("output_tokens_per_s") and "method" in (b.get("params") or {}):
-            out.setdefault(_shape(b), []).append(b)
-    return out
-
-
-def _best(entries: list[Entry]) -> Entry:
-    """The fastest of a sweep's settings at one shape, as the decision view orders them."""
-    rows = [{"method": b["params"]["method"], **b["extra_info"], "_entry": b} for b in entries]
-    if any(r.get("offered_request_rate") for r in rows):
-        rows.sort(key=lambda r: (bool(r.get("saturated")), r.get("latency_s_p50") or float("inf")))
-    else:
-        rank_closed_loop(rows)
-    return rows[0]["_entry"]
-
-
-def side(name: str, cells: list[Entry]) -> dict[float | None, Entry]:
-    """What ``name`` stands for among one shape's cells: {None: cell} for a method (its own cell,
-    or a sweep's best setting), {forced length: cell} for a forced family; {} when absent.
-    Cells a race dropped are never a side."""
-    real = [b for b in cells if not never_ranked(b["extra_info"])]
-    own = [b for b in real if b["params"]["method"] == name]
-    if own:
-        return {None: own[0]}
-    settings = [b for b in real if b["extra_info"].get("sweep") == name]
-    if settings:
-        return {None: _best(settings)}
-    return {
-        float(b["extra_info"]["accept_forced"]): b
-        for b in cells
-        if b["extra_info"].get("accept_forced") is not None
-        and b["extra_info"].get("forced_family") == name
-        and (b["extra_info"].get("race") or {}).get("status") != "dropped"
-    }
-
-
-def pairs(doc: dict[str, Any]) -> list[tuple[str, str]]:
-    """The matrix's ``compare`` pairs, then with ``versus`` every other method (and forced
-    family) of the run against it."""
-    spec = doc.get("specbench") or {}
-    out = [(str(a), str(b)) for a, b in spec.get("compare") or []]
-    ref = spec.get("versus")
-    if ref:
-        names: list[str] = []
-        for b in doc.get("benchmarks") or []:
-            e = b.get("extra_info") or {}
-            n = e.get("forced_family") if e.get("accept_forced") is not None else b["params"].get("method")
-            if n and n != ref and n not in names:
-                names.append(str(n))
-        out += [(n, str(ref)) for n in names if (n, ref) not in out]
-    return out
+from .decide import _natural, _shape_label, compare, fmt_speedup
+from .sides import Entry, _shapes, pairs, side
 
 
 def references(doc: dict[str, Any], name: str) -> list[str]:
@@ -98,13 +38,20 @@ def _figure(b: Entry) -> str:
 
 def comparisons(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Per shape (natural order) and pair: the comparison fields (speedup_vs_ar: A over B, its
-    interval and verdict), the two cells, the shape's label and the forced length (None: real)."""
+    interval and verdict), the two cells, the shape's label and the forced length (None: real).
+    A swept A of a ``compare`` pair is the setting its pooled figure uses (report/pooled.py), at
+    every shape, and ``a`` names it: the lines multiply out to the pooled figure, and none is a
+    best of K read as one comparison. A swept B is its best setting at the shape, as in the
+    pooled figure (the reference being beaten)."""
+    from .pooled import chosen
+
     out = []
     shapes = _shapes(doc)
+    settings = chosen(doc)  # a swept A: the one setting its pooled figure uses, at every shape
     for key in sorted(shapes, key=lambda k: _natural(("-", *k))):
         cells = shapes[key]
         for a, b in pairs(doc):
-            sa, sb = side(a, cells), side(b, cells)
+            sa, sb = side(settings.get((a, b), a), cells), side(b, cells)
             both = [x for x in sa if x in sb] if None not in sa and None not in sb else [None]
             for length in sorted(both, key=lambda x: -1.0 if x is None else x):
                 ca, cb = sa.get(length), sb.get(length)
@@ -119,7 +66,8 @@ def comparisons(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     and c.get("speedup_pairing") != "interleaved"
                 ):
                     c["speedup_verdict"] += " (across runs)"
-                out.append({"a": a, "b": b, "cells": (ca, cb), "shape": key, "forced": length, **c})
+                name = settings.get((a, b), a)
+                out.append({"a": name, "b": b, "cells": (ca, cb), "shape": key, "forced": length, **c})
     return out
 
 
@@ -131,7 +79,8 @@ def _across_runs(a: Entry, b: Entry) -> bool:
 
 def lines(doc: dict[str, Any]) -> list[str]:
     """ "dflash vs eagle3 throughput tp1 c8 in512 out128: x1.12 [1.05, 1.20] faster (dflash 812.4
-    tok/s; eagle3 725.1 tok/s)"; a swept side names its best setting, a forced pair its length."""
+    tok/s; eagle3 725.1 tok/s)"; a swept A is named by the setting of its pooled line, a swept B's
+    best setting at the shape is in its figure, a forced pair says its length."""
     out = []
     for c in comparisons(doc):
         ca, cb = c["cells"]
@@ -147,14 +96,19 @@ def lines(doc: dict[str, Any]) -> list[str]:
 
 
 def section(doc: dict[str, Any]) -> list[str]:
-    """The comparisons as Markdown (after the decision view); empty without pairs."""
+    """The comparisons as Markdown (after the decision view), each ``compare`` pair's pooled line
+    (report/pooled.py, the screen's first) before its shapes; empty without pairs."""
+    from .pooled import screen_lines
+
     got = lines(doc)
     if not got:
         return []
+    got = [f"pooled: {ln}" for ln in screen_lines(doc)] + got
     ref = (doc.get("specbench") or {}).get("versus")
     head = (
         "Comparisons between methods (A vs B: A over B over paired rounds, x with its 95% interval and "
-        "the baseline comparison's verdict rules; a swept method: its best setting at the shape"
+        "the baseline comparison's verdict rules; a swept A: the setting of its pooled line at every "
+        "shape; a swept B: its best setting at the shape"
         + (f"; --versus {ref}: every method against it" if ref else "")
         + "):"
     )

@@ -165,18 +165,33 @@ def welch(a: Sequence[float], b: Sequence[float], extra_var: float = 0.0) -> tup
 
 
 def pooled_log_interval(
-    parts: Sequence[tuple[float, float, int]], level: float
+    parts: Sequence[tuple[float, float, int]], level: float, df: int | None = None
 ) -> tuple[float, float, float]:
     """The mean of several independent log-ratio estimates, each (mean log, its variance, its
     degrees of freedom): (ratio, lo, hi), the interval at two-sided ``level`` from the standard
-    error sqrt(sum of variances) / N with the fewest degrees of freedom (conservative)."""
+    error sqrt(sum of variances) / N with the fewest degrees of freedom (conservative), or ``df``
+    where given (``satterthwaite_df``)."""
     from .sequential import t_quantile
 
     n = len(parts)
     mean = sum(p[0] for p in parts) / n
     se = math.sqrt(sum(p[1] for p in parts)) / n
-    t = t_quantile(level, max(1, min(p[2] for p in parts)))
+    if df is None:
+        t = t_quantile(level, max(1, min(p[2] for p in parts)))
+    else:
+        t = t_quantile(level, max(1, df))
     return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
+
+
+def satterthwaite_df(parts: Sequence[tuple[float, float, int]]) -> int:
+    """The Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates, each
+    (mean, variance, degrees of freedom): (sum v)^2 / sum(v^2 / df), rounded down (wider). Never
+    fewer than the fewest of the parts' nor more than their sum; the fewest where no part varies."""
+    fewest = max(1, min(p[2] for p in parts))
+    den = sum(p[1] ** 2 / max(1, p[2]) for p in parts)
+    if den <= 0:
+        return fewest
+    return max(fewest, int(sum(p[1] for p in parts) ** 2 / den))
 
 
 def mean_interval(values: Sequence[float], looks: Looks | None = None) -> Interval | None:
