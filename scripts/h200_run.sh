@@ -40,6 +40,8 @@
 #   racefull   benches/gpu/h200-race.yaml (EAGLE3 forced 1-4 against AR, c1/c8/c32) in full; raced: the same
 #              with --specbench-race; racelong / racelongfull: benches/gpu/h200-race-long.yaml (40 rounds a
 #              cell) raced / in full (RESUME: the full run's first JSON, when its LIMIT stopped it)
+#   starts     benches/gpu/starts.yaml: AR started 6 times, c1/c32, 4 fixed rounds, CUDA
+#              graphs on: the start-to-start sd report/instances.py reads (plan in starts-plan.txt)
 #   raceiz     benches/gpu/race-iz.yaml raced (c1/c32, rounds 3..6, precision 0.01, δ 2 %, CUDA graphs on); raceizfull:
 #              benches/gpu/race-iz-full.yaml, the same at 6 fixed rounds
 #   etaspec    benches/gpu/h200-eta-spec.yaml (AR and the STANDALONE oracle with its accept length expected, c1/c8/c32):
@@ -181,6 +183,10 @@ case "$PART" in
     python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py --specbench-matrix benches/gpu/race-iz.yaml \
       --specbench-race --specbench-plan -q > "$OUT/race-iz-plan.txt" 2>&1
     bench race-iz benches/gpu/race-iz.yaml --specbench-race --junit-xml "$OUT/race-iz.xml" -o junit_duration_report=call ;;
+  starts)    # benches/gpu/starts.yaml: AR started 6 times: the start-to-start level
+    python3 -m pytest -p pytest_specbench.plugin.hooks benches/test_specbench.py --specbench-matrix benches/gpu/starts.yaml \
+      --specbench-plan -q > "$OUT/starts-plan.txt" 2>&1
+    bench starts benches/gpu/starts.yaml --junit-xml "$OUT/starts.xml" -o junit_duration_report=call ;;
   raceizfull)  # the same forced lengths at 6 fixed rounds, no race
     bench race-iz-full benches/gpu/race-iz-full.yaml --junit-xml "$OUT/race-iz-full.xml" -o junit_duration_report=call ;;
   raced)     # the same matrix with --specbench-race

@@ -42,7 +42,7 @@ def test_every_plugin_option_is_in_the_options_page_once() -> None:
     pytest_addoption(p)  # type: ignore[arg-type]
     documented = [o for names, _ in _rows() for o in names]
     mine = sorted(o for o in p.options if o.startswith("--specbench-"))
-    assert len(mine) == 27
+    assert len(mine) == 28
     assert sorted(o for o in documented if o.startswith("--specbench-")) == mine
     # the ini key column: the plugin's own ini keys, or another plugin's option's (pytest-timeout)
     keys = {ini for _, ini in _rows() if ini}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 MIN_FREE_FRACTION = 0.9  # a GPU with less free memory is taken as used by someone else
@@ -99,6 +100,36 @@ def gpu_processes(indices: tuple[int, ...]) -> dict[int, list[tuple[int, int]]]:
             continue
         out[i] = [(int(p.pid), int((p.usedGpuMemory or 0) >> 20)) for p in procs]
     return out
+
+
+def process_name(pid: int) -> str | None:
+    """A process's command name (Linux /proc; None where this host cannot see it, e.g. another
+    container's process that NVML lists)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def held(g: GPU, procs: list[tuple[int, int]]) -> dict[str, Any]:
+    """What other processes hold on a GPU, for a refusal, a flag and the JSON: its used and total
+    MiB, and each compute process NVML lists on it (pid, name, MiB)."""
+    return {
+        "gpu": g.index,
+        "used_mib": g.memory_used_mib,
+        "total_mib": g.memory_total_mib,
+        "processes": [{"pid": pid, "name": process_name(pid), "used_mib": mib} for pid, mib in procs],
+    }
+
+
+def held_text(h: dict[str, Any]) -> str:
+    """``held`` as words: "GPU 0: 53410 of 143771 MiB in use, by pid 4242 (sglang::scheduler,
+    52000 MiB)"; "by processes NVML does not list" where it lists none (another container's)."""
+    procs = [
+        f"pid {p['pid']} ({p['name'] + ', ' if p['name'] else ''}{p['used_mib']} MiB)" for p in h["processes"]
+    ]
+    who = ", ".join(procs) if procs else "processes NVML does not list (another container's?)"
+    return f"GPU {h['gpu']}: {h['used_mib']} of {h['total_mib']} MiB in use, by {who}"
 
 
 def energy_mj(indices: tuple[int, ...]) -> dict[int, int] | None:

@@ -105,6 +105,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     _say_empty_selection(session, st)
     want_print = config.getoption("specbench_plan")
     json_path = config.getoption("specbench_plan_json")
+    if st.leases is not None and st.lease_dir_owned:  # one process: its items need the window
+        from .hook_windows import expect
+
+        expect(st, [(i.nodeid, _item_cell(i)) for i in session.items])
     if st.matrix is None or hasattr(config, "workerinput") or not (want_print or json_path):
         return
     from ..planning import text
@@ -122,6 +126,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         doc = {"matrix": st.matrix.path, **p.as_dict(selected), "resumed": resumed}
         if sched is not None:
             doc["schedule"] = sched.as_dict()
+        if st.gpu_busy:  # busy GPUs of the pool: a run refuses them, or leases them flagged
+            doc["gpus_busy"] = st.gpu_busy
         if race_doc is not None:
             doc["racing"] = race_doc
         Path(json_path).write_text(report.dumps(doc))

@@ -1,7 +1,9 @@
 """The run's GPU pool and its leases (gpus/leases.py).
 
 - The pool is chosen once, by the xdist controller (or the single pytest process), from one NVML
-  read before any engine starts: busy GPUs (someone else's process) never enter it. A run
+  read before any engine starts: a busy GPU (someone else's process) enters it only where the
+  matrix's hooks stop its service or --specbench-allow-busy-gpus names it, flagged; a busy GPU
+  of an explicit pool is refused otherwise (busy_gpus.py). A run
   directory holds its lease file; workers get its path in ``workerinput`` (``LEASE_DIR_KEY``).
 - Each engine start of a GPU backend (``Backend.gpu``) leases ``tp`` GPUs of the pool and sets
   ``CUDA_VISIBLE_DEVICES`` to them (state.py), so TP1, TP4 and TP8 groups share the GPUs under
@@ -46,10 +48,12 @@ def setup_pool(config: pytest.Config, st: SpecbenchState, inv: list[Any]) -> Non
             st.gpu_baseline = {int(k): v for k, v in info["baseline_mib"].items()}
         return
     explicit = config.getoption("specbench_gpus")
+    source = f"--specbench-gpus {','.join(map(str, explicit))}" if explicit is not None else None
     env = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
     if explicit is None and env and all(x.strip().isdigit() for x in env.split(",")):
         # the user's own restriction: the pool is those GPUs (NVML indices), never others
         explicit = tuple(int(x) for x in env.split(","))
+        source = f"CUDA_VISIBLE_DEVICES={env}"
     if not inv and explicit is None:  # no NVML: the GPUs are unknown
         if workers(config) > 1 and not config.getoption("specbench_plan"):
             config.issue_config_time_warning(
@@ -65,6 +69,10 @@ def setup_pool(config: pytest.Config, st: SpecbenchState, inv: list[Any]) -> Non
         chosen, notes = gpus.choose(inv, explicit)
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
+    from .busy_gpus import admit
+
+    chosen = admit(config, st, inv, chosen, source)  # a busy GPU: refused, or leased and flagged
+    notes = [n for n in notes if not any(n == f"not using {g.busy_reason}" for g in inv if g.index in chosen)]
     st.gpus = chosen
     st.gpu_notes = notes
     st.gpu_unavailable = gpus.left_out(inv, chosen, explicit)

@@ -9,12 +9,14 @@ after-hook restores what its before-hook stopped, e.g. a live service). An inter
 runs stops that hook's process group before anything else runs (an after-hook never races the
 before-hook it undoes). Hooks that name ``gpus`` run only for the groups that lease one of them; the schedule
 gives those GPUs only to groups that cannot run without them and runs those last, back to back
-(planning/schedule.py), so a service living there is down once, for the window the plan prints.
+(planning/schedule.py), and ``before`` / ``after`` run the hooks once for that window, so a service
+living there is stopped once and started once (hook_windows.py, gpus/service_window.py).
 A failing ``before_run`` stops the run before any engine starts;
 ``after_run`` runs at its end either way, and its failure fails the run."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -164,6 +166,64 @@ def after_group(group: Any, gpus: tuple[int, ...], ev: dict[str, Any], ok: bool)
         return
     why = run_hook("after_group", cmd, group_log(group), group_env("after_group", group, gpus, ok))
     ev["after_group"] = {"ok": why is None, **({"error": why, "gpus": list(gpus)} if why else {})}
+
+
+def window_key(group: Any, gpus: Any) -> str:
+    """A hooked GPU's window (hook_windows.py): its GPUs and the hook's commands, so the groups
+    with the same hook share one."""
+    h = dict(group.method.hooks)
+    return json.dumps([sorted(gpus), h.get("before_group"), h.get("after_group")])
+
+
+def start_key(st: Any, group: Any, leased: tuple[int, ...]) -> str | None:
+    """The window an engine start on ``leased`` GPUs enters: the run leases GPUs and the group's
+    hooks name one it leased; else None (its hooks run around the start)."""
+    only = hook_gpus(group)
+    if st.leases is None or not only or not (only & set(leased)):
+        return None
+    return window_key(group, only)
+
+
+def _windows(st: Any) -> Any:
+    from ..gpus.service_window import ServiceWindows
+
+    return ServiceWindows(st.leases.dir)
+
+
+def before(st: Any, group: Any, leased: tuple[int, ...], ev: dict[str, Any], token: str) -> None:
+    """before_group around an engine start (``token``: its lease's); in a hooked GPU's window
+    only for the first start, so its service is stopped once: the others record that it ran."""
+    key = start_key(st, group, leased)
+    if key is None:
+        before_group(group, leased, ev)
+        return
+    w = _windows(st)
+    if not w.enter(key, token, group.id):
+        ev["before_group"] = {"ok": True, "ran": False, "window": "open: an earlier start's before_group ran"}
+        return
+    try:
+        before_group(group, leased, ev)
+    except BaseException:
+        w.opened(key, False)
+        raise
+    w.opened(key, True)
+    ev["hook_window"] = "opened"
+
+
+def after(st: Any, group: Any, leased: tuple[int, ...], ev: dict[str, Any], ok: bool, token: str) -> None:
+    """after_group once the engine stopped (or failed to start); in a hooked GPU's window only for
+    the last start out of it with none of its cells left, so its service is started once."""
+    key = start_key(st, group, leased)
+    if key is None:
+        after_group(group, leased, ev, ok)
+        return
+    run, left = _windows(st).leave(key, token, group.id)
+    if run:
+        after_group(group, leased, ev, ok)
+        ev["hook_window"] = "closed" if ev.get("hook_window") is None else "opened and closed"
+        return
+    gpus = ",".join(map(str, json.loads(key)[0]))
+    ev["after_group"] = {"ok": True, "ran": False, "window": f"open: {left} cell(s) still need GPU(s) {gpus}"}
 
 
 def hook_failures(st: Any) -> list[dict[str, Any]]:

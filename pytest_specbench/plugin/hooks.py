@@ -19,7 +19,7 @@ import pytest
 from ..engines import BACKENDS, get_backend
 from ..matrix.schema import MatrixError, load
 from ..report import summary as report
-from . import gpu_pool, group_hooks, hookspec, race, results, sentinel, xdist_sched
+from . import busy_gpus, gpu_pool, group_hooks, hook_windows, hookspec, race, results, sentinel, xdist_sched
 from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
 from .recipes import with_make_model_hint
 from .runner import item_cell as _item_cell
@@ -202,6 +202,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]):
     outcome = yield
     rep = outcome.get_result()
     cell = _item_cell(item)
+    if rep.when == "call" or (rep.when == "setup" and not rep.passed):  # run, skipped or failed
+        hook_windows.done(st, item.nodeid, cell)  # it no longer keeps a hooked GPU's window open
     if (
         cell is not None
         and rep.failed
@@ -251,6 +253,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     st = _state(config)
     st.close_references()
+    hook_windows.close_at_end(st)  # a hooked GPU's service still stopped: started again
     group_hooks.session_finish(config, st, session)  # after_run, the engines stopped
     if hasattr(config, "workerinput") or st.matrix is None:
         return
@@ -288,6 +291,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     hooks_said = st.doc is not None and config.getoption("specbench_summary", "screen") == "screen"
     lines = (
         results.summary_lines(st, config)
+        + busy_gpus.flag_lines(st)  # a busy GPU leased: said again at the end
         + _skipped_lines(terminalreporter)
         + ([] if hooks_said else st.hook_errors)
     )
@@ -295,6 +299,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("=", "specbench summary")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """A busy GPU the run leases (hooks' service, --specbench-allow-busy-gpus), before any cell."""
+    return [f"specbench: {x}" for x in busy_gpus.flag_lines(_state(config))] if STATE in config.stash else []
 
 
 def _skipped_lines(terminalreporter: Any) -> list[str]:

@@ -39,6 +39,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "shared by all -n workers.",
     )
     g.addoption(
+        "--specbench-allow-busy-gpus",
+        metavar="IDS",
+        type=_busy_gpu_list,
+        default=None,
+        help="lease these GPUs although other processes hold memory on them (a busy GPU of the pool is "
+        "refused otherwise, unless the matrix's hooks stop its service: hooks: {gpus: [0], ...}); "
+        "each is flagged on the screen and in the JSON (specbench.gpus_busy). Default: none",
+    )
+    g.addoption(
         "--specbench-log-dir",
         metavar="DIR",
         default="specbench-logs",
@@ -254,6 +263,19 @@ def _gpu_list(value: str) -> tuple[int, ...]:
         return parse_gpu_list(value)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _busy_gpu_list(value: str) -> tuple[int, ...]:
+    import argparse
+
+    from ..gpus.inventory import parse_gpu_list
+
+    try:
+        return parse_gpu_list(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            str(e).replace("--specbench-gpus", "--specbench-allow-busy-gpus")
+        ) from None
 
 
 def _memory(value: str) -> int:

@@ -15,7 +15,7 @@ import pytest
 from ..engines import get_backend
 from ..matrix.cells import Cell, EngineGroup
 from ..planning import schedule
-from . import sentinel
+from . import busy_gpus, sentinel
 from .gpu_pool import reserved_gpus
 from .hook_windows import hook_windows
 from .skip_reasons import skip_reason
@@ -115,4 +115,6 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
     # under --specbench-race this schedule is the full factorial's; the racing section prints the
     # expected raced run's window too (plan_race.py)
     raced = bool(config.getoption("specbench_race", False))
-    return sched, lines + fj.lines() + hook_windows(st, sched, full_factorial=raced)
+    return sched, lines + fj.lines() + busy_gpus.plan_lines(st, sched) + hook_windows(
+        st, sched, full_factorial=raced
+    )

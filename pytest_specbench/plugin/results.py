@@ -11,7 +11,7 @@ import pytest
 
 from ..engines import separate_instances
 from ..report import summary as report
-from . import group_hooks, sharding
+from . import group_hooks, hook_windows, sharding
 from .long_summary import full_lines, wall_vs_plan
 from .sentinel import SENTINEL_PROP
 from .state import ENGINE_PROP, FAILED_PROP, RESULT_PROP, SPLIT_PROP, SpecbenchState
@@ -260,6 +260,8 @@ def build_doc(config: pytest.Config, st: SpecbenchState) -> dict[str, Any]:
             "separate_instances": [m.name for m in st.matrix.methods if separate_instances(m.backend)],
             "gpus_used": list(st.gpus) if st.gpus is not None else None,
             "gpu_notes": st.gpu_notes,
+            "gpus_busy": st.gpu_busy,  # GPUs others held memory on, leased anyway (busy_gpus.py)
+            "hook_windows": hook_windows.windows_doc(st),  # a hooked GPU's service: stopped once
             # a crashed worker's cell that xdist ran again and that then measured is a result,
             # not a failed cell; the crash stays in crashed_workers either way
             "failed_cells": [f for f in st.failures if not (f.get("crashed") and f["cell"] in measured)],

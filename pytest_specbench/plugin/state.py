@@ -53,6 +53,7 @@ class SpecbenchState(BaselineInstances):
     gpus: tuple[int, ...] | None = None  # the run's GPU pool (None: unknown, no NVML)
     gpu_notes: list[str] = field(default_factory=list)
     gpu_unavailable: list[str] = field(default_factory=list)  # GPUs left out of the pool, and why
+    gpu_busy: list[dict[str, Any]] = field(default_factory=list)  # busy GPUs of the pool (busy_gpus.py)
     gpu_baseline: dict[int, int] = field(default_factory=dict)  # MiB used per GPU at the start
     leases: Any = None  # leases.LeasePool of the run (None: GPUs unknown)
     lease: Any = None  # leases.Lease of the live engine
@@ -216,9 +217,10 @@ class SpecbenchState(BaselineInstances):
                 raise
             ev["lease"] = lease.event()
         leased = lease.gpus if lease is not None else ()
+        token = lease.token if lease is not None else ""
         t0 = time.perf_counter()
         try:
-            group_hooks.before_group(group, leased, ev)  # a failure fails this group's start
+            group_hooks.before(self, group, leased, ev, token)  # a failure fails this group's start
             if leased:  # the previous holder's memory must be back before this engine sizes its pools
                 from ..gpus.inventory import wait_released
 
@@ -252,7 +254,7 @@ class SpecbenchState(BaselineInstances):
         except BaseException as e:
             ev.update(ok=False, start_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
             self._restore_environ()
-            group_hooks.after_group(group, leased, ev, ok=False)  # also when the group failed
+            group_hooks.after(self, group, leased, ev, False, token)  # also when the group failed
             if lease is not None:
                 ev["lease"].update(self.leases.release(lease))
             self.pending.append(ev)
@@ -310,7 +312,8 @@ class SpecbenchState(BaselineInstances):
             self._restore_environ()
             ev["stop_s"] = time.perf_counter() - t0
             ok = group.id not in self.torn_down
-            group_hooks.after_group(group, lease.gpus if lease is not None else (), ev, ok)
+            leased = lease.gpus if lease is not None else ()
+            group_hooks.after(self, group, leased, ev, ok, lease.token if lease is not None else "")
             if lease is not None:  # GPU memory must be back after shutdown (NVML), then they go back
                 from ..gpus.inventory import wait_released
 

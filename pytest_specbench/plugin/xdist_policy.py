@@ -17,6 +17,7 @@ from ..matrix.cells import Cell
 from ..planning import schedule
 from . import sentinel
 from .gpu_pool import LEASE_DIR_KEY, reserved_gpus
+from .hook_windows import expect
 from .packed_schedule import Jobs, jobs, planned_seconds
 from .state import SPLIT_PROP, SpecbenchState
 from .xdist_sched import RACE_STORE_KEY, cell_id_of
@@ -144,6 +145,11 @@ class EngineGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
                 fj.lease_order(order),
                 fj.lease_expected({g: needs[g] for g in first if g in needs}),
                 reserved,
+            )
+            # the cells that keep a hooked GPU's window open until each has run (a sentinel's
+            # with the cell it re-runs)
+            expect(
+                st, [(n, self._cell_of(n) or sentinel.sentinel_base(self._cell_of, n)) for n in collection]
             )
         for node in self.nodes:
             self._reschedule(node)
