@@ -201,10 +201,10 @@ def test_tune_keeps_keep_settings_among_those_within_delta_and_names_them() -> N
     assert t["how"].startswith("by interval"), t
 
 
-def test_a_racing_cell_that_ran_to_its_cap_records_the_cap_and_its_standing() -> None:
+def test_a_racing_cell_its_cap_cannot_settle_stops_for_futility_with_its_standing() -> None:
     """A member level with its leader and with AR at round CV 7 %: neither its verdict nor its gap
-    settles, it runs to the cap, and its record says both: stop_reason "cap" and its race
-    standing (open or within δ, never dropped)."""
+    would settle by the cap at its spread, so it stops for futility, and its record says both:
+    stop_reason "futile" and its race standing (open or within δ, never dropped)."""
     from race_sim import run_cell
 
     rng = random.Random(2)
@@ -222,7 +222,9 @@ def test_a_racing_cell_that_ran_to_its_cap_records_the_cap_and_its_standing() ->
         if answer.stops:
             break
     out = rule.finish(own, ref, True, answer, 6)
-    assert len(own) == 6 and out["stop_reason"] == "cap", out
+    # at its spread its cap settles nothing: it stops for futility before the cap, saying so
+    assert len(own) < 6 and out["stop_reason"] == "futile", out
+    assert "rounds would settle neither its verdict nor its standing" in out["rounds_stop"]
     assert out["race"]["status"] in ("open", "within"), out
 
 

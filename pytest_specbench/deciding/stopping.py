@@ -91,6 +91,17 @@ class Stopping:
             kept = self._kept(lead)
             kept.setdefault("race", {})["another_start"] = True
             return Answer(SETTLED, {"stop_reason": "starts", "rounds_stop": text, **kept})
+        if (
+            stop is None
+            and n < looks.last
+            and self.race is not None
+            and _futile(own, ref, closed, looks, gap)
+        ):
+            text = (
+                f"stopped after {n} rounds: at its rounds' spread so far, {looks.last} rounds would settle "
+                "neither its verdict nor its standing against the shape's leader"
+            )
+            return Answer(SETTLED, {"stop_reason": "futile", "rounds_stop": text, **self._kept(lead)})
         if stop is None:
             return Answer(CONTINUE, self._kept(lead))
         if (
@@ -152,6 +163,49 @@ def for_cell(cell: Cell) -> Stopping:
     ``rounds``, without max_rounds)."""
     w = cell.workload
     return Stopping(Looks(w.rounds, w.round_cap), precision=getattr(w, "precision", None))
+
+
+def _projected(lo: float, hi: float, n: int, looks: Looks) -> float:
+    """An interval's log half-width after n rounds projected to the cap: its t multiplier at the
+    cap's look and sqrt(n / cap) of its standard error, the spread as it is now."""
+    h = (math.log(hi) - math.log(lo)) / 2
+    if n < 2:
+        return h
+    return h * looks.critical(looks.last) / looks.critical(n) * math.sqrt(n / looks.last)
+
+
+def _resolvable(c: float, h: float, lo_edge: float, hi_edge: float) -> bool:
+    """Whether an interval of log half-width ``h`` about ``c`` would lie beyond an edge (below
+    ``lo_edge`` or above ``hi_edge``) or within both."""
+    return c - h > hi_edge or c + h < lo_edge or (c - h >= lo_edge and c + h <= hi_edge)
+
+
+def _futile(own: list[float], ref: list[float] | None, closed: bool, looks: Looks, gap: Any) -> bool:
+    """A racing cell that its cap could not settle, at its point and spread so far (conditional
+    power at the current trend): its verdict against its baseline (faster, slower, within ±2 %)
+    and, where it has a leader, its gap (behind or within δ). Stopping for futility claims nothing,
+    so the race's error is unchanged; the cell keeps its open interval."""
+    iv = interval(own, ref, closed, looks)
+    if ref is None or iv is None or iv.lo is None or iv.hi is None or iv.lo <= 0:
+        return False
+    e = math.log(1 + paired.EQUIVALENCE)
+    if _resolvable(math.log(iv.point), _projected(iv.lo, iv.hi, len(own), looks), -e, e):
+        return False
+    if gap is None or getattr(gap, "lo", None) is None or gap.lo <= 0:
+        return True
+    if gap.behind or gap.within:
+        return True
+    edge = math.log(1 - gap.delta)
+    h = _projected(gap.lo, gap.hi, len(own), looks)
+    return not (math.log(gap.point) + h < edge or math.log(gap.point) - h >= edge)
+
+
+def _can_know(own: list[float], ref: list[float] | None, closed: bool, looks: Looks, delta: float) -> bool:
+    """Whether the cap could bring the cell's interval within ±δ at its spread so far."""
+    iv = interval(own, ref, closed, looks)
+    if iv is None or iv.lo is None or iv.hi is None or iv.lo <= 0 or ref is None:
+        return True
+    return _projected(iv.lo, iv.hi, len(own), looks) <= math.log(1 + delta)
 
 
 def _known_to(own: list[float], ref: list[float] | None, closed: bool, looks: Looks, delta: float) -> bool:
