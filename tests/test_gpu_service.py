@@ -241,6 +241,42 @@ def test_the_service_is_stopped_once_for_the_window_in_one_process(
         "window": "open: an earlier start's before_group ran",
     }
     assert doc["hook_failures"] == []
+    # the plan of the same run says the window the run kept: its starts on GPU 0, in that order,
+    # one stop and one start
+    plan = project.runpytest_subprocess("benches", "--specbench-plan", "--specbench-plan-json", "p.json")
+    slots = json.loads((project.path / "p.json").read_text())["schedule"]["slots"]
+    assert [x["group"].split(" ")[0] for x in slots if 0 in x["gpus"]] == w["starts"]
+    plan.stdout.fnmatch_lines(
+        [
+            "  GPU 0 (its hooks' service): 3 engine start(s) lease it, back to back in one window, *: "
+            "the service is down * min of the run's *, stopped once before the first start and "
+            "started once after the last"
+        ]
+    )
+
+
+def test_a_window_its_cells_leave_open_is_closed_at_the_runs_end(
+    project: pytest.Pytester, tmp_path: Path
+) -> None:
+    """broken-tp8's engine does not start after ar-tp8 opened the window: its cells fail and no
+    engine of the window stops after them, so the run's end starts the service, once, with the
+    hook of the group that stopped it."""
+    (project.path / "benches" / "specbench.yaml").write_text(_matrix(("ar", "broken")))
+    res = project.runpytest_subprocess("benches", "--specbench-no-sentinel", "--benchmark-json", "out.json")
+    res.assert_outcomes(passed=4, errors=4)
+    events = _events(tmp_path)
+    hooks = [e for e in events if e[0].startswith("hook-")]
+    assert hooks == [["hook-stop", "ar-tp8", "0,1,2,3,4,5,6,7"], ["hook-start", "ar-tp8", "0"]], events
+    assert events[-1] == ["hook-start", "ar-tp8", "0"]  # after every engine of the run
+    doc = json.loads((project.path / "out.json").read_text())["specbench"]
+    (w,) = doc["hook_windows"]
+    assert (w["starts"], w["started_by"], w["before_group_runs"], w["after_group_runs"]) == (
+        ["ar-tp8", "broken-tp8"],
+        None,
+        1,
+        1,
+    )
+    assert doc["hook_failures"] == []
 
 
 def test_the_service_is_stopped_once_for_the_window_under_xdist(
