@@ -106,7 +106,30 @@ TUNE_MORE = (MORE, *TUNE, "tests/test_tune_apart.py", "tests/test_paired.py")
 
 INS, RINS = "pytest_specbench/stats/instances.py", "pytest_specbench/report/instances.py"
 INSTANCES = ("tests/test_instances.py",)
+SCREEN_TRUTHS = ("tests/test_screen_truths.py",)
 MUTANTS: tuple[Mutant, ...] = (
+    # the screen says the reason that held; a verdict under load from the fewest pairs keeps its error
+    Mutant(
+        "screen-too-few-margin",
+        "pytest_specbench/report/pairwise.py",
+        "return ci[0] <= 1 + EQUIVALENCE and ci[1] >= 1 - EQUIVALENCE",
+        "return True",
+        SCREEN_TRUTHS,
+    ),
+    Mutant(
+        "screen-bar-point",
+        "pytest_specbench/report/decide.py",
+        'return "bar" if LOAD_BIAS <= point <= 1 / LOAD_BIAS else "bar, point beyond"',
+        'return "bar"',
+        SCREEN_TRUTHS,
+    ),
+    Mutant(
+        "load-pairs-t-df",
+        P,
+        "return t975(n - 1) if looks is None or looks.one else looks.critical(n)",
+        "return t975(n) if looks is None or looks.one else looks.critical(n)",
+        ("tests/test_load_pairs_sim.py",),
+    ),
     # two levels of variance: the start level widens verdicts, a twin off the others is withheld
     Mutant(
         "instances-no-widen",
