@@ -33,24 +33,25 @@ SHARE = 0.45  # others' share of the cores in a pair's two halves, under load
 
 
 def _rounds(
-    rng: random.Random, level: float, ref_level: float | None, cv: float
+    rng: random.Random, level: float, ref_level: float | None, cv: float, looks: Looks = LOOKS
 ) -> tuple[list[float], list[float] | None, dict[str, Any]]:
     """A cell's rounds at ``level`` (tok/s over AR's 100) under its stopping rule: with AR's rounds
     interleaved at ``ref_level`` (each engine's rounds with log noise cv / sqrt(2): their paired
-    ratio's CV is ``cv``), or measured apart (``ref_level`` None: its own rounds, noise cv / sqrt(2))."""
-    rule = Stopping(LOOKS)
+    ratio's CV is ``cv``), or measured apart (``ref_level`` None: its own rounds, noise cv / sqrt(2));
+    ``looks``: when it may stop (one look: a fixed count of rounds)."""
+    rule = Stopping(looks)
     own: list[float] = []
     ref: list[float] | None = [] if ref_level is not None else None
     e = cv / math.sqrt(2)
     answer = None
-    for _ in range(LOOKS.last):
+    for _ in range(looks.last):
         own.append(100 * level * math.exp(rng.gauss(0, e)))
         if ref is not None and ref_level is not None:
             ref.append(100 * ref_level * math.exp(rng.gauss(0, e)))
         answer = rule.after_round(own, ref, True)
         if answer.stops:
             break
-    return own, ref, rule.finish(own, ref, True, answer, LOOKS.last)
+    return own, ref, rule.finish(own, ref, True, answer, looks.last)
 
 
 def _entry(

@@ -145,10 +145,26 @@ def _shape_estimate(ca: dict[str, Any], cb: dict[str, Any]) -> dict[str, Any]:
         "df": df,
         "level": level,
         "x": c["speedup_vs_ar"],
+        "n": n,
         "t": t,
         "band": band,
         "by": by,
     }
+
+
+def best_of(ca: dict[str, Any], cb: dict[str, Any], k: int) -> dict[str, Any] | None:
+    """One shape's best of ``k`` settings (``ca``, chosen at this shape) against ``cb``: x with its
+    interval read at the shape's level / k (Bonferroni: whichever setting was the best, its
+    interval covers its true ratio at the shape's level) and widened by the shape's bias bound,
+    the verdict read on that interval (``speedup_vs_ar``, ``speedup_vs_ar_ci95``,
+    ``speedup_verdict``); None where the shape has no interval or stays out of a pooled figure
+    (its plain comparison says why)."""
+    e = _shape_estimate(ca, cb)
+    if "out" in e:
+        return None
+    half = sequential.t_quantile(e["level"] / k, max(1, e["df"])) * e["se"] + e["band"]
+    iv = paired.Interval(e["x"], math.exp(e["log"] - half), math.exp(e["log"] + half), e["n"])
+    return {"speedup_vs_ar": iv.point, "speedup_vs_ar_ci95": [iv.lo, iv.hi], "speedup_verdict": iv.verdict()}
 
 
 def _pool(est: list[dict[str, Any]], k: int) -> dict[str, Any]:
