@@ -167,6 +167,13 @@ MUTANTS: tuple[Mutant, ...] = (
         INSTANCES,
     ),
     Mutant("race-starts-var", R, "extra_var=starts.var() if starts else 0.0,", "extra_var=0.0,", INSTANCES),
+    Mutant(
+        "pooled-starts-once",
+        "pytest_specbench/report/pooled.py",
+        "if starts > 0:  # the two sides' engine starts",
+        "if False:  # the two sides' engine starts",
+        ("tests/test_pooled.py",),
+    ),
     # drift between groups measured apart: the brackets', never a constant
     Mutant(
         "race-apart-constant",

@@ -316,3 +316,25 @@ def test_merged_shards_pool_over_every_shards_shapes() -> None:
     doc, _ = merge.merge(docs)
     (f,) = doc["specbench"]["compare_pooled"]
     assert f["shapes"] == 2 and f["ratio"] == pytest.approx(_expected(R, 1)[0], rel=1e-9)
+
+
+def test_engines_started_apart_add_their_start_variance_once_not_per_shape() -> None:
+    """Two methods on engines that are instances of their own: one start each serves every shape,
+    so the run's start-to-start variance 2 tau² enters the pooled figure once (Satterthwaite with
+    tau's pairs), not divided over the shapes."""
+    from pytest_specbench.stats.instances import satterthwaite
+
+    cells = [_cell("b", c, B[c]) for c in B] + [_cell("a", c, _times(B[c], R[c])) for c in B]
+    doc = _doc(cells)
+    doc["specbench"].update(separate_instances=["a", "b"], instances={"tau": 0.03, "df": 4})
+    (f,) = pooled.figures(doc)
+    logs = {c: [math.log(x) for x in r] for c, r in R.items()}
+    ses = [statistics.stdev(v) / math.sqrt(len(v)) for v in logs.values()]
+    se2 = sum(s * s for s in ses) / 4
+    var, df = satterthwaite([(se2, 5), (2 * 0.03**2, 4)])
+    half = sequential.t_quantile(0.05, df) * math.sqrt(var)
+    assert f["instance_sd"] == 0.03
+    assert math.log(f["hi"] / f["ratio"]) == pytest.approx(half, rel=1e-6)
+    # without the start level measured, the rounds' interval alone
+    (g,) = pooled.figures(_doc(cells))
+    assert "instance_sd" not in g and g["hi"] < f["hi"]

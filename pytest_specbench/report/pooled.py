@@ -175,6 +175,15 @@ def _pool(est: list[dict[str, Any]], k: int) -> dict[str, Any]:
     parts = [(e["log"], e["se"] ** 2, e["df"]) for e in est]
     df = paired.satterthwaite_df(parts)  # not the fewest: one shape of 3 rounds would set t for all
     ratio, lo, hi = paired.pooled_log_interval(parts, level, df)
+    starts = max((e.get("starts_var", 0.0) for e in est), default=0.0)
+    if starts > 0:  # the two sides' engine starts: one offset for every shape, added once
+        from ..stats.instances import satterthwaite
+
+        se2 = (math.fsum(e["se"] ** 2 for e in est)) / len(est) ** 2
+        k = min(int(e.get("starts_df") or 1) for e in est if e.get("starts_var"))
+        var, df = satterthwaite([(se2, df), (starts, k)])
+        half = sequential.t_quantile(level, max(1, df)) * math.sqrt(var)
+        lo, hi = ratio * math.exp(-half), ratio * math.exp(half)
     bias = sum(e.get("band", 0.0) for e in est) / len(est)
     return {
         "ratio": ratio,
@@ -186,6 +195,7 @@ def _pool(est: list[dict[str, Any]], k: int) -> dict[str, Any]:
         "bias": bias,
         "per_shape": [min(e["x"] for e in est), max(e["x"] for e in est)],
         "widened": [{"shape": e["shape"], "by": e["by"], "band": e["band"]} for e in est if e.get("band")],
+        **({"instance_sd": round(math.sqrt(starts / 2), 6)} if starts > 0 else {}),
     }
 
 
@@ -205,12 +215,25 @@ def _estimates(
         ca, cb = sa[None], sb[None]
         if ca["extra_info"].get("speedup_baseline") != cb["extra_info"].get("speedup_baseline"):
             continue  # two target models: not a shape of the pair (report/versus.py's rule)
-        e = {**_shape_estimate(ca, cb), "shape": _shape_label(dict(key))}
+        e = {**_shape_estimate(ca, cb), "shape": _shape_label(dict(key)), **_starts(doc, ca, cb)}
         if "out" in e:
             left.append({"shape": e["shape"], "why": e["out"]})
         else:
             out.append(e)
     return out, left
+
+
+def _starts(doc: dict[str, Any], ca: dict[str, Any], cb: dict[str, Any]) -> dict[str, Any]:
+    """The variance two cells' engine starts add to their ratio (2 tau², report/instances.py) where
+    both methods' engines are instances of their own and the run measured tau; its degrees of
+    freedom (the pairs of starts)."""
+    spec = doc.get("specbench") or {}
+    rec = spec.get("instances") or {}
+    sep = set(spec.get("separate_instances") or ())
+    methods = {(c.get("params") or {}).get("method") for c in (ca, cb)}
+    if not rec.get("tau") or not methods <= sep:
+        return {}
+    return {"starts_var": 2 * float(rec["tau"]) ** 2, "starts_df": int(rec.get("df") or 1)}
 
 
 def figures(doc: dict[str, Any]) -> list[dict[str, Any]]:
