@@ -26,6 +26,7 @@ from ..planning import schedule
 
 SENTINEL_SUFFIX = "-sentinel"
 BRACKET_INFIX = "-after-"
+OPENING_INFIX = "-before-"  # a GPU set's first bracket, where the baseline's group did not run
 
 
 @dataclass(frozen=True)
@@ -34,34 +35,73 @@ class Family:
     members: tuple[str, ...]  # the groups compared with it, in first-appearance order
     first: Cell  # the baseline's first cell (its first shape): what the sentinel re-runs
     brackets: bool = False  # a bracket after each member, not one sentinel after all
+    # a family spread over GPU sets (deciding/spread.py) is one Family per set, ``gpu_set`` of
+    # ``gpu_sets``: set 0 runs the baseline's own group, set k > 0 opens with a bracket
+    gpu_set: int = 0
+    gpu_sets: int = 1
+
+    @property
+    def spread(self) -> bool:
+        return self.gpu_sets > 1
+
+    @property
+    def bracketed(self) -> bool:
+        """Its members read the levels their brackets bound (report/brackets.py), not a
+        sentinel's band: a bracketed family, and every GPU set of a spread one."""
+        return self.brackets or self.spread
 
     @property
     def groups(self) -> tuple[str, ...]:
-        return (self.baseline, *self.members)
+        return (self.baseline, *self.members) if self.gpu_set == 0 else self.members
 
     @property
     def scope(self) -> str:
-        """The family's unit of work (one xdist worker, one slot of the packed schedule)."""
-        return f"family {self.baseline}"
+        """The family's unit of work (one xdist worker, one slot of the packed schedule); a
+        spread family's GPU set is one of its own."""
+        own = f" (GPU set {self.gpu_set + 1} of {self.gpu_sets})" if self.spread else ""
+        return f"family {self.baseline}{own}"
 
     @property
     def sentinel_id(self) -> str:
         return self.first.id + SENTINEL_SUFFIX
 
-    def runs(self) -> list[tuple[str, str]]:
-        """(item id, the group it runs after) of each re-run of the baseline's first shape: the
-        sentinel after the last member, or a bracket after each member
-        (``<first cell>-after-<member group>-sentinel``)."""
-        if not self.brackets:
-            return [(self.sentinel_id, self.members[-1])]
-        return [(f"{self.first.id}{BRACKET_INFIX}{m}{SENTINEL_SUFFIX}", m) for m in self.members]
+    def opening_id(self) -> str | None:
+        """GPU set k > 0's first bracket (``<first cell>-before-<its first member>-sentinel``),
+        None on set 0 (the baseline's own cell opens it)."""
+        if self.gpu_set == 0 or not self.members:
+            return None
+        return f"{self.first.id}{OPENING_INFIX}{self.members[0]}{SENTINEL_SUFFIX}"
+
+    def runs(self) -> list[tuple[str, str | None]]:
+        """(item id, the group it runs after; None: before the first member) of each re-run of
+        the baseline's first shape: the sentinel after the last member, or a bracket after each
+        member (``<first cell>-after-<member group>-sentinel``); a spread family's GPU set: its
+        opening bracket (set k > 0), then a bracket after each member (bracketed) or one after
+        its last."""
+        opening = self.opening_id()
+        out: list[tuple[str, str | None]] = [(opening, None)] if opening else []
+        if not self.members:
+            return out
+        if self.brackets:
+            return out + [(f"{self.first.id}{BRACKET_INFIX}{m}{SENTINEL_SUFFIX}", m) for m in self.members]
+        if self.spread:
+            last = self.members[-1]
+            return out + [(f"{self.first.id}{BRACKET_INFIX}{last}{SENTINEL_SUFFIX}", last)]
+        return [(self.sentinel_id, self.members[-1])]
 
     def before(self, member: str) -> str | None:
         """A bracketed member's first bracket: the item id of the bracket after the member before
-        it, None for the first member (the baseline's own cell is its first bracket)."""
-        runs = self.runs()
+        it, its GPU set's opening bracket for the first member on a set k > 0 (every member
+        of a set bracketed only at its end), None on set 0 (the baseline's own cell)."""
         k = self.members.index(member)
-        return runs[k - 1][0] if self.brackets and k > 0 else None
+        if self.brackets and k > 0:
+            return f"{self.first.id}{BRACKET_INFIX}{self.members[k - 1]}{SENTINEL_SUFFIX}"
+        return self.opening_id()
+
+    def span(self, after: str) -> tuple[str, ...]:
+        """The members whose level a bracket after ``after`` closes: that member (bracketed), or
+        every member of the GPU set (a spread family's set bracketed at its end)."""
+        return (after,) if self.brackets or not self.spread else self.members
 
     def sentinel_cell(self) -> Cell:
         """The baseline's first shape with drift.sentinel_rounds timed rounds (its warm-up as
@@ -153,26 +193,41 @@ def group_order(groups: Sequence[str], fams: Sequence[Family]) -> list[str]:
 
 @dataclass
 class FamilyJobs:
-    """The run's jobs with each family's groups (and its sentinel) as one job on one worker."""
+    """The run's jobs with each family's groups (and its sentinel) as one job on one worker; a
+    family spread over GPU sets (deciding/spread.py), one job per set."""
 
     jobs: list[schedule.Job]
     fams: list[Family]
     parts: dict[str, list[tuple[str, float]]]  # family scope -> (group or sentinel label, seconds)
     sentinel_s: dict[str, tuple[float, float]]  # family baseline -> (engine start, its rounds) planned
     cost_s: tuple[float, float] | None = None  # (makespan with families kept, without), packed
-    runs: dict[str, int] = dataclasses.field(default_factory=dict)  # family baseline -> its re-runs
+    runs: dict[str, int] = dataclasses.field(default_factory=dict)  # family scope -> its re-runs
+    _run_scopes: dict[str, str] | None = None
+
+    def _baseline_of(self) -> dict[str, str]:
+        return {f.scope: f.baseline for f in self.fams}
 
     def total_s(self) -> float:
         """Every sentinel's and bracket's planned seconds: restarts of the baselines and rounds."""
-        return sum((a + b) * self.runs.get(f, 1) for f, (a, b) in self.sentinel_s.items())
+        of = self._baseline_of()
+        return sum(sum(self.sentinel_s.get(of.get(s, ""), (0.0, 0.0))) * n for s, n in self.runs.items())
+
+    def gpu_s(self) -> float:
+        """The same in GPU-seconds (each re-run holds its family's TP size of GPUs)."""
+        tp = {f.scope: f.first.tp for f in self.fams}
+        of = self._baseline_of()
+        return sum(
+            sum(self.sentinel_s.get(of.get(s, ""), (0.0, 0.0))) * n * tp.get(s, 1)
+            for s, n in self.runs.items()
+        )
 
     def restarts(self) -> dict[str, int]:
         """The baselines' engine restarts: {"brackets": N, "sentinels": M} (each a start of a
         baseline's engine beside the groups' own starts)."""
         out = {"brackets": 0, "sentinels": 0}
         for f in self.fams:
-            if f.baseline in self.sentinel_s:
-                out["brackets" if f.brackets else "sentinels"] += self.runs.get(f.baseline, 1)
+            if f.scope in self.runs:
+                out["brackets" if f.bracketed else "sentinels"] += self.runs[f.scope]
         return out
 
     def scope_of(self, group: str) -> str:
@@ -181,13 +236,20 @@ class FamilyJobs:
                 return f.scope
         return group
 
+    def scope_of_run(self, rid: str) -> str | None:
+        """The scope of a sentinel's or bracket's item id (the GPU set it runs on), or None."""
+        if self._run_scopes is None:
+            self._run_scopes = {r: f.scope for f in self.fams for r, _ in f.runs()}
+        return self._run_scopes.get(rid)
+
     def lease_order(self, order: list[str]) -> list[str]:
         """Scopes -> the engine groups they start, in order (the lease pool ranks groups)."""
         by = {f.scope: f.groups for f in self.fams}
         return [g for s in order for g in by.get(s, (s,))]
 
     def lease_expected(self, needs: dict[str, int]) -> dict[str, int]:
-        """A family scope about to start asks for its baseline's GPUs."""
+        """A family scope about to start asks for its baseline's GPUs (its own group, or the
+        opening bracket of a spread family's GPU set)."""
         by = {f.scope: f.baseline for f in self.fams}
         return {by.get(s, s): n for s, n in needs.items()}
 
@@ -205,7 +267,14 @@ class FamilyJobs:
                 d += extra if k == 0 else 0.0
                 slots.append(
                     schedule.Slot(
-                        label, s.gpus_needed, s.gpus, s.worker, s.ready_s if k == 0 else t, t, t + d
+                        label,
+                        s.gpus_needed,
+                        s.gpus,
+                        s.worker,
+                        s.ready_s if k == 0 else t,
+                        t,
+                        t + d,
+                        s.extra_s if k == 0 else 0.0,
                     )
                 )
                 t += d
@@ -218,32 +287,60 @@ class FamilyJobs:
             return []
         out = [
             f"drift sentinels ({len(self.sentinel_s)}; a family's groups run back to back, then its "
-            "baseline restarts for the rounds of its first shape; a bracketed family's after each member):"
+            "baseline restarts for the rounds of its first shape; a bracketed family's after each member"
+            + ("; a spread family's on each of its GPU sets" if any(f.spread for f in self.fams) else "")
+            + "):"
         ]
+        said: set[str] = set()
         for f in self.fams:
-            if f.baseline in self.sentinel_s:
-                start, rounds = self.sentinel_s[f.baseline]
-                if f.brackets:
-                    n = self.runs.get(f.baseline, len(f.members))
-                    out.append(
-                        f"  brackets of {f.baseline}: {n} x (engine start {start:.0f} s + warm-up and "
-                        f"rounds {rounds:.0f} s) = {n * (start + rounds):.0f} s, one after each of "
-                        f"{', '.join(f.members)} ({f.first.id}, on the same GPUs)"
-                    )
-                    continue
+            if f.baseline in said or f.baseline not in self.sentinel_s:
+                continue
+            said.add(f.baseline)
+            start, rounds = self.sentinel_s[f.baseline]
+            sets = [x for x in self.fams if x.baseline == f.baseline]
+            if f.spread:
+                n = sum(self.runs.get(x.scope, 0) for x in sets)
                 out.append(
-                    f"  {f.sentinel_id}: engine start {start:.0f} s + warm-up and rounds {rounds:.0f} s "
-                    f"(family {', '.join(f.groups)})"
+                    f"  brackets of {f.baseline}: {n} x (engine start {start:.0f} s + warm-up and rounds "
+                    f"{rounds:.0f} s) = {n * (start + rounds):.0f} s, the family spread over "
+                    f"{len(sets)} GPU sets of TP{f.first.tp}, each member between two brackets on its own "
+                    f"({f.first.id}): " + "; ".join(_set_said(x) for x in sets)
                 )
+                continue
+            if f.brackets:
+                n = self.runs.get(f.scope, len(f.members))
+                out.append(
+                    f"  brackets of {f.baseline}: {n} x (engine start {start:.0f} s + warm-up and "
+                    f"rounds {rounds:.0f} s) = {n * (start + rounds):.0f} s, one after each of "
+                    f"{', '.join(f.members)} ({f.first.id}, on the same GPUs)"
+                )
+                continue
+            out.append(
+                f"  {f.sentinel_id}: engine start {start:.0f} s + warm-up and rounds {rounds:.0f} s "
+                f"(family {', '.join(f.groups)})"
+            )
         out.append(f"  sentinels in all: {self.total_s() / 60:.1f} min (in the schedule above)")
         if self.cost_s is not None:
             kept, free = self.cost_s
+            how = (
+                "the families spread over their GPU sets, each set with its baseline or brackets"
+                if any(f.spread for f in self.fams)
+                else "keeping each family back to back on one GPU set"
+            )
             out.append(
-                f"  keeping each family back to back on one GPU set: makespan {kept / 60:.1f} min, "
+                f"  {how}: makespan {kept / 60:.1f} min, "
                 f"against {free / 60:.1f} min with every group packed on its own and no drift measured "
                 "(--specbench-no-sentinel)"
             )
         return out
+
+
+def _set_said(f: Family) -> str:
+    """A spread family's GPU set as the plan says it: "set 2: bracket, ngram-tp1, bracket"."""
+    head = [f"{f.baseline}'s own group"] if f.gpu_set == 0 else ["bracket"]
+    body = [x for m in f.members for x in ([m, "bracket"] if f.brackets else [m])]
+    tail = [] if f.brackets or not f.members else ["bracket"]
+    return f"set {f.gpu_set + 1}: " + ", ".join(head + body + tail)
 
 
 def rounds_s(f: Family, plan: Any) -> float:
@@ -254,10 +351,22 @@ def rounds_s(f: Family, plan: Any) -> float:
     return cell_eta_s(f.sentinel_cell(), cp.round_s) if cp is not None and cp.round_s else 0.0
 
 
+def wave_s(cell: Cell, plan: Any) -> float:
+    """The plan's time for one wave of ``cell``'s round (its concurrency's requests at once):
+    what the machine's warm-up pass sends at its shape (workloads/kinds.py warm_machine)."""
+    cp = plan.cells.get(cell.id)
+    if cp is None or not cp.round_s:
+        return 0.0
+    c = max(1, cell.concurrency)
+    waves = max(1, -(-cell.workload.requests_per_round(c) // c))
+    return float(cp.round_s) / waves
+
+
 def merge_jobs(fams: list[Family], jobs: list[schedule.Job], plan: Any, planned_seconds: Any) -> FamilyJobs:
     """``jobs`` with each family's jobs (its baseline's among them) as one job, back to back, its
-    sentinel's planned time added; other jobs as they are. The packed schedule and a shard's
-    one-host makespan both read families this way."""
+    sentinel's planned time added; other jobs as they are; a spread family's GPU set as a job of
+    its own, opened by its bracket where the baseline's group is not on it. The packed schedule
+    and a shard's one-host makespan both read families this way."""
     by = {j.group: j for j in jobs}  # groups with a cell to run
     # a member with no cell to run (every cell skipped: it cannot start) has no bracket, as in the run
     fams = [
@@ -279,26 +388,35 @@ def merge_jobs(fams: list[Family], jobs: list[schedule.Job], plan: Any, planned_
         if f.scope in done:
             continue
         done.add(f.scope)
-        members = [by[g] for g in f.groups if g in by]
         start = planned_seconds(plan, f.first.group, []).start_s
         rounds = rounds_s(f, plan)
         sent[f.baseline] = (start, rounds)
-        if f.brackets:  # the baseline, then each member followed by its bracket
-            part = [(members[0].group, members[0].duration_s)]
-            for m in members[1:]:
-                part += [(m.group, m.duration_s), (f"{f.baseline} (bracket after {m.group})", start + rounds)]
-        else:
-            part = [(m.group, m.duration_s) for m in members] + [(f"{f.baseline} (sentinel)", start + rounds)]
-        runs[f.baseline] = len(part) - len(members)
+        bracket = start + rounds
+        members = [by[g] for g in f.members]
+        part: list[tuple[str, float]] = (
+            [(f.baseline, by[f.baseline].duration_s)]
+            if f.gpu_set == 0
+            else [(f"{f.baseline} (bracket before {f.members[0]})", bracket)]
+        )
+        for m in members:
+            part.append((m.group, m.duration_s))
+            if f.brackets:
+                part.append((f"{f.baseline} (bracket after {m.group})", bracket))
+        if not f.brackets:
+            label = "sentinel" if not f.spread else f"bracket after {members[-1].group}"
+            part.append((f"{f.baseline} ({label})", bracket))
+        runs[f.scope] = len(part) - len(members) - (1 if f.gpu_set == 0 else 0)
         parts[f.scope] = part
+        lead = by[f.baseline] if f.gpu_set == 0 else members[0]
         out.append(
             schedule.Job(
                 f.scope,
-                members[0].gpus,
+                lead.gpus,
                 sum(d for _, d in part),
                 f.first.tp,
-                members[0].backend,
-                members[0].first_extra_s,
+                lead.backend,
+                lead.first_extra_s,
+                warm_s=lead.warm_s if f.gpu_set == 0 else (wave_s(f.first, plan) if lead.gpus else 0.0),
             )
         )
     return FamilyJobs(out, fams, parts, sent, runs=runs)

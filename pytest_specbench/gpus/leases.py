@@ -47,6 +47,7 @@ class Lease:
     token: str
     requested_at: float  # time.time()
     taken_at: float
+    cold: bool = False  # the first lease of this GPU set in the run: its engine warms the machine
 
     @property
     def waited_s(self) -> float:
@@ -59,6 +60,7 @@ class Lease:
             "requested_at": self.requested_at,
             "taken_at": self.taken_at,
             "waited_s": round(self.waited_s, 6),
+            **({"cold": True} if self.cold else {}),
         }
 
 
@@ -140,7 +142,7 @@ class LeasePool:
             s["expected"] = {g: {"gpus": n, "until": until} for g, n in (expected or {}).items()}
 
     # ------------------------------------------------------------------ leases
-    def _entry(self, group: str, n: int, worker: str) -> dict[str, Any]:
+    def _entry(self, group: str, n: int, worker: str, keep: tuple[int, ...] = ()) -> dict[str, Any]:
         pid = os.getpid()
         return {
             "token": uuid.uuid4().hex,
@@ -150,6 +152,7 @@ class LeasePool:
             "worker": worker,
             "gpus": n,
             "since": time.time(),
+            **({"keep": list(keep)} if keep else {}),
         }
 
     def acquire(
@@ -159,10 +162,15 @@ class LeasePool:
         worker: str = "main",
         timeout_s: float | None = None,
         poll_s: float = POLL_S,
+        keep: tuple[int, ...] = (),
     ) -> Lease:
         """Take ``n`` GPUs of the pool, waiting while they are taken. A start queued by this
-        process's last :meth:`release` (``then``) keeps the place it got there."""
-        me = self._entry(group, n, worker)
+        process's last :meth:`release` (``then``) keeps the place it got there. ``keep``: the
+        GPU set this start must have (a drift family's next start, on the GPUs its baseline's
+        rounds were measured on): those GPUs, no others, and no other start takes them meanwhile
+        (schedule.grant ``wants``). The lease is ``cold`` when no lease of the run had its GPU
+        set before."""
+        me = self._entry(group, n, worker, keep if len(keep) == n else ())
         ticket, self._ticket = self._ticket, None
         if ticket is not None and ticket["group"] == group:
             me.update(token=ticket["token"], since=ticket["since"])
@@ -191,8 +199,19 @@ class LeasePool:
                             }
                         s["waiting"] = [w for w in s["waiting"] if w["token"] != token]
                         queued = False
-                        lease = Lease(tuple(got), group, worker, me["pid"], token, since, now)
-                        self._log(s, "taken", lease.gpus, me, waited_s=round(lease.waited_s, 6))
+                        key = ",".join(map(str, sorted(got)))
+                        cold = key not in s.setdefault("warm", [])
+                        if cold:
+                            s["warm"].append(key)
+                        lease = Lease(tuple(got), group, worker, me["pid"], token, since, now, cold)
+                        self._log(
+                            s,
+                            "taken",
+                            lease.gpus,
+                            me,
+                            waited_s=round(lease.waited_s, 6),
+                            **({"cold": True} if cold else {}),
+                        )
                         return lease
                 if deadline is not None and time.monotonic() > deadline:
                     raise LeaseError(f"{group}: no {n} GPUs free within {timeout_s:g} s")
@@ -202,10 +221,11 @@ class LeasePool:
                 with self._locked() as s:
                     s["waiting"] = [w for w in s["waiting"] if w["token"] != token]
 
-    def release(self, lease: Lease, then: tuple[str, int] | None = None) -> dict[str, Any]:
-        """Return a lease's GPUs; what goes into the engine stop event. ``then`` (group, GPUs):
-        this process's next start, queued in the same step, so no other start slips in between
-        with a later place in the order; it keeps the place EXPECT_S unless it asks."""
+    def release(self, lease: Lease, then: tuple[Any, ...] | None = None) -> dict[str, Any]:
+        """Return a lease's GPUs; what goes into the engine stop event. ``then`` (group, GPUs[,
+        the GPU set it keeps]): this process's next start, queued in the same step, so no other
+        start slips in between with a later place in the order (and, keeping a GPU set, none takes
+        its GPUs); it keeps the place EXPECT_S unless it asks."""
         with self._locked() as s:
             mine = [g for g, h in s["held"].items() if h["token"] == lease.token]
             for g in mine:
@@ -219,7 +239,8 @@ class LeasePool:
                 held_s=round(now - lease.taken_at, 6),
             )
             if then is not None and then[1] <= len(s["pool"]):
-                nxt = self._entry(then[0], then[1], lease.worker) | {"until": now + EXPECT_S}
+                keep = tuple(then[2]) if len(then) > 2 and then[2] and len(then[2]) == then[1] else ()
+                nxt = self._entry(then[0], then[1], lease.worker, keep) | {"until": now + EXPECT_S}
                 s["waiting"].append(nxt)
                 self._ticket = {"group": then[0], "token": nxt["token"], "since": nxt["since"]}
         return {"gpus": list(lease.gpus), "returned_at": now, "held_s": round(now - lease.taken_at, 6)}
@@ -238,7 +259,8 @@ class LeasePool:
         ]
         free = [g for g in s["pool"] if str(g) not in s["held"]]
         waiting = [(token, n) for _, _, token, n in sorted(queue)]
-        return schedule.grant(free, waiting, tuple(s.get("reserved", ())), len(s["pool"]))
+        keeps = {w["token"]: tuple(w["keep"]) for w in s["waiting"] if w.get("keep")}
+        return schedule.grant(free, waiting, tuple(s.get("reserved", ())), len(s["pool"]), keeps)
 
     def _reclaim(self, s: dict[str, Any]) -> None:
         dead = {h["token"]: h for h in s["held"].values() if not _alive(h)}

@@ -26,7 +26,7 @@ The model of a run with K workers:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -47,6 +47,9 @@ class Job:
     # runs at once: a family whose tuned members come last)
     not_before_s: float = 0.0
     tail_s: float = 0.0
+    # the machine's warm-up pass (untimed), added when it is the first start on its GPU set
+    # (:func:`pack`; workloads/kinds.py ``warm_machine`` runs it)
+    warm_s: float = 0.0
 
     @property
     def size(self) -> int:
@@ -62,6 +65,7 @@ class Slot:
     ready_s: float  # its worker took it and asked for GPUs
     start_s: float  # it got them
     end_s: float
+    extra_s: float = 0.0  # of which its worker's first start of its backend and the warm-up pass
 
     @property
     def waited_s(self) -> float:
@@ -76,6 +80,7 @@ class Schedule:
     unplaceable: list[Job]  # needs more GPUs than the pool has: never starts
     makespan_s: float
     serial_s: float  # the same groups one after another (one worker)
+    bound: dict[str, Any] | None = None  # its GPU-minute bound and where its time goes (the plan's)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +90,7 @@ class Schedule:
             "serial_s": self.serial_s,
             "slots": [asdict(s) | {"gpus": list(s.gpus)} for s in self.slots],
             "unplaceable": [asdict(j) for j in self.unplaceable],
+            **({"bound": self.bound} if self.bound is not None else {}),
         }
 
 
@@ -99,19 +105,31 @@ def grant(
     waiting: Sequence[tuple[K, int]],
     reserved: Sequence[int] = (),
     pool_size: int = 0,
+    wants: Mapping[K, Sequence[int]] | None = None,
 ) -> dict[K, tuple[int, ...]]:
     """Who gets GPUs now: ``waiting`` in rank order as (key, GPUs needed); first fit, each one
     that fits in what is left gets the lowest free GPUs. A ``reserved`` GPU (one a hook's
     service lives on) goes only to a start that cannot run without it (needing more than the
-    ``pool_size`` less the reserved ones), after every other free GPU."""
+    ``pool_size`` less the reserved ones), after every other free GPU. ``wants``: a waiting
+    start that keeps a GPU set (the next start of a drift family's part, on the GPUs its
+    baseline's rounds were measured on) gets those GPUs and no others, before anyone, and no
+    other start takes them."""
     left = sorted(free)
     out: dict[K, tuple[int, ...]] = {}
+    wants = {k: tuple(sorted(w)) for k, w in (wants or {}).items() if w}
+    kept = {g for k, _ in waiting if k in wants for g in wants[k]}
+    for key, _ in waiting:
+        if key in wants and all(g in left for g in wants[key]):
+            out[key] = wants[key]
+            left = [g for g in left if g not in out[key]]
     for key, n in waiting:
+        if key in wants:
+            continue
         needs = bool(reserved) and n > pool_size - len(reserved)
         # a start that needs a reserved GPU takes every other free one first
-        can = [g for g in left if g not in reserved]
+        can = [g for g in left if g not in reserved and g not in kept]
         if needs:
-            can += [g for g in left if g in reserved]
+            can += [g for g in left if g in reserved and g not in kept]
         if n <= len(can):
             out[key] = tuple(sorted(can[:n]))
             left = [g for g in left if g not in out[key]]
@@ -140,6 +158,7 @@ def pack(jobs: Sequence[Job], pool: Sequence[int], workers: int, reserved: Seque
     workers = max(1, workers)
     reserved = tuple(g for g in reserved if g in pool)
     started: set[tuple[int, str]] = set()  # (worker, backend) that has started an engine
+    warm: set[tuple[int, ...]] = set()  # GPU sets an engine has started on (warmed)
     pool_t = tuple(sorted(pool))
     queue = [j for j in jobs if j.gpus <= len(pool_t)]
     unplaceable = [j for j in jobs if j.gpus > len(pool_t)]
@@ -164,10 +183,13 @@ def pack(jobs: Sequence[Job], pool: Sequence[int], workers: int, reserved: Seque
             job, worker = w[1], w[2]
             extra = 0.0 if (worker, job.backend) in started else job.first_extra_s
             started.add((worker, job.backend))
+            if gpus and gpus not in warm:  # the first engine on this GPU set warms it
+                extra += job.warm_s
+                warm.add(gpus)
             end = t + job.duration_s + extra
             if job.tail_s and job.not_before_s:  # its tail waits for the decision, GPUs held
                 end = max(end - job.tail_s, job.not_before_s) + job.tail_s
-            s = Slot(job.group, job.gpus, gpus, worker, w[3], t, end)
+            s = Slot(job.group, job.gpus, gpus, worker, w[3], t, end, extra)
             slots.append(s)
             running.append((s.end_s, s))
             waiting.remove(w)
@@ -226,3 +248,96 @@ def format_schedule(
         f"{'s' if sched.workers != 1 else ''}; serial {sched.serial_s / 60:.1f} min{ratio}"
     )
     return lines
+
+
+# ------------------------------------------------------------------------------ the bound
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The GPU-minute bound of what a schedule runs: no schedule on ``gpus`` GPUs ends before its
+    cells' GPU-seconds (a cell's planned seconds x its GPUs) spread evenly over them, nor before
+    its longest group (one engine: its start and its cells, one after another) ends."""
+
+    gpus: int
+    cells_gpu_s: float
+    longest_s: float
+    longest: str  # that group
+
+    @property
+    def area_s(self) -> float:
+        return self.cells_gpu_s / self.gpus if self.gpus else 0.0
+
+    @property
+    def bound_s(self) -> float:
+        return max(self.area_s, self.longest_s)
+
+    def ratio(self, makespan_s: float) -> float | None:
+        return makespan_s / self.bound_s if self.bound_s > 0 else None
+
+    def said(self, makespan_s: float) -> str:
+        """ "bound 231.0 min (...), 1.12x" for a makespan."""
+        r = self.ratio(makespan_s)
+        return (
+            f"bound {self.bound_s / 60:.1f} min (cells' {self.cells_gpu_s / 60:,.0f} GPU-minutes / "
+            f"{self.gpus} GPUs = {self.area_s / 60:.1f}; longest group {self.longest} "
+            f"{self.longest_s / 60:.1f})" + (f", makespan {r:.2f}x the bound" if r is not None else "")
+        )
+
+
+def bound(cells_gpu_s: float, groups_s: Mapping[str, float], gpus: int) -> Bound:
+    """The bound of a schedule whose cells take ``cells_gpu_s`` GPU-seconds, with groups of
+    ``groups_s`` seconds each (engine start and cells), on ``gpus`` GPUs."""
+    longest = max(groups_s, key=lambda g: (groups_s[g], g), default="")
+    return Bound(gpus, cells_gpu_s, groups_s.get(longest, 0.0), longest)
+
+
+@dataclass(frozen=True)
+class Spent:
+    """Where a schedule's GPU time goes (GPU-seconds): its GPUs x its makespan is the cells, the
+    groups' engine starts, the first starts' extra and the warm-up passes, the drift brackets'
+    and sentinels' restarts and rounds, and each GPU's idle time; ``other`` is what none of these
+    names (cells without an ETA count 0 s)."""
+
+    total: float
+    cells: float
+    starts: float
+    extra: float
+    drift: float
+    idle: dict[int, float]
+
+    @property
+    def other(self) -> float:
+        return self.total - self.cells - self.starts - self.extra - self.drift - sum(self.idle.values())
+
+    def lines(self, indent: str = "  ") -> list[str]:
+        gm = 60.0
+        parts = [
+            f"cells {self.cells / gm:,.0f}",
+            f"engine starts {self.starts / gm:,.0f}",
+            f"first starts' extra and warm-up passes {self.extra / gm:,.0f}",
+            f"brackets and sentinels {self.drift / gm:,.0f}",
+            f"idle {sum(self.idle.values()) / gm:,.0f}",
+        ]
+        if abs(self.other) >= gm / 2:
+            parts.append(f"unaccounted {self.other / gm:,.0f}")
+        idle = ", ".join(f"GPU {g} {s / gm:.1f}" for g, s in sorted(self.idle.items()))
+        return [
+            f"{indent}GPU-minutes ({len(self.idle)} GPUs x the makespan = {self.total / gm:,.0f}): "
+            + ", ".join(parts),
+            f"{indent}idle minutes by GPU: {idle}",
+        ]
+
+
+def spent(sched: Schedule, cells_gpu_s: float, starts_gpu_s: float, drift_gpu_s: float) -> Spent:
+    """Where ``sched``'s GPU time goes, its cells, engine starts and brackets given (GPU-seconds:
+    seconds x GPUs held); the first starts' extra and warm-up passes from its slots."""
+    busy = {g: 0.0 for g in sched.pool}
+    extra = 0.0
+    for s in sched.slots:
+        for g in s.gpus:
+            busy[g] = busy.get(g, 0.0) + (s.end_s - s.start_s)
+        extra += s.extra_s * len(s.gpus)
+    idle = {g: max(0.0, sched.makespan_s - b) for g, b in busy.items()}
+    total = sched.makespan_s * len(busy)
+    return Spent(total, cells_gpu_s, starts_gpu_s, extra, drift_gpu_s, idle)

@@ -133,7 +133,7 @@ def sentinel_record(
         "family": f.baseline,
         # a bracket's drift withholds nothing by report/drift.py's band: report/brackets.py widens
         # its member's intervals instead
-        "groups": [f.baseline] if f.brackets else list(f.groups),
+        "groups": [f.baseline] if f.bracketed else list(f.groups),
         "cell_id": rid,
         "baseline_cell": f.first.id,
         "nodeid": item.nodeid,
@@ -147,6 +147,12 @@ def sentinel_record(
         "engine_warm": warm,
         "worker": worker,
     }
-    if f.brackets and after is not None:
+    if f.bracketed and after is not None:
         result.update(bracket_after=after, bracket_before=f.before(after), family_groups=list(f.groups))
+        if f.span(after) != (after,):  # a spread family's GPU set, bracketed at its end
+            result["bracket_members"] = list(f.span(after))
+    if f.spread:  # the GPU set it ran on, of those the family was spread over
+        result["gpu_set"] = [f.gpu_set + 1, f.gpu_sets]
+        if after is None:
+            result["bracket_opens"] = f.members[0] if f.members else None
     return jsonable(result)

@@ -178,6 +178,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         st.next_group = None
         race.skip_if_out(st, cell, item)  # a loser's costlier shapes, tuned-out settings: before any start
         st.next_group = cell.group if item.get_closest_marker("skip") is None else None
+        st.next_scope = sentinel.scope_of_item(item)  # a drift family's GPU set: its starts keep it
 
 
 # ------------------------------------------------------------------------------ reporting

@@ -1,84 +1,59 @@
 """The run's packed schedule (planning/schedule.py packs it): one job per engine group with a cell
-to run, timed from the plan (``planned_seconds``, the one place the schedule reads the plan's
-durations), a family's groups and its sentinels as one job (sentinel.py), and the plan's
-printout of the schedule for the run's workers."""
+to run, timed from the plan (planned.py: ``planned_seconds``, the one place the schedule reads
+the plan's durations), a family's groups and its sentinels as one job (sentinel.py), and the
+plan's printout of the schedule for the run's workers, with its GPU-minute bound."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from ..engines import get_backend
-from ..matrix.cells import Cell, EngineGroup
+from ..matrix.cells import Cell
 from ..planning import schedule
 from . import busy_gpus, sentinel
 from .gpu_pool import reserved_gpus
 from .hook_windows import hook_windows
-from .skip_reasons import skip_reason
+from .planned import Jobs, Planned, jobs, machine_warm_s, planned_seconds  # noqa: F401  (their home)
 from .state import SpecbenchState
 from .xdist_sched import workers
 
 
-@dataclass(frozen=True)
-class Planned:
-    start_s: float  # engine start (not its process's first)
-    first_start_extra_s: float  # what a process's first start of the backend adds
-    cells_s: float  # the cells with an ETA
-    no_eta: int  # cells without one (counted as 0 s)
-
-
-def planned_seconds(plan: Any, group: EngineGroup, cells: list[Cell]) -> Planned:
-    """A group's planned durations: the one place the schedule reads them from the plan (the
-    group's start_s / first_start_extra_s where the plan has them, else ENGINE_START_S; each
-    cell's eta_s)."""
-    from ..planning.eta import ENGINE_START_S
-
-    gp = plan.groups.get(group.id)
-    start = getattr(gp, "start_s", None)
-    if not isinstance(start, (int, float)):
-        start = ENGINE_START_S.get(group.method.backend, 60.0)
-    extra = getattr(gp, "first_start_extra_s", 0.0)
-    etas = [cp.eta_s if (cp := plan.cells.get(c.id)) is not None else None for c in cells]
-    return Planned(
-        float(start),
-        float(extra) if isinstance(extra, (int, float)) else 0.0,
-        sum(e for e in etas if e is not None),
-        sum(1 for e in etas if e is None),
-    )
-
-
-@dataclass
-class Jobs:
-    jobs: list[schedule.Job]  # groups with a cell to run, in first-appearance order
-    no_eta: int  # their cells without an ETA
-    gpu_skipped: dict[str, tuple[int, str]]  # group -> (cells, reason): wider than the pool
-
-
-def jobs(config: pytest.Config, st: SpecbenchState, cells: Iterable[Cell]) -> Jobs:
-    """One job per engine group with a cell to run."""
-    plan = st.get_plan()
-    by_group: dict[str, list[Cell]] = {}
-    gpu_skipped: dict[str, tuple[int, str]] = {}
-    for c in cells:
-        if not skip_reason(config, st, c):
-            by_group.setdefault(c.group.id, []).append(c)
-        elif (why := st.gpu_skip_reason(c)) is not None:
-            n, _ = gpu_skipped.get(c.group.id, (0, why))
-            gpu_skipped[c.group.id] = (n + 1, why)
-    out, no_eta = [], 0
-    for run in by_group.values():
-        g = run[0].group
-        p = planned_seconds(plan, g, run)
-        no_eta += p.no_eta
-        gpus = g.tp if get_backend(g.method.backend).gpu else 0
-        out.append(
-            schedule.Job(g.id, gpus, p.start_s + p.cells_s, g.tp, g.method.backend, p.first_start_extra_s)
-        )
-    return Jobs(out, no_eta, {g: v for g, v in gpu_skipped.items() if g not in by_group})
+def bound_lines(
+    sched: schedule.Schedule,
+    cells_gpu_s: float,
+    starts_gpu_s: float,
+    drift_gpu_s: float,
+    groups_s: dict[str, float],
+    makespan_s: float | None = None,
+) -> list[str]:
+    """The schedule's GPU-minute bound beside its makespan (``makespan_s``: the one printed, if
+    not the schedule's), and where its GPU time goes (also put in ``sched.bound`` for the plan's
+    JSON)."""
+    if not sched.pool:
+        return []
+    made = sched.makespan_s if makespan_s is None else makespan_s
+    b = schedule.bound(cells_gpu_s, groups_s, len(sched.pool))
+    sp = schedule.spent(sched, cells_gpu_s, starts_gpu_s, drift_gpu_s)
+    sched.bound = {
+        "bound_s": b.bound_s,
+        "cells_gpu_s": b.cells_gpu_s,
+        "area_s": b.area_s,
+        "longest_group": b.longest,
+        "longest_group_s": b.longest_s,
+        "ratio": b.ratio(made),
+        "gpu_s": {
+            "total": sp.total,
+            "cells": sp.cells,
+            "starts": sp.starts,
+            "first_start_extra_and_warm_up": sp.extra,
+            "brackets_and_sentinels": sp.drift,
+            "idle": {str(g): s for g, s in sp.idle.items()},
+        },
+    }
+    return [f"  {b.said(made)}"] + sp.lines("  ")
 
 
 def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) -> tuple[Any, list[str]]:
@@ -102,6 +77,7 @@ def plan_schedule(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) 
         fj.cost_s = (sched.makespan_s, free)
     left_out = [(g, f"{n} cells skipped, {why}") for g, (n, why) in js.gpu_skipped.items()]
     lines = schedule.format_schedule(sched, st.gpu_unavailable, left_out)
+    lines += bound_lines(sched, js.cells_gpu_s, js.starts_gpu_s, fj.gpu_s(), js.groups_s)
     if js.no_eta:
         lines.insert(-1, f"  ({js.no_eta} cells without an ETA count as 0 s)")
     cpu = [j for j in js.jobs if not j.gpus and not get_backend(j.backend or "hf").external]

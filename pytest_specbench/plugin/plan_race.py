@@ -50,7 +50,7 @@ def _jobs(
     family spread over GPU sets as ``spread_by``'s cells, the run's, split it); a carried scope's
     id ends "(carried)"."""
     from ..deciding.families import merge_jobs
-    from .packed_schedule import machine_warm_s, planned_seconds
+    from .planned import machine_warm_s, planned_seconds
     from .sentinel import families_of
     from .xdist_policy import CARRIED
 

@@ -64,7 +64,13 @@ class CellRunner:
         warm = None
         try:
             if n == 0 or st.engine_warmed is not engine:  # a new engine: warm it at its cells' shapes
-                warm = workloads.warm_engine(engine, _group_cells(self.item, cell))
+                cells = _group_cells(self.item, cell)
+                # the first engine on its GPU set warms the machine first (workloads.warm_machine)
+                machine = workloads.warm_machine(engine, cells) if st.cold_engine is engine else None
+                warm = workloads.warm_engine(engine, cells)
+                if machine is not None:
+                    warm["machine"] = machine
+                    st.cold_engine = None
                 st.engine_warmed = engine
             # the baseline as a second engine, its rounds interleaved with this cell's (hf); the
             # group's cells (its warm-up shapes) are looked up only when that engine starts

@@ -6,12 +6,17 @@ measurement is the family's drift (report/drift.py). A bracketed family (a membe
 does not fit beside it, planning/residency.py; every family with --specbench-brackets) gets
 such an item after each member instead, ``<first cell>-after-<member group>-sentinel``: the
 member's brackets, whose drift widens its intervals (report/brackets.py) and, once measured,
-its race (deciding/race.py ``brackets``). This module owns the sentinel items (collection,
-order, run), the family's place in the packed schedule and the plan's lines.
+its race (deciding/race.py ``brackets``). Under -n on a GPU pool with several GPU sets of a
+family's TP size, the family is spread over them (deciding/spread.py): each set runs its share of
+the members between brackets of the baseline measured on that set, the one the baseline's group
+runs on opened by the baseline's own cell, every other by ``<first cell>-before-<its first
+member>-sentinel``. This module owns the sentinel items (collection, order, run), the family's
+place in the packed schedule and the plan's lines.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +25,7 @@ import pytest
 
 from ..deciding.families import (
     BRACKET_INFIX,
+    OPENING_INFIX,
     SENTINEL_SUFFIX,
     Family,
     FamilyJobs,
@@ -30,6 +36,7 @@ from ..deciding.families import (
     merge_jobs,
     rounds_s,
 )
+from ..deciding.spread import choose
 from ..engines import BACKENDS
 from ..matrix.cells import Cell
 from .state import STATE, SpecbenchState, interleaving_backends
@@ -44,6 +51,11 @@ class Sentinels:
     # a family's first cell's result (this process's), the brackets' drift measured against it
     first_results: dict[str, dict[str, Any]] = field(default_factory=dict)
     bracket_ratio: dict[str, float] = field(default_factory=dict)  # bracket item id -> its level
+    # the selection's family scopes (one per GPU set of a spread family): the GPU set a scope's
+    # starts keep (plugin/state.py asks its lease for the GPUs its scope started on)
+    scope_of_group: dict[str, str] = field(default_factory=dict)
+    scope_of_run: dict[str, str] = field(default_factory=dict)
+    spread_memo: dict[Any, list[Family]] = field(default_factory=dict)  # _spread's, per set of cells
 
 
 KEY = pytest.StashKey[Sentinels]()
@@ -87,10 +99,115 @@ def _rule(config: pytest.Config, st: SpecbenchState) -> dict[str, Any] | None:
     }
 
 
-def families_of(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) -> list[Family]:
-    """The families of ``cells`` under this run's options."""
+def families_of(
+    config: pytest.Config, st: SpecbenchState, cells: list[Cell], spread_by: list[Cell] | None = None
+) -> list[Family]:
+    """The families of ``cells`` under this run's options, each spread over its TP size's GPU
+    sets where the run has several (deciding/spread.py) as ``spread_by``'s cells split them
+    (default: ``cells``; the raced plan's variants split as the run's collection does)."""
     rule = _rule(config, st)
-    return families(cells, **rule) if rule is not None else []
+    if rule is None:
+        return []
+    fams = families(cells, **rule)
+    sets = _sets(config, st)
+    if sets is None or not fams:
+        return fams
+    if spread_by is None:
+        return _spread(config, st, fams, cells, sets)
+    whole = _spread(config, st, families(spread_by, **rule), spread_by, sets)
+    out = []
+    for f in fams:  # each family of ``cells`` as its family of ``spread_by`` is split
+        split = [x for x in whole if x.baseline == f.baseline and x.spread]
+        out += [
+            dataclasses.replace(
+                f,
+                members=tuple(m for m in f.members if m in x.members),
+                gpu_set=x.gpu_set,
+                gpu_sets=x.gpu_sets,
+            )
+            for x in split
+        ] or [f]
+    return out
+
+
+def _spread(
+    config: pytest.Config, st: SpecbenchState, fams: list[Family], cells: list[Cell], sets: Any
+) -> list[Family]:
+    """``fams`` spread over their GPU sets as deciding/spread.py ``choose``s, on the packed
+    schedule of ``cells`` (the run's order, pool and workers): computed once per set of cells."""
+    key = (tuple(c.id for c in cells), tuple(f.scope for f in fams))
+    memo = _state(config).spread_memo
+    if key not in memo:
+        from ..planning import schedule
+        from .gpu_pool import reserved_gpus
+        from .planned import jobs, planned_seconds
+
+        plan = st.get_plan()
+        js = jobs(config, st, cells).jobs
+        pool, reserved, k = tuple(st.gpus or ()), reserved_gpus(st), run_workers(config, st)
+
+        def makespan(split: list[Family]) -> float:
+            merged = merge_jobs(split, js, plan, planned_seconds).jobs
+            order = schedule.hooked_last(schedule.longest_first(merged), pool, reserved)
+            return schedule.pack(order, pool, k, reserved).makespan_s
+
+        memo[key] = choose(fams, _durations(config, st, cells), sets, _bracket_s(st), makespan)
+    return memo[key]
+
+
+def run_workers(config: pytest.Config, st: SpecbenchState) -> int:
+    """The run's worker processes: -n (its plan's, or the count xdist gives each worker)."""
+    from .xdist_sched import workers
+
+    given = getattr(config, "workerinput", {}).get("workercount")
+    return max(1, int(st.plan_workers or given or workers(config)))
+
+
+def _sets(config: pytest.Config, st: SpecbenchState) -> Any:
+    """A family's GPU sets the run can use at once (its TP size's in the pool, a hooked GPU's
+    service left out where the size does not need it, at most one per worker), as a function;
+    None where nothing spreads (one process, or no GPU pool)."""
+    from .gpu_pool import reserved_gpus
+
+    pool = tuple(st.gpus or ())
+    k = run_workers(config, st)
+    if len(pool) < 2 or k < 2:
+        return None
+    free = len(pool) - len(reserved_gpus(st))
+
+    def sets(f: Family) -> int:
+        tp = max(1, f.first.tp)
+        if not BACKENDS[f.first.method.backend].gpu:
+            return 1
+        return max(1, min(k, (free if tp <= free else len(pool)) // tp))
+
+    return sets
+
+
+def _durations(config: pytest.Config, st: SpecbenchState, cells: list[Cell]) -> dict[str, float]:
+    """Each group's planned seconds over ``cells`` that run (engine start and cells, as the
+    packed schedule reads them); groups without a cell to run are left out."""
+    from .planned import planned_seconds
+    from .skip_reasons import skip_reason
+
+    plan = st.get_plan()
+    by: dict[str, list[Cell]] = {}
+    for c in cells:
+        if not skip_reason(config, st, c):
+            by.setdefault(c.group.id, []).append(c)
+    out = {}
+    for g, cs in by.items():
+        p = planned_seconds(plan, cs[0].group, cs)
+        out[g] = p.start_s + p.cells_s
+    return out
+
+
+def _bracket_s(st: SpecbenchState) -> Any:
+    """A family's bracket, planned: its baseline's restart and its first shape's rounds."""
+    from .planned import planned_seconds
+
+    plan = st.get_plan()
+    return lambda f: planned_seconds(plan, f.first.group, []).start_s + rounds_s(f, plan)
 
 
 def shard_sentinels(
@@ -117,19 +234,35 @@ def possible(config: pytest.Config, st: SpecbenchState) -> list[Family]:
     return as_first(fams, st.matrix.cells()) if st.shard is not None else fams
 
 
+def candidates(config: pytest.Config, st: SpecbenchState) -> dict[str, Family]:
+    """Every sentinel or bracket item id a process may run -> a family it belongs to: the
+    ``possible`` families' runs and, where a family may be spread, the brackets before and
+    after each of its members and its sentinel (the selection decides how it splits; ``order``
+    keeps what the selection's families run)."""
+    out: dict[str, Family] = {}
+    for f in possible(config, st):
+        for rid, _ in f.runs():
+            out.setdefault(rid, f)
+        if f.spread:
+            for m in f.members:
+                for infix in (OPENING_INFIX, BRACKET_INFIX):
+                    out.setdefault(f"{f.first.id}{infix}{m}{SENTINEL_SUFFIX}", f)
+            out.setdefault(f.sentinel_id, f)
+    return out
+
+
 def params(config: pytest.Config, st: SpecbenchState, kind: str, marks_for: Any) -> list[Any]:
     """The sentinel items of bench function ``kind``: one per possible family (``possible``)
     whose baseline's first cell is of this kind (the same engine param, the sentinel's cell, the
     id ``<first cell>-sentinel``). ``marks_for(cell)``: the first cell's marks (skip, timeout)."""
     assert st.matrix is not None
     out = []
-    for f in possible(config, st):
+    for rid, f in candidates(config, st).items():
         if f.first.workload.kind != kind:
             continue
         cell = f.sentinel_cell()
-        for rid, _ in f.runs():
-            _state(config).by_id[rid] = f
-            out.append(pytest.param(cell.group, cell, marks=marks_for(f.first), id=rid))
+        _state(config).by_id[rid] = f
+        out.append(pytest.param(cell.group, cell, marks=marks_for(f.first), id=rid))
     return out
 
 
@@ -140,8 +273,13 @@ def sentinel_base(cell_of: Any, nodeid: str) -> Cell | None:
     if not nodeid.endswith(tail):
         return None
     head = nodeid[: -len(tail)]
-    return cell_of(head + "]") or (
-        cell_of(head.rpartition(BRACKET_INFIX)[0] + "]") if BRACKET_INFIX in head else None
+    return cell_of(head + "]") or next(
+        (
+            c
+            for infix in (BRACKET_INFIX, OPENING_INFIX)
+            if infix in head and (c := cell_of(head.rpartition(infix)[0] + "]"))
+        ),
+        None,
     )
 
 
@@ -168,6 +306,8 @@ def order(config: pytest.Config, items: list[pytest.Item], cell_of: Any) -> None
     after = {rid: g for f in fams.values() for rid, g in f.runs()}
     drop = [i for i in items if family_of_item(i) is not None and _item_id(i) not in fams]
     _state(config).by_id.update(fams)  # a kept sentinel's family: the selection's (or shard's) members
+    _state(config).scope_of_run = {rid: f.scope for rid, f in fams.items()}
+    _state(config).scope_of_group = {g: f.scope for f in fams.values() for g in f.groups}
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = [i for i in items if i not in drop]
@@ -178,7 +318,8 @@ def order(config: pytest.Config, items: list[pytest.Item], cell_of: Any) -> None
         f = family_of_item(item)
         cell = cell_of(item)
         if f is not None:  # after the group it follows (the family's last, or its member)
-            keys.append((rank[after[_item_id(item)]] + 0.5, n))
+            g = after[_item_id(item)]  # a GPU set's opening bracket: before its first member
+            keys.append((rank[g] + 0.5 if g is not None else rank[f.members[0]] - 0.5, n))
         elif cell is None:
             keys.append((-1, n))
         else:
@@ -187,6 +328,17 @@ def order(config: pytest.Config, items: list[pytest.Item], cell_of: Any) -> None
 
 
 # ------------------------------------------------------------------------------ the run
+
+
+def scope_of_item(item: pytest.Item) -> str | None:
+    """The family scope an item runs in (a spread family's: one per GPU set), None outside a
+    family: its starts keep the GPU set the scope's first start got (plugin/state.py)."""
+    sent = _state(item.config)
+    if family_of_item(item) is not None:
+        return sent.scope_of_run.get(_item_id(item))
+    cs = getattr(item, "callspec", None)
+    cell = cs.params.get("cell") if cs is not None else None
+    return sent.scope_of_group.get(cell.group.id) if isinstance(cell, Cell) else None
 
 
 def _item_id(item: pytest.Item) -> str:
@@ -199,7 +351,7 @@ def note_measured(config: pytest.Config, cell: Cell, result: dict[str, Any] | No
     bracket's drift is measured against a family's first cell's ``result``)."""
     sent = _state(config)
     sent.measured_at[cell.id] = time.time()
-    if result is not None and any(f.first.id == cell.id and f.brackets for f in sent.by_id.values()):
+    if result is not None and any(f.first.id == cell.id and f.bracketed for f in sent.by_id.values()):
         sent.first_results[cell.id] = result
 
 
@@ -215,8 +367,13 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
     engine.deadline = time.monotonic() + (float(override) if override else cell.workload.timeout_s)
     from .disturbance import DisturbanceMeter
 
-    try:
+    st = item.config.stash[STATE]
+    try:  # a GPU set's opening bracket may be the first engine on it: it warms the machine first
+        machine = workloads.warm_machine(engine, [cell]) if st.cold_engine is engine else None
         warm = workloads.warm_engine(engine, [cell])
+        if machine is not None:
+            warm["machine"] = machine
+            st.cold_engine = None
         run_ = workloads.run(engine, cell, DisturbanceMeter())  # other processes' CPU time meanwhile
     finally:
         engine.deadline = None
@@ -235,8 +392,10 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
         after=after,
         worker=item.config.stash[STATE].worker,
     )
-    if f.brackets and after is not None and not m.get("errors"):
+    if f.bracketed and after is not None and not m.get("errors"):
         _note_bracket(item.config, f, rid, after, result)
+    elif f.bracketed and after is None and not m.get("errors"):  # a GPU set's opening bracket
+        _note_bracket(item.config, f, rid, None, result)
     if m.get("errors"):
         pytest.fail(
             f"sentinel {rid}: {m['errors']} of {m['requests']} requests failed; first: "
@@ -247,9 +406,12 @@ def run(item: pytest.Item, engine: Any, cell: Cell) -> dict[str, Any]:
     return result
 
 
-def _note_bracket(config: pytest.Config, f: Family, rid: str, member: str, record: dict[str, Any]) -> None:
+def _note_bracket(
+    config: pytest.Config, f: Family, rid: str, member: str | None, record: dict[str, Any]
+) -> None:
     """A bracket measured: its level against the family's first cell measured in this process,
-    and, with the bracket before the member's, the member's range for the race."""
+    and, with the bracket before the member's, the range of each member it closes for the race
+    (``member`` None: a GPU set's opening bracket, which closes none)."""
     from ..report import drift
 
     sent = _state(config)
@@ -260,12 +422,11 @@ def _note_bracket(config: pytest.Config, f: Family, rid: str, member: str, recor
     if ratio is None:
         return
     sent.bracket_ratio[rid] = ratio
-    before = f.before(member)
-    if before is not None and before not in sent.bracket_ratio:
-        return
     st = config.stash[STATE]
-    if st.race is not None:
-        st.race.bracketed(member, sent.bracket_ratio.get(before or ""), ratio)
+    for m in f.span(member) if member is not None else ():
+        before = f.before(m)
+        if (before is None or before in sent.bracket_ratio) and st.race is not None:
+            st.race.bracketed(m, sent.bracket_ratio.get(before or ""), ratio)
 
 
 # ------------------------------------------------------------------------------ schedule and plan
@@ -279,16 +440,16 @@ def planned_rounds_s(
     controller collects no sentinel items)."""
     if st.matrix is None or not ran:
         return 0.0
-    by_id = {rid: f for f in possible(config, st) for rid, _ in f.runs()}
+    by_id = candidates(config, st)
     return sum(rounds_s(f, plan) for r in ran if (f := by_id.get(r.get("cell_id", ""))) is not None)
 
 
 def merge(
     config: pytest.Config, st: SpecbenchState, js: Any, cells: list[Cell], planned_seconds: Any
 ) -> FamilyJobs:
-    """``js`` (packed_schedule.Jobs) with each family's jobs as one, its sentinel's planned time
+    """``js`` (planned.Jobs) with each family's jobs as one, its sentinel's planned time
     added (an engine start of the baseline and the sentinel cell's warm-up and one round);
-    ``planned_seconds``: packed_schedule's reading of a group's planned start."""
+    ``planned_seconds``: planned.py's reading of a group's planned start."""
     plan = st.get_plan()
     fj = merge_jobs(families_of(config, st, cells), js.jobs, plan, planned_seconds)
     js.jobs = fj.jobs

@@ -42,7 +42,8 @@ def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
     from ..deciding import families
     from ..planning import schedule
     from . import sentinel
-    from .packed_schedule import planned_seconds
+    from .gpu_pool import reserved_gpus
+    from .planned import machine_warm_s, planned_seconds
     from .skip_reasons import skip_reason
     from .xdist_sched import workers
 
@@ -64,6 +65,13 @@ def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
     k = k if k > 1 else len(pool)
     fams = sentinel.families_of(st.config, st, cells)  # drift families: back to back, as the run packs them
 
+    warm_of: dict[str, float] = {}
+
+    def warm_s(g: str) -> float:  # the machine's warm-up pass, where it is its GPU set's first
+        if g not in warm_of:
+            warm_of[g] = machine_warm_s(plan, [c for c in cells if c.group.id == g and runs(c)])
+        return warm_of[g]
+
     def host_s(load: dict[str, float]) -> float:
         """The makespan of these groups packed on one host with this machine's GPUs and workers,
         each drift family's groups back to back with its sentinel, as the run's schedule has them."""
@@ -72,11 +80,19 @@ def _split(st: SpecbenchState, cells: list[Any]) -> shards.Split:
             grp = groups[g]
             p = planned_seconds(plan, grp, [])
             gpus = grp.tp if get_backend(grp.method.backend).gpu else 0
+            warm = warm_s(g)
             jobs.append(
-                schedule.Job(g, gpus, p.start_s + secs, grp.tp, grp.method.backend, p.first_start_extra_s)
+                schedule.Job(
+                    g, gpus, p.start_s + secs, grp.tp, grp.method.backend, p.first_start_extra_s, warm_s=warm
+                )
             )
         jobs = families.merge_jobs(fams, jobs, plan, planned_seconds).jobs
-        return schedule.pack(schedule.longest_first(jobs), pool, k).makespan_s if jobs else 0.0
+        if not jobs:
+            return 0.0
+        reserved = reserved_gpus(st)  # a hooked GPU's starts last, as the run's schedule has them
+        return schedule.pack(
+            schedule.hooked_last(schedule.longest_first(jobs), pool, reserved), pool, k, reserved
+        ).makespan_s
 
     assert st.matrix is not None and st.shard_count
     baselines = st.matrix.baselines()

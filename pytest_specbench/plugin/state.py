@@ -59,6 +59,14 @@ class SpecbenchState(BaselineInstances):
     lease: Any = None  # leases.Lease of the live engine
     lease_dir_owned: bool = False  # this process created the lease directory (removes it)
     next_group: EngineGroup | None = None  # the group of the item being set up (its engine starts next)
+    # the drift family scope of the item being set up (sentinel.scope_of_item), the live lease's,
+    # and the GPU set each scope started on: a family's starts keep their GPU set
+    next_scope: str | None = None
+    lease_scope: str | None = None
+    scope_gpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # the live engine when it is the first on its GPU set (workloads.kinds.warm_machine warms the machine)
+    cold_engine: Any = None
+    host_warm: bool = False  # a GPU engine has started in this process (GPUs not leased)
     plan_workers: int | None = None  # --specbench-plan under -n K: K
     cells_run: dict[str, int] = field(default_factory=dict)  # per group, for --specbench-kill-engine
     torn_down: dict[str, str] = field(default_factory=dict)  # group -> why its engine was abandoned
@@ -210,12 +218,16 @@ class SpecbenchState(BaselineInstances):
         lease = None
         if self.leases is not None and BACKENDS[group.method.backend].gpu:
             try:  # waits while the GPUs are taken by other engines of the run
-                lease = self.leases.acquire(group.id, group.tp, self.worker)
+                keep = self.scope_gpus.get(self.next_scope or "", ())
+                lease = self.leases.acquire(group.id, group.tp, self.worker, keep=keep)
             except BaseException as e:
                 ev.update(ok=False, start_s=0.0, error=f"{type(e).__name__}: {e}")
                 self.pending.append(ev)
                 raise
             ev["lease"] = lease.event()
+            self.lease_scope = self.next_scope
+            if self.next_scope:
+                self.scope_gpus[self.next_scope] = lease.gpus
         leased = lease.gpus if lease is not None else ()
         token = lease.token if lease is not None else ""
         t0 = time.perf_counter()
@@ -266,6 +278,14 @@ class SpecbenchState(BaselineInstances):
             ev["gpu_used_mib_after_start"] = {
                 str(g.index): g.memory_used_mib for g in inventory() if g.index in leased
             }
+        # the first engine on its GPU set (leased; else this process's first GPU engine) warms
+        # the machine before any timed round (workloads/kinds.py warm_machine)
+        b = BACKENDS[group.method.backend]
+        cold = b.gpu and not b.external and (lease.cold if lease is not None else not self.host_warm)
+        self.host_warm = self.host_warm or (b.gpu and not b.external)
+        self.cold_engine = eng if cold else None
+        if cold:
+            ev["machine_warm"] = True
         self.pending.append(ev)
         self.live = (group, eng)
         self.lease = lease
@@ -321,8 +341,10 @@ class SpecbenchState(BaselineInstances):
                     str(k): v for k, v in wait_released(lease.gpus, self.resident_baseline()).items()
                 }
                 nxt = self.next_group  # queued in the same step, keeping its place in the order
+                # (and its GPU set: the next start of the same drift family scope)
+                same = self.next_scope is not None and self.next_scope == self.lease_scope
                 then = (
-                    (nxt.id, nxt.tp)
+                    (nxt.id, nxt.tp, lease.gpus if same else ())
                     if nxt is not None and nxt != group and BACKENDS[nxt.method.backend].gpu
                     else None
                 )

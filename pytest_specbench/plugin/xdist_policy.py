@@ -100,6 +100,10 @@ class EngineGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
         if c is not None and c.method.url:  # groups on one endpoint: one worker, in turn (they
             return f"endpoint {c.method.url}"  # would share its GPUs, cache and counters)
         if self._fj is not None:  # a family's groups and its sentinel: one worker, back to back
+            rid = cell_id_of(nodeid)  # a bracket: its GPU set's scope (a spread family has several)
+            scope = self._fj.scope_of_run(rid) if c is None and rid is not None else None
+            if scope is not None:
+                return scope
             c = c or sentinel.sentinel_base(self._cell_of, nodeid)
             return self._fj.scope_of(c.group.id) if c is not None else nodeid
         return c.group.id if c is not None else nodeid

@@ -31,7 +31,8 @@ from ..stats.paired import Interval
 
 def _ranges(specbench: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Member group -> {"range": (lo, hi) | None, "before", "after", "why"} from the run's bracket
-    records (``specbench.sentinels`` with ``bracket_after``) and their drift (``specbench.drift``)."""
+    records (``specbench.sentinels`` with ``bracket_after``; ``bracket_members``: every member a
+    GPU set's closing bracket closes) and their drift (``specbench.drift``)."""
     drifts = {d["sentinel_cell"]: d for d in specbench.get("drift") or []}
     out: dict[str, dict[str, Any]] = {}
     for s in specbench.get("sentinels") or []:
@@ -48,7 +49,9 @@ def _ranges(specbench: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         else:
             rec["range"] = drift_range(before, after)
             rec["drift"] = [1.0 if before is None else before, after]
-        out[member] = rec
+        # a spread family's GPU set bracketed at its end: the range of each of its members
+        for m in s.get("bracket_members") or [member]:
+            out[m] = rec
     return out
 
 

@@ -405,6 +405,46 @@ def warm_engine(engine: Engine, cells: list[Cell]) -> dict[str, Any]:
     return out
 
 
+def warm_machine(engine: Engine, cells: list[Cell]) -> dict[str, Any]:
+    """The first engine on a fresh GPU set (or, GPUs unleased, a process's first GPU engine):
+    before any timed round counts, one untimed wave at every shape its cells use (as
+    ``warm_engine``'s), each request as long as the longest output its cells ask at that shape,
+    so that what compiles or tunes on first use (kernels at each batch size and sequence length,
+    the speculative step's) does so here and not inside a measured round. Prompts are seeded
+    apart from every cell's and from ``warm_engine``'s. What ran and how long it took go into the
+    cell's ``engine_warm`` record (``machine``)."""
+    longest: dict[tuple[int, int, bool], int] = {}
+    for c in cells:
+        if kind_of(c.workload.kind).exact:
+            key = (c.concurrency, min(c.context_tokens, WARM_MAX_PROMPT), c.workload.streamed)
+            longest[key] = max(longest.get(key, 0), c.output_tokens)
+    out: dict[str, Any] = {"shapes": [], "s": 0.0}
+    if not longest:
+        return out
+    tok = engine.tokenizer()
+    t_all = time.perf_counter()
+    for c, n_prompt, stream in warm_shapes(cells):
+        n_out = longest.get((c, n_prompt, stream), WARM_OUTPUT_TOKENS)
+        ps = prompts.make_prompts(tok, n_prompt, c, 8_888_888 + n_prompt)
+        reqs = [Request(tuple(p), n_out, tag=f"warm-machine/req{i}", stream=stream) for i, p in enumerate(ps)]
+        t0 = time.perf_counter()
+        recs = _send(engine, reqs, None, c)
+        err = next((r.error for r in recs if r.error), None)
+        out["shapes"].append(
+            {
+                "concurrency": c,
+                "prompt_tokens": n_prompt,
+                "output_tokens": n_out,
+                "s": round(time.perf_counter() - t0, 4),
+                "error": err,
+            }
+        )
+        if err:
+            break
+    out["s"] = round(time.perf_counter() - t_all, 4)
+    return out
+
+
 # workload kind -> its runner; what the kind is (its keys, axes, prompts) is its declaration in
 # matrix/workload_kinds.py (register_kind)
 WORKLOADS: dict[str, Runner] = {}
