@@ -154,3 +154,21 @@ def test_the_screen_says_what_measured_the_start_level_and_what_it_did_not() -> 
     )
     assert got[-1].startswith("engine starts: no control or twin ran in worker(s) gw1")
     assert parse  # the schema module is the one the matrix is read with
+
+
+def test_the_gates_rounds_are_none_where_the_run_spread_alone_is_too_wide() -> None:
+    from statistics import NormalDist
+
+    from pytest_specbench.deciding import selection
+    from pytest_specbench.stats.gate_stats import ALPHA
+
+    z = NormalDist().inv_cdf(1 - ALPHA) + selection.POWER_Z
+    s = math.log(1.03)
+    n = selection.gate_rounds(0.03, 0.05, 0.0)
+    # the fewest rounds with z * sqrt(2 s² / n) below -log(0.95), by hand
+    assert n == next(k for k in range(2, 200) if z * math.sqrt(2 * s * s / k) < -math.log(0.95))
+    assert selection.gate_rounds(0.03, 0.05, 0.05) is None  # a 5 % run spread: no rounds suffice
+    assert selection.gate_rounds(0.03, 0.05, 0.0, cells=20) > n  # one cell of 20: Holm's first step
+    lines = selection.gate_lines([0.03], 20)
+    assert lines[1].startswith("    CV 3.0%: run spread 5%: F 5% never, F 10% never; none: F 5% ")
+    assert "repeat the runs" in lines[-1]

@@ -201,3 +201,55 @@ def plan_lines(delta: float, looks: Looks, cvs: Sequence[float] = DEFAULT_CVS, s
             cols.append(f"{label} {n if n is not None and n <= looks.last else f'> {looks.last}'}")
         out.append(f"    CV {cv:.1%}: " + ", ".join(cols))
     return out
+
+
+GATE_DROPS = (0.05, 0.10)
+
+
+def gate_rounds(cv: float, drop: float, run_sd: float, cells: int = 1, most: int = 200) -> int | None:
+    """The rounds each of two runs of a cell needs for the gate (stats/gate_stats.py: one-sided at
+    ALPHA over its cells by Holm, the run-to-run spread ``run_sd`` a run counted in every cell) to
+    fail a true drop of ``drop`` in 80 % of runs, one cell of ``cells`` regressing (Holm's first
+    step, ALPHA / cells); None where no number of rounds would: the run-to-run spread alone is too
+    wide (repeat the runs instead), or past ``most``."""
+    from statistics import NormalDist
+
+    from ..stats.gate_stats import ALPHA
+
+    z = NormalDist().inv_cdf(1 - ALPHA / max(1, cells)) + POWER_Z
+    target = -math.log(1 - drop)
+    s = math.log(1 + cv)
+    for n in range(2, most + 1):
+        if z * math.sqrt(2 * s * s / n + 2 * run_sd**2) < target:
+            return n
+    return None
+
+
+def gate_lines(cvs: Sequence[float], cells: int, source: str = "") -> list[str]:
+    """The plan's lines for the gate: at each round CV, the rounds a cell needs in each of two runs
+    to catch a drop of 5 % or 10 % in 80 %, at the run-to-run spread the gate assumes with few
+    cells and with none."""
+    from ..stats.gate_stats import ASSUMED_RUN_SPREAD
+
+    where = source or "assumed; --specbench-plan-from a results JSON gives the CVs it measured"
+    out = [
+        "  the gate (python -m pytest_specbench.report OLD NEW --max-tok-s-drop F): rounds each run of a "
+        f"cell needs to fail a true drop of F in 80 %, one cell of {cells} regressing (round CV: {where}):"
+    ]
+    for cv in cvs:
+        cols = []
+        for spread, label in ((ASSUMED_RUN_SPREAD, f"run spread {pct(ASSUMED_RUN_SPREAD)}"), (0.0, "none")):
+            got = [gate_rounds(cv, f, spread, cells) for f in GATE_DROPS]
+            cols.append(
+                f"{label}: "
+                + ", ".join(
+                    f"F {pct(f)} {n if n is not None else 'never'}"
+                    for f, n in zip(GATE_DROPS, got, strict=True)
+                )
+            )
+        out.append(f"    CV {cv:.1%}: " + "; ".join(cols))
+    out.append(
+        "    (no number of rounds narrows a run's own level: where it says never, repeat the runs, or let "
+        "the gate read the spread from 4 or more cells)"
+    )
+    return out

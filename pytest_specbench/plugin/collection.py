@@ -152,6 +152,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 else []
             ),
             *(race_zone_lines(st, cells) if st.race is not None else []),
+            *gate_plan_lines(st, cells),
         ]
         if resumed:
             lines.append(
@@ -201,6 +202,34 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     return True if session.config.getoption("specbench_plan") else None
 
 
+def _plan_cvs(st: SpecbenchState) -> tuple[list[float], str]:
+    """The round CVs a previous run measured (--specbench-plan-from: its lowest, median and
+    highest) and where they come from; none without one."""
+    prev = getattr(st, "previous_doc", None) or {}
+    cvs = sorted(
+        {
+            round(float(b["extra_info"]["rounds_cv"]), 3)
+            for b in prev.get("benchmarks") or []
+            if (b.get("extra_info") or {}).get("rounds_cv")
+        }
+    )
+    if not cvs:
+        return [], ""
+    return sorted({cvs[0], cvs[len(cvs) // 2], cvs[-1]}), "measured by " + str(
+        st.config.getoption("specbench_plan_from")
+    )
+
+
+def gate_plan_lines(st: SpecbenchState, cells: list[Any]) -> list[str]:
+    """The gate's rounds at the round CVs a previous run measured, else at assumed ones."""
+    from ..deciding import selection
+
+    if not cells:
+        return []
+    cvs, src = _plan_cvs(st)
+    return selection.gate_lines(cvs or selection.DEFAULT_CVS, len(cells), src)
+
+
 def race_zone_lines(st: SpecbenchState, cells: list[Any]) -> list[str]:
     """The race's indifference zone and the rounds it needs at the round CVs a previous run
     measured (--specbench-plan-from), else at assumed ones (deciding/selection.py)."""
@@ -213,16 +242,7 @@ def race_zone_lines(st: SpecbenchState, cells: list[Any]) -> list[str]:
     c = max(racing, key=lambda c: c.workload.round_cap)
     w = c.workload
     looks = Looks(min(3, w.rounds), w.round_cap, st.race.family(c))
-    prev = getattr(st, "previous_doc", None) or {}
-    cvs = sorted(
-        {
-            round(float(b["extra_info"]["rounds_cv"]), 3)
-            for b in prev.get("benchmarks") or []
-            if (b.get("extra_info") or {}).get("rounds_cv")
-        }
-    )
-    if cvs:  # its lowest, median and highest
-        cvs = sorted({cvs[0], cvs[len(cvs) // 2], cvs[-1]})
-        src = "measured by " + str(st.config.getoption("specbench_plan_from"))
+    cvs, src = _plan_cvs(st)
+    if cvs:
         return selection.plan_lines(st.race.delta, looks, cvs, src)
     return selection.plan_lines(st.race.delta, looks)
