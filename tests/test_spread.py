@@ -4,6 +4,7 @@ warm-up pass on each fresh GPU set."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -70,6 +71,17 @@ def test_a_family_is_spread_longest_member_first_each_set_opened_and_closed_by_i
     assert b.before("m4-tp1") == f"{first}-after-m1-tp1-sentinel" and b.span("m4-tp1") == ("m4-tp1",)
     # one GPU set of the size: the family as it was (its sentinel after its last member)
     assert spread([fam], DUR, lambda f: 1, lambda f: 10.0) == [fam]
+    # every process splits alike, whatever order it collected the members in (equal durations
+    # go by the matrix's order of groups, else by id)
+    eq = dict.fromkeys(DUR, 50.0)
+    backwards = dataclasses.replace(fam, members=fam.members[::-1])
+    assert spread([backwards], eq, lambda f: 3, lambda f: 10.0) == spread(
+        [fam], eq, lambda f: 3, lambda f: 10.0
+    )
+    # members too short to pay for another set's two brackets stay beside the baseline's group:
+    # 30 + 2 + its closing 40 = 72 there (78 with all four), 2 + 40 + 40 = 82 on a set of its own
+    short = {"ar-tp1": 30.0} | {f"m{i}-tp1": 2.0 for i in range(1, 5)}
+    assert spread([fam], short, lambda f: 2, lambda f: 40.0) == [fam]
 
 
 def test_each_spread_set_is_a_job_of_its_own_with_its_brackets() -> None:
@@ -101,30 +113,64 @@ def test_each_spread_set_is_a_job_of_its_own_with_its_brackets() -> None:
     assert fj.scope_of_run("ar-tp1-c1-out64-after-m3-tp1-sentinel") == "family ar-tp1 (GPU set 3 of 3)"
 
 
-def test_a_set_that_would_only_follow_another_on_the_same_gpus_is_not_opened() -> None:
-    """``choose``: each family gets the fewest GPU sets among those whose packed schedule ends
-    first. On one GPU, every set runs after the other: one set, no opening bracket."""
-    (fam,) = _fams()
+def _packed(pool: tuple[int, ...], *extra: schedule.Job) -> Any:
+    """The makespan of a split family's jobs (and ``extra`` ones) on ``pool`` by 3 workers."""
 
     def makespan(split: list[Family]) -> float:
         jobs = [schedule.Job(g, 1, d, 1, "sglang") for g, d in DUR.items()]
-        fj = merge_jobs(
-            split, jobs, type("P", (), {"cells": {}})(), lambda *a: type("P", (), {"start_s": 10.0})()
-        )
-        return schedule.pack(schedule.longest_first(fj.jobs), (0,), 3).makespan_s
+        plan = type("P", (), {"cells": {}})()
+        fj = merge_jobs(split, jobs, plan, lambda *a: type("P", (), {"start_s": 10.0})())
+        return schedule.pack(schedule.longest_first([*fj.jobs, *extra]), pool, 3).makespan_s
 
-    got = choose([fam], DUR, lambda f: 3, lambda f: 10.0, makespan)
-    assert got == [fam]
+    return makespan
 
-    # on three GPUs, three sets end first
-    def on_three(split: list[Family]) -> float:
-        jobs = [schedule.Job(g, 1, d, 1, "sglang") for g, d in DUR.items()]
-        fj = merge_jobs(
-            split, jobs, type("P", (), {"cells": {}})(), lambda *a: type("P", (), {"start_s": 10.0})()
-        )
-        return schedule.pack(schedule.longest_first(fj.jobs), (0, 1, 2), 3).makespan_s
 
-    assert [f.gpu_set for f in choose([fam], DUR, lambda f: 3, lambda f: 10.0, on_three)] == [0, 1, 2]
+def test_a_set_that_buys_nothing_but_its_brackets_is_not_opened() -> None:
+    """``choose``: each family gets the fewest GPU sets among those whose packed schedule ends
+    first. On one GPU every set runs after the other; beside a 1000 s job on a third GPU, the
+    family ends before it however it is split: one set, no opening bracket, either way."""
+    (fam,) = _fams()
+    assert choose([fam], DUR, lambda f: 3, lambda f: 10.0, _packed((0,))) == [fam]
+    long = schedule.Job("x", 1, 1000.0, 1, "sglang")
+    assert choose([fam], DUR, lambda f: 3, lambda f: 10.0, _packed((0, 1, 2), long)) == [fam]
+    # on three GPUs alone, three sets end first (100, 110, 110 against 160 on two)
+    got = choose([fam], DUR, lambda f: 3, lambda f: 10.0, _packed((0, 1, 2)))
+    assert [f.gpu_set for f in got] == [0, 1, 2]
+
+
+def test_a_sets_closing_bracket_widens_every_member_of_the_set() -> None:
+    """A spread family's GPU set bracketed at its end: its two members both read the level its
+    opening (x0.6) and closing (x0.5) brackets bound: [0.5, 0.6] / [0.5, 0.6] -> [0.833, 1.2]."""
+    from pytest_specbench.report import brackets
+
+    spec: dict[str, Any] = {
+        "sentinels": [
+            {"cell_id": "x-before-m1-sentinel", "baseline_cell": "x", "bracket_opens": "m1"},
+            {
+                "cell_id": "x-after-m2-sentinel",
+                "baseline_cell": "x",
+                "bracket_after": "m2",
+                "bracket_before": "x-before-m1-sentinel",
+                "bracket_members": ["m1", "m2"],
+            },
+        ],
+        "drift": [
+            {"sentinel_cell": "x-before-m1-sentinel", "ratio": 0.6},
+            {"sentinel_cell": "x-after-m2-sentinel", "ratio": 0.5},
+        ],
+    }
+    cmp = {
+        "speedup_vs_ar": 0.55,
+        "speedup_vs_ar_ci95": [0.5, 0.6],
+        "speedup_verdict": "slower",
+        "speedup_pairs": 5,
+    }
+    comps = {0: dict(cmp), 1: dict(cmp)}
+    brackets.apply([{"group": "m1"}, {"group": "m2"}], comps, spec)
+    for c in comps.values():
+        assert c["speedup_brackets"]["before"] == "x-before-m1-sentinel"
+        assert c["speedup_brackets"]["ci95"] == pytest.approx([0.5 / 0.6, 0.6 / 0.5])
+        assert c["speedup_verdict"] == "not separated" and c["speedup_verdict_before_brackets"] == "slower"
 
 
 # ------------------------------------------------------------------------------ GPU sets kept, warmed
@@ -140,6 +186,7 @@ def test_a_start_that_keeps_its_gpu_set_gets_it_before_a_better_ranked_start() -
 
 def test_the_lease_pool_keeps_a_family_sets_gpus_and_says_which_set_is_cold(tmp_path: Path) -> None:
     pool = LeasePool.create(tmp_path / "leases", (0, 1, 2, 3))
+    pool.set_order(["x-tp2", "ar-tp2", "m-tp2"])  # x ranks before m: by rank alone it would get 0, 1
     first = pool.acquire("ar-tp2", 2, "w0")
     assert first.gpus == (0, 1) and first.cold and first.event()["cold"] is True
     # released with its next start keeping the set: another start asking first gets the others
@@ -213,6 +260,7 @@ methods:
   a: {{backend: fakegpu, model: m, env: {{FAKE_METHOD: a}}}}  # not twins of ar: methods of their own
   b: {{backend: fakegpu, model: m, env: {{FAKE_METHOD: b}}}}
   c: {{backend: fakegpu, model: m, env: {{FAKE_METHOD: c}}}}
+  d: {{backend: fakegpu, model: m, env: {{FAKE_METHOD: d}}}}
 workloads:
   throughput:
     concurrency: [2]

@@ -30,14 +30,21 @@ def spread(
     duration_s: Mapping[str, float],
     sets: Callable[[Family], int],
     bracket_s: Callable[[Family], float],
+    rank: Mapping[str, int] | None = None,
 ) -> list[Family]:
     """``fams`` with each family whose TP size has more than one GPU set (``sets``: how many the
     run can use at once) split into one Family per set it uses (``gpu_set`` 0: the baseline's
     group's). ``duration_s``: a group's planned seconds (engine start and cells; 0 for a group
     without a cell to run); ``bracket_s``: a bracket's (the baseline's restart and rounds). A
     family all of whose members land on the baseline's set stays as it is (a sentinel family
-    keeps its sentinel)."""
+    keeps its sentinel). Equal durations and each set's members go by ``rank`` (group id -> its
+    place in the matrix; else the id), never by the order ``fams`` lists them in: every process
+    splits a family alike, whatever order its items were collected in."""
     out: list[Family] = []
+
+    def key(g: str) -> tuple[int, str]:
+        return ((rank or {}).get(g, 0), g)
+
     for f in fams:
         n = min(sets(f), len(f.members) + 1)
         if n <= 1:
@@ -46,7 +53,7 @@ def spread(
         b = bracket_s(f)
         loads = [duration_s.get(f.baseline, 0.0)] + [0.0] * (n - 1)
         on: list[list[str]] = [[] for _ in range(n)]
-        for m in sorted(f.members, key=lambda m: (-duration_s.get(m, 0.0), f.members.index(m))):
+        for m in sorted(f.members, key=lambda m: (-duration_s.get(m, 0.0), key(m))):
             ends = [_ends(loads[k], bool(on[k]), k, duration_s.get(m, 0.0), b, f.brackets) for k in range(n)]
             k = min(range(n), key=lambda k: (ends[k], k))
             loads[k] = ends[k]
@@ -56,7 +63,7 @@ def spread(
             out.append(f)
             continue
         for i, k in enumerate(used):
-            members = tuple(sorted(on[k], key=f.members.index))
+            members = tuple(sorted(on[k], key=key))
             out.append(dataclasses.replace(f, members=members, gpu_set=i, gpu_sets=len(used)))
     return out
 
@@ -77,19 +84,20 @@ def choose(
     sets: Callable[[Family], int],
     bracket_s: Callable[[Family], float],
     makespan_s: Callable[[list[Family]], float],
+    rank: Mapping[str, int] | None = None,
 ) -> list[Family]:
     """``spread`` with, for each family in turn, the number of GPU sets (at most ``sets``) whose
     packed schedule (``makespan_s`` of the families as split) ends first, the fewer sets among
     equals: a set that would only run after another of its family on the same GPUs buys
-    nothing but its brackets. Greedy, one family after another, each given every count from its
-    most down to one; deterministic."""
+    nothing but its brackets. Greedy, one family after another (by baseline id), each given every
+    count from its most down to one; deterministic, whatever order ``fams`` are in."""
     cap = {f.baseline: sets(f) for f in fams}
 
     def split(c: Mapping[str, int]) -> list[Family]:
-        return spread(fams, duration_s, lambda f: c[f.baseline], bracket_s)
+        return spread(fams, duration_s, lambda f: c[f.baseline], bracket_s, rank)
 
     best = makespan_s(split(cap))
-    for f in fams:
+    for f in sorted(fams, key=lambda f: f.baseline):
         for n in range(cap[f.baseline] - 1, 0, -1):
             trial = {**cap, f.baseline: n}
             m = makespan_s(split(trial))

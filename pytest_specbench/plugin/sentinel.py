@@ -121,7 +121,7 @@ def families_of(
         out += [
             dataclasses.replace(
                 f,
-                members=tuple(m for m in f.members if m in x.members),
+                members=tuple(m for m in x.members if m in f.members),
                 gpu_set=x.gpu_set,
                 gpu_sets=x.gpu_sets,
             )
@@ -151,7 +151,8 @@ def _spread(
             order = schedule.hooked_last(schedule.longest_first(merged), pool, reserved)
             return schedule.pack(order, pool, k, reserved).makespan_s
 
-        memo[key] = choose(fams, _durations(config, st, cells), sets, _bracket_s(st), makespan)
+        rank = {g.id: i for i, g in enumerate(st.matrix.groups())} if st.matrix is not None else None
+        memo[key] = choose(fams, _durations(config, st, cells), sets, _bracket_s(st), makespan, rank)
     return memo[key]
 
 
