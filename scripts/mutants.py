@@ -167,6 +167,7 @@ MUTANTS: tuple[Mutant, ...] = (
         INSTANCES,
     ),
     Mutant("race-starts-var", R, "extra_var=starts.var() if starts else 0.0,", "extra_var=0.0,", INSTANCES),
+    Mutant("instances-per-shape", RINS, "return lvl.per_start(out)", "return [p for _, p in out]", INSTANCES),
     Mutant(
         "pooled-starts-once",
         "pytest_specbench/report/pooled.py",

@@ -340,9 +340,9 @@ class Race:
                     p = instances.pair_of(ids[m], str(other), xs)
                 elif other in logs:
                     p = instances.pair_of(ids[m], ids[str(other)], xs, logs[str(other)])
-                if p is not None:
-                    pairs.append(p)
-        return instances.estimate(pairs)
+                if p is not None:  # one pair per two starts: a group's start serves its every shape
+                    pairs.append(((m, other, self._by_id[ids[m]].tp if ids[m] in self._by_id else None), p))
+        return instances.estimate(instances.per_start(pairs))
 
     def control_band(self, cell: Cell, looks: Looks) -> float:
         """The instance effect an A/A control (a twin of the baseline, report/control.py) measured
@@ -443,7 +443,8 @@ class Race:
         per user (its own tok/s per round at the larger TP over the smaller's, an unpaired
         interval widened by the drift between the two groups, ``apart_drift``: measured by the
         run's brackets, or given) wholly below 0.98: it is then slower per GPU too (more GPUs),
-        and its costlier shapes are skipped. None when no such evidence (a larger TP as fast per user is kept)."""
+        and its costlier shapes are skipped. None when no such evidence (a larger TP as fast per
+        user is kept)."""
         if not self.races(cell):  # the baseline's cells stay: its members' verdicts read them
             return None
         mine = {e.cell_id: e for es in self.shapes.values() for e in es if e.rates}

@@ -38,21 +38,24 @@ def pairs(
     comparisons: Mapping[int, Mapping[str, Any]],
     specbench: Mapping[str, Any],
 ) -> list[lvl.Pair]:
-    """The run's pairs of starts: each control cell against its baseline, each twin's cell against
-    its first start's at the same shape (both compared with their baseline, same worker)."""
+    """The run's pairs of starts: each control against its baseline, each twin against its first
+    start (both compared with their baseline at the same shape, same worker), one pair per two
+    starts (their shapes' differences averaged: one start serves every shape of its group)."""
     controls = specbench.get("controls") or {}
     twins = specbench.get("twins") or {}
     at: dict[tuple[Any, ...], tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
-    out: list[lvl.Pair] = []
+    out: list[tuple[tuple[Any, ...], lvl.Pair]] = []  # (which two starts, the pair at one shape)
     for i, r in enumerate(results):
         f = comparisons.get(i) or {}
         method = r["params"].get("method")
         v = _se2(f)
         if v is None or not f.get("speedup_vs_ar"):
             continue
+        worker, tp = str(r.get("worker") or ""), r["params"].get("tp")
         if method in controls:
-            out.append(lvl.Pair(r["cell_id"], controls[method], math.log(f["speedup_vs_ar"]), v))
-        at[(axes(r["params"]), str(r.get("worker") or ""), method)] = (r, f)
+            key = (method, controls[method], worker, tp)
+            out.append((key, lvl.Pair(r["cell_id"], controls[method], math.log(f["speedup_vs_ar"]), v)))
+        at[(axes(r["params"]), worker, method)] = (r, f)
     for (shape, worker, method), (r, f) in at.items():
         first = twins.get(method)
         got = at.get((shape, worker, first)) if first else None
@@ -60,8 +63,9 @@ def pairs(
             continue
         fr, ff = got
         d = math.log(f["speedup_vs_ar"]) - math.log(ff["speedup_vs_ar"])
-        out.append(lvl.Pair(r["cell_id"], fr["cell_id"], d, (_se2(f) or 0.0) + (_se2(ff) or 0.0)))
-    return out
+        key = (method, first, worker, r["params"].get("tp"))
+        out.append((key, lvl.Pair(r["cell_id"], fr["cell_id"], d, (_se2(f) or 0.0) + (_se2(ff) or 0.0))))
+    return lvl.per_start(out)
 
 
 def apply(

@@ -117,6 +117,21 @@ def result_of_entry(b: dict[str, Any], group: str, extra_info: dict[str, Any]) -
     }
 
 
+def judged(
+    ordered: Sequence[dict[str, Any]], baseline: str | Mapping[str, str | None], specbench: dict[str, Any]
+) -> dict[int, dict[str, Any]]:
+    """Each cell's comparison with its baseline (stats/paired.py) and the verdict the run's checks
+    leave it: first widened by the start-to-start variance (engines started apart), so that what a
+    family's drift, a bracketed member's brackets and an A/A control's band then judge is the
+    widened interval."""
+    sp = compare_all(ordered, baseline)
+    instances.apply(ordered, sp, specbench)  # engines started apart: widened by tau
+    drift.apply(ordered, sp, specbench)  # a family's sentinel: its drift withholds smaller verdicts
+    brackets.apply(ordered, sp, specbench)  # a bracketed member: verdicts on the widened interval
+    control.apply(ordered, sp, specbench, baseline)  # a twin of the baseline: an instance effect withholds
+    return sp
+
+
 def build(
     results: Sequence[dict[str, Any]],
     *,
@@ -127,11 +142,7 @@ def build(
     version: str,
 ) -> dict[str, Any]:
     ordered = sorted(results, key=lambda r: r["nodeid"])
-    sp = compare_all(ordered, baseline)
-    drift.apply(ordered, sp, specbench)  # a family's sentinel: its drift withholds smaller verdicts
-    brackets.apply(ordered, sp, specbench)  # a bracketed member: verdicts on the widened interval
-    control.apply(ordered, sp, specbench, baseline)  # a twin of the baseline: an instance effect withholds
-    instances.apply(ordered, sp, specbench)  # engines started apart: intervals widened by tau
+    sp = judged(ordered, baseline, specbench)
     return {
         "machine_info": machine_info,
         "commit_info": commit_info,
@@ -276,8 +287,11 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return one_line(lines)
 
 
-def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
-    """The run's pictures and index.md (the Markdown report above them) in ``out_dir``."""
+def write_plots(
+    doc: dict[str, Any], out_dir: Any, not_made: list[tuple[str, str]] | None = None
+) -> list[Any]:
+    """The run's pictures and index.md (the Markdown report above them, the plots not made and
+    why below) in ``out_dir``; ``not_made`` gets each plot not drawn with its reason."""
     from .plots import index_page, plot_run
 
     try:
@@ -291,9 +305,10 @@ def write_plots(doc: dict[str, Any], out_dir: Any) -> list[Any]:
     from .plots_pareto import plot_pareto
     from .plots_versus import plot_versus
 
-    pngs = plot_run(doc, out_dir) + plot_pareto(doc, Path(out_dir)) + plot_map(doc, Path(out_dir))
-    pngs += plot_versus(doc, Path(out_dir))
-    index_page(doc, pngs, out_dir, markdown(doc))
+    skipped = not_made if not_made is not None else []
+    pngs = plot_run(doc, out_dir, skipped) + plot_pareto(doc, Path(out_dir), skipped)
+    pngs += plot_map(doc, Path(out_dir), skipped) + plot_versus(doc, Path(out_dir), skipped)
+    index_page(doc, pngs, out_dir, markdown(doc), skipped)
     return pngs
 
 
@@ -343,6 +358,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="F",
         help="with two JSONs: exit 1 when an open-loop cell's (poisson, trace) new/old p50 latency "
         "interval lies wholly above 1 + F (default: the --max-tok-s-drop fraction; docs/gate.md)",
+    )
+    ap.add_argument(
+        "--run-spread",
+        type=fraction,
+        metavar="S",
+        help="with the gate: one run's run-to-run spread of a cell's tok/s (sd, e.g. 0.01 for 1%%, from "
+        "repeat runs of the same code), counted in every cell; default: read from the cells (4 or "
+        "more with rounds in both runs), else 5%% assumed (docs/gate.md)",
     )
     ap.add_argument(
         "--allow-inconclusive",
@@ -420,8 +443,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.html:  # the page holds the report; the terminal gets where it went
             print("\n".join(markdown(docs[0])))
         if args.plots:
-            for png in write_plots(docs[0], Path(args.plots)):
+            from .plots import not_made_lines
+
+            not_made: list[tuple[str, str]] = []
+            for png in write_plots(docs[0], Path(args.plots), not_made):
                 print(f"wrote {png}", file=sys.stderr)
+            for ln in not_made_lines(not_made):  # also under "Plots not made" in its index.md
+                print(f"not made: {ln}", file=sys.stderr)
         if args.html:
             from .html import write_html
 
@@ -446,6 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.max_accept_drop,
         args.max_latency_rise,
         args.allow_inconclusive,
+        args.run_spread,
     )
     print("\n".join(said))
     return status

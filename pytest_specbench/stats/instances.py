@@ -89,6 +89,20 @@ def pair_of(a: str, b: str, logs_a: Sequence[float], logs_b: Sequence[float] | N
     return Pair(a, b, ma - mb, va + vb)
 
 
+def per_start(pairs: Sequence[tuple[tuple[object, ...], Pair]]) -> list[Pair]:
+    """One pair per pair of starts: the pairs read at several shapes of the same two starts (``key``:
+    which two starts), their mean difference with the variance of that mean. One engine start serves
+    every shape of its group, so its shapes are one pair of starts, not several."""
+    groups: dict[tuple[object, ...], list[Pair]] = {}
+    for key, p in pairs:
+        groups.setdefault(key, []).append(p)
+    out = []
+    for ps in groups.values():
+        n = len(ps)
+        out.append(Pair(ps[0].a, ps[0].b, math.fsum(p.d for p in ps) / n, math.fsum(p.v for p in ps) / n**2))
+    return out
+
+
 def satterthwaite(parts: Sequence[tuple[float, float]]) -> tuple[float, int]:
     """(Σ variance, Satterthwaite's degrees of freedom) of a sum of independent variance estimates,
     each (variance, its degrees of freedom)."""
