@@ -174,7 +174,7 @@ def test_backend_tp_limit_skips_with_reason(project: pytest.Pytester) -> None:
     only.stdout.fnmatch_lines(
         [
             "*specbench summary*",
-            "skipped: 2 cell(s): ar-tp8: backend 'fake' runs at most TP=4*(ar-tp8-c1-out16, ar-tp8-c4-out16)",
+            "skipped: 2 cells: ar-tp8: backend 'fake' runs at most TP=4*(ar-tp8-c1-out16, ar-tp8-c4-out16)",
         ]
     )
 

@@ -147,8 +147,8 @@ def test_a_sentinel_the_split_planned_that_a_shard_lacks_is_noted() -> None:
         docs.append((f"s{i}.json", {"benchmarks": [{"param": "xy"[i], "extra_info": {}}], "specbench": spec}))
     _, notes = merge.merge(docs)
     assert notes == [
-        "s1.json: shard 1/2's drift sentinel(s) ar-c1-sentinel did not run: its members of those "
-        "families carry no drift"
+        "s1.json: shard 1/2's drift sentinel ar-c1-sentinel did not run: its members of that family "
+        "carry no drift"
     ]
 
 

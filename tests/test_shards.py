@@ -361,7 +361,7 @@ def test_an_interrupted_shard_names_the_cells_it_did_not_reach() -> None:
     assert doc["specbench"]["missing_cells"] == [
         {"cell": "y3", "shard": "1/2", "why": "shard 1/2 was interrupted before it"}
     ]
-    assert "1 cells missing: y3" in notes
+    assert "1 cell missing: y3" in notes
 
 
 def _slurm(task: int, ids: list[int], step: int = 1) -> dict[str, str]:

@@ -274,7 +274,7 @@ def test_no_verdict_from_disturbed_points_or_points_without_an_interval() -> Non
     for forced, why in (
         (
             disturbed,
-            "4 forced point(s) without a verdict (disturbed, saturated or inside its family's drift)",
+            "4 forced points without a verdict (disturbed, saturated or inside its family's drift)",
         ),
         (one_round, "forced point(s) without an interval (one round)"),
     ):
@@ -404,7 +404,7 @@ def test_a_raced_run_never_says_every_forced_length_pays_where_some_were_not_mea
     )
     assert lines[1] == (
         "draft throughput tp1 c4: pays at every forced length measured here: break-even below the range "
-        "measured (<= 4) (forced length(s) 1, 2 out of the race, not measured here); "
+        "measured (<= 4) (forced lengths 1, 2 out of the race, not measured here); "
         "a1 out of the race at shape tp1-c1, not run here, a2 out of the race at shape tp1-c1, not run here, "
         "a4 x1.30 (measured 4.000)"
     )

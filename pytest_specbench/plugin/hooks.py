@@ -19,6 +19,7 @@ import pytest
 from ..engines import BACKENDS, get_backend
 from ..matrix.schema import MatrixError, load
 from ..report import summary as report
+from ..report.screen_text import counted
 from . import busy_gpus, gpu_pool, group_hooks, hook_windows, hookspec, race, results, sentinel, xdist_sched
 from .options import pytest_addoption  # noqa: F401  (the hook, registered with this module)
 from .recipes import with_make_model_hint
@@ -275,7 +276,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         plots = config.getoption("specbench_plots")
         if plots and st.doc is not None:
             try:  # the JSON is written: a plotting failure costs the pictures, not the run
-                report.write_plots(st.doc, Path(plots))
+                report.write_plots(st.doc, Path(plots), st.plots_not_made)
             except Exception as e:
                 st.plot_error = f"plots not written to {plots}: {type(e).__name__}: {e}"
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -321,6 +322,6 @@ def _skipped_lines(terminalreporter: Any) -> list[str]:
         why = re.sub(r"^(Skipped: )?cell \S+ skipped: ", "", str(reason)).removeprefix("Skipped: ")
         by.setdefault(why, []).append(rep.nodeid.split("[", 1)[1].rstrip("]"))
     return [
-        f"skipped: {len(ids)} cell(s): {why} ({', '.join(ids[:4])}{', ...' if len(ids) > 4 else ''})"
+        f"skipped: {counted(len(ids), 'cell')}: {why} ({', '.join(ids[:4])}{', ...' if len(ids) > 4 else ''})"
         for why, ids in sorted(by.items(), key=lambda kv: -len(kv[1]))
     ]

@@ -400,5 +400,18 @@ def summary_lines(st: SpecbenchState, config: pytest.Config) -> list[str]:
     if config.getoption("specbench_summary", "screen") == "screen":  # one screen; "full": the rest
         from .terminal import screen_lines
 
-        return out + screen_lines(st, config, wall_vs_plan(st))
-    return out + full_lines(st, config)
+        return out + screen_lines(st, config, wall_vs_plan(st)) + _plots_not_made(st, config)
+    return out + full_lines(st, config) + _plots_not_made(st, config)
+
+
+def _plots_not_made(st: SpecbenchState, config: pytest.Config) -> list[str]:
+    """--specbench-plots: which plots the run's data did not support, and why (after the screen)."""
+    if not st.plots_not_made:
+        return []
+    from ..report.plots import not_made_lines
+    from ..report.screen_text import clip
+
+    index = Path(str(config.getoption("specbench_plots"))) / "index.md"
+    return [f"plots not made (also under 'Plots not made' in {index}):"] + [
+        clip(f"  {ln}") for ln in not_made_lines(st.plots_not_made)
+    ]

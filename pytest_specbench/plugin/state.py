@@ -96,6 +96,7 @@ class SpecbenchState(BaselineInstances):
     stopped: list[Any] = field(default_factory=list)  # the engines stopped (stop_engine once each)
     sentinels: list[dict[str, Any]] = field(default_factory=list)  # controller: drift sentinels run
     plot_error: str | None = None  # --specbench-plots failed (the JSON was written)
+    plots_not_made: list[tuple[str, str]] = field(default_factory=list)  # --specbench-plots: (plot, why)
     hook_errors: list[str] = field(default_factory=list)  # the matrix's after_run hook failed: why
     t_start: float = field(default_factory=time.monotonic)  # the session's start (wall vs plan)
     race: Any = None  # race.Race under --specbench-race

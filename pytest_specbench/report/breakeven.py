@@ -28,6 +28,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from .screen_text import counted
+
 
 def crossing(points: Sequence[tuple[float, float]]) -> tuple[str, float | None]:
     """Where y crosses 1 along (x, y) points sorted by x: ("at", x*) interpolated between the
@@ -185,7 +187,7 @@ def break_even(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out["no_verdict"] = "the speedup does not rise through 1 once along the forced lengths"
     elif out["withheld"]:
         out["no_verdict"] = (
-            f"{len(out['withheld'])} forced point(s) without a verdict "
+            f"{counted(len(out['withheld']), 'forced point')} without a verdict "
             "(disturbed, saturated or inside its family's drift)"
         )
     elif "lo_bound" not in out:
@@ -196,14 +198,15 @@ def break_even(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def describe(be: dict[str, Any]) -> str:
     lo_x, hi_x = be["forced_range"] or (None, None)
     note = (
-        f" (from {len(be['withheld'])} cell(s) without a verdict: "
+        f" (from {counted(len(be['withheld']), 'cell')} without a verdict: "
         "disturbed, saturated or inside its family's drift)"
         if be.get("withheld")
         else ""
     )
     if be.get("missing"):
         out = ", ".join(f"{x:g}" for x in be["missing"])
-        note += f" (forced length(s) {out} out of the race, not measured here)"
+        which = "forced lengths" if len(be["missing"]) > 1 else "forced length"
+        note += f" ({which} {out} out of the race, not measured here)"
     if be["where"] == "at":
         lo, hi = be.get("lo"), be.get("hi")
         if "lo_open" in be:

@@ -199,7 +199,7 @@ def lines(doc: Mapping[str, Any]) -> list[str]:
         over = f" over {rec['minutes']:.1f} min" if rec.get("minutes") is not None else ""
         out.append(
             f"drift {name}: {rec['drift']:+.1%}{iv}{over} ({rec['sentinel_cell']}: "
-            f"{rec['sentinel']:.4g} {unit} over {rec.get('sentinel_rounds', 1)} round(s) against "
+            f"{rec['sentinel']:.4g} {unit} over {counted(rec.get('sentinel_rounds', 1), 'round')} against "
             f"{rec['baseline']:.4g} over the baseline's {rec['rounds']}; "
             f"family {', '.join(rec['groups'])}{said})"
         )

@@ -9,7 +9,7 @@ import base64
 import html
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +116,11 @@ def _provenance(doc: dict[str, Any]) -> str:
     return f'<table class="prov">{body}</table>'
 
 
-def render(doc: dict[str, Any], markdown: list[str], pngs: list[Path]) -> str:
-    """The page: ``markdown`` (the report's lines, summary.markdown) and the ``pngs`` embedded."""
+def render(
+    doc: dict[str, Any], markdown: list[str], pngs: list[Path], not_made: Sequence[tuple[str, str]] = ()
+) -> str:
+    """The page: ``markdown`` (the report's lines, summary.markdown) and the ``pngs`` embedded,
+    then the plots not made and why (``not_made``)."""
     figures = []
     for p in pngs:
         data = base64.b64encode(p.read_bytes()).decode()
@@ -138,6 +141,7 @@ def render(doc: dict[str, Any], markdown: list[str], pngs: list[Path]) -> str:
 {markdown_to_html(markdown)}
 <h2>Plots</h2>
 {"".join(figures) or "<p>no plots (matplotlib missing, or nothing to draw)</p>"}
+{_not_made(not_made)}
 <script>
 window.addEventListener("load", () => {{
   const imgs = Array.from(document.images);
@@ -149,14 +153,27 @@ window.addEventListener("load", () => {{
 """
 
 
+def _not_made(not_made: Sequence[tuple[str, str]]) -> str:
+    if not not_made:
+        return ""
+    items = "".join(
+        f"<li><code>{html.escape(name)}</code>: {html.escape(why)}</li>" for name, why in not_made
+    )
+    return f"<h3>Plots not made</h3><ul>{items}</ul>"
+
+
 def write_html(
-    doc: dict[str, Any], path: Path, markdown: list[str], plots: Callable[[dict[str, Any], Path], list[Any]]
+    doc: dict[str, Any],
+    path: Path,
+    markdown: list[str],
+    plots: Callable[[dict[str, Any], Path, list[tuple[str, str]]], list[Any]],
 ) -> Path:
     """Draw the plots (``plots``: summary.write_plots) in a scratch directory and write the page
-    with them embedded."""
+    with them embedded, and the plots not made with the reason."""
+    not_made: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        pngs = plots(doc, Path(tmp))
-        text = render(doc, markdown, [Path(p) for p in pngs if Path(p).suffix == ".png"])
+        pngs = plots(doc, Path(tmp), not_made)
+        text = render(doc, markdown, [Path(p) for p in pngs if Path(p).suffix == ".png"], not_made)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path

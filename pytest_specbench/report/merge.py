@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .screen_text import counted
+
 VERSIONED = ("pytest-specbench", "sglang", "torch", "transformers")
 LISTS = (
     "engine_groups",
@@ -252,9 +254,10 @@ def _sentinels_missing(
     gone = [x for x in shard.get("sentinels") or [] if x not in ran]
     if not gone:
         return []
+    which = "sentinels" if len(gone) > 1 else "sentinel"
     return [
-        f"{name}: shard {label}'s drift sentinel(s) {', '.join(gone)} did not run: its members of "
-        "those families carry no drift"
+        f"{name}: shard {label}'s drift {which} {', '.join(gone)} did not run: its members of "
+        f"{'those families' if len(gone) > 1 else 'that family'} carry no drift"
     ]
 
 
@@ -262,10 +265,11 @@ def missing_line(missing: Sequence[dict[str, Any]]) -> str:
     """One line naming every missing cell."""
     known = [m["cell"] for m in missing if m.get("cell")]
     unknown = [m["shard"] for m in missing if not m.get("cell")]
-    parts = [f"{len(known)} cells missing: {', '.join(known)}"] if known else []
+    parts = [f"{counted(len(known), 'cell')} missing: {', '.join(known)}"] if known else []
     if unknown:
         parts.append(
-            f"the cells of shard(s) {', '.join(unknown)} (JSONs of an earlier version do not list them)"
+            f"the cells of {'shards' if len(unknown) > 1 else 'shard'} {', '.join(unknown)} (JSONs of an "
+            "earlier version do not list them)"
         )
     return "; ".join(parts)
 

@@ -14,7 +14,7 @@ from typing import Any
 from . import panels
 from .breakeven import plot_rows as forced_plot_rows
 from .figure import _new_figure, method_styles, run_title
-from .panels import Row, cells_with_status, failed_ids, panel_label, series_rows, write_csv
+from .panels import Row, _num, cells_with_status, failed_ids, panel_label, series_rows, write_csv
 
 
 def _closed(p: dict[str, Any], e: dict[str, Any]) -> bool:
@@ -26,21 +26,51 @@ def _spread(values: Sequence[float]) -> bool:
     return bool(vals) and max(vals) / min(vals) >= 30  # a log axis where the data spans decades
 
 
-def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
-    """Every plot the run's data supports; returns the PNGs written (each with its CSV)."""
+NotMade = list[tuple[str, str]]  # (plot, why it was not drawn)
+
+
+def plot_run(doc: dict[str, Any], out_dir: Path, not_made: NotMade | None = None) -> list[Path]:
+    """Every plot the run's data supports; returns the PNGs written (each with its CSV). Each plot
+    it did not draw goes to ``not_made`` with the reason (no cell has its data, or each shape has
+    one value of its x axis, which a line cannot be drawn through)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     title = run_title(doc)
     failed = failed_ids(doc)
     written: list[Path] = []
     styles = method_styles(doc)
+    skipped = not_made if not_made is not None else []
 
-    def emit(name: str, rows: list[Row], what: str, xlabel: str, ylabel: str, **kw: Any) -> None:
+    def emit(
+        name: str,
+        rows: list[Row],
+        what: str,
+        xlabel: str,
+        ylabel: str,
+        absent: str = "",
+        axis: str = "",
+        **kw: Any,
+    ) -> None:
+        if not rows:
+            skipped.append((name, absent or "no cell of the run has its data"))
+            return
         if kw.get("kind", "line") in ("line", "cdf"):  # a line needs two points: panels with one x go
             xs: dict[str, set[Any]] = {}
             for r in rows:
                 xs.setdefault(r["panel"], set()).add(r["x"])
+            one = sorted({x for v in xs.values() if len(v) == 1 for x in v}, key=lambda x: (_num(x), str(x)))
             rows = [r for r in rows if len(xs[r["panel"]]) > 1]
+            if not rows:
+                at = ", ".join(str(x) for x in one[:4]) + (", ..." if len(one) > 4 else "")
+                skipped.append(
+                    (
+                        name,
+                        f"each shape ran at one {axis or xlabel.split(' (')[0]} ({at}): a line needs two; "
+                        "the report's tables give each cell's figure",
+                    )
+                )
+                return
         if not [r for r in rows if r["status"] == "ok"]:
+            skipped.append((name, "every cell with its data failed"))
             return
         if kw.pop("auto_logy", False):
             kw["logy"] = _spread([r["y"] for r in rows if r["y"]])
@@ -56,16 +86,16 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         ("workload", "tp", "context_tokens", "output_tokens"),
         only=_closed,
     )
-    if len({r["x"] for r in tps}) > 1:
-        emit(
-            "tok_s_vs_concurrency",
-            tps,
-            "Output tok/s vs concurrency (closed loop)",
-            "concurrency (requests in flight)",
-            "output tokens / s",
-            logx=True,
-            auto_logy=True,
-        )
+    emit(
+        "tok_s_vs_concurrency",
+        tps,
+        "Output tok/s vs concurrency (closed loop)",
+        "concurrency (requests in flight)",
+        "output tokens / s",
+        absent="no closed-loop cell with output tok/s",
+        logx=True,
+        auto_logy=True,
+    )
 
     def ci(e: dict[str, Any]) -> Any:
         return e.get("speedup_vs_ar_ci95")
@@ -73,23 +103,24 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     def sp(e: dict[str, Any]) -> Any:
         return None if e.get("speedup_verdict") == "baseline" else e.get("speedup_vs_ar")
 
-    for x_key, name, label in (
-        ("concurrency", "speedup_vs_concurrency", "concurrency (requests in flight)"),
-        ("context_tokens", "speedup_vs_context", "prompt tokens"),
+    for x_key, name, label, axis in (
+        ("concurrency", "speedup_vs_concurrency", "concurrency (requests in flight)", "concurrency"),
+        ("context_tokens", "speedup_vs_context", "prompt tokens", "prompt length"),
     ):
         keys = [k for k in ("workload", "tp", "concurrency", "context_tokens", "output_tokens") if k != x_key]
         rows = series_rows(doc, x_key, sp, keys, err=ci)
         rows = [r for r in rows if r["series"] not in _baselines(doc)]
-        if len({r["x"] for r in rows}) > 1:
-            emit(
-                name,
-                rows,
-                "Speedup vs the AR baseline (95% CI over paired rounds; open loop: p50 latency ratio)",
-                label,
-                "speedup (x)",
-                logx=True,
-                hline=1.0,
-            )
+        emit(
+            name,
+            rows,
+            "Speedup vs the AR baseline (95% CI over paired rounds; open loop: p50 latency ratio)",
+            label,
+            "speedup (x)",
+            absent="no cell with a speedup over its baseline",
+            axis=axis,
+            logx=True,
+            hline=1.0,
+        )
 
     acc = series_rows(
         doc,
@@ -98,15 +129,16 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         ("workload", "tp", "concurrency"),
         only=lambda p, e: p.get("workload") == "long_context" or "long" in str(p.get("workload")),
     )
-    if len({r["x"] for r in acc}) > 1:
-        emit(
-            "accept_vs_context",
-            acc,
-            "Acceptance length vs prompt length",
-            "prompt tokens",
-            "accept length (tokens per verify step)",
-            logx=True,
-        )
+    emit(
+        "accept_vs_context",
+        acc,
+        "Acceptance length vs prompt length",
+        "prompt tokens",
+        "accept length (tokens per verify step)",
+        absent="no long-context cell with an acceptance length",
+        axis="prompt length",
+        logx=True,
+    )
 
     for key, name, what, ylabel in (
         ("accept_length", "accept_vs_turn", "Acceptance length vs agentic turn", "accept length"),
@@ -124,7 +156,7 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
             for t in e.get("turns") or []
             if t.get(key) is not None
         ]
-        emit(name, turns, what, "turn", ylabel)
+        emit(name, turns, what, "turn", ylabel, absent="no agentic cell recorded its turns' " + ylabel)
 
     cats = series_rows(doc, "category", lambda e: e.get("accept_length"), ("workload", "tp", "concurrency"))
     emit(
@@ -133,6 +165,7 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         "Acceptance length per prompt category",
         "category",
         "accept length",
+        absent="no categories cell with an acceptance length",
         kind="bar",
     )
 
@@ -157,6 +190,7 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         "Accept rate by draft position (given every earlier one was accepted)",
         "draft position",
         "conditional accept rate",
+        absent="no cell recorded accept rates by draft position (speculative cells of the embedded model)",
     )
 
     for key, name, label in (
@@ -183,6 +217,7 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
             f"{label.split(' (')[0]} distribution (streamed cells)",
             label,
             "fraction of requests",
+            absent="no streamed cell recorded per-request " + label.split(" (")[0],
             kind="cdf",
         )
 
@@ -199,10 +234,14 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
     for r in tp:
         if r["y"] is not None:
             r["y"] = r["y"] / int(r["x"])
-    if len({r["x"] for r in tp}) > 1:
-        emit(
-            "tok_s_per_gpu_by_tp", tp, "Output tok/s per GPU by TP size", "TP size", "output tokens / s / GPU"
-        )
+    emit(
+        "tok_s_per_gpu_by_tp",
+        tp,
+        "Output tok/s per GPU by TP size",
+        "TP size",
+        "output tokens / s / GPU",
+        absent="no closed-loop cell with output tok/s",
+    )
 
     energy = series_rows(
         doc,
@@ -216,6 +255,7 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         "GPU energy per output token (NVML counters)",
         "concurrency",
         "joules / output token",
+        absent="no cell read GPU energy counters (NVML; none on a CPU run)",
         logx=True,
         auto_logy=True,
     )
@@ -226,6 +266,7 @@ def plot_run(doc: dict[str, Any], out_dir: Path) -> list[Path]:
         "break-even)",
         "forced accept length (tokens per verify step)",
         "speedup vs AR",
+        absent="no cell ran at a forced accept length",
         hline=1.0,
     )
     return written
@@ -298,8 +339,21 @@ def _bars(rows: list[Row], title: str, path: Path, threshold: float | None, fail
     fig.savefig(path, dpi=90)
 
 
-def index_page(doc: dict[str, Any], pngs: list[Path], out_dir: Path, summary: list[str]) -> Path:
-    """index.md: the summary table and the decision view (``summary``), then every picture."""
+def not_made_lines(not_made: Sequence[tuple[str, str]]) -> list[str]:
+    """The plots not drawn, one line each with the reason ("speedup_vs_concurrency: each shape ran
+    at one concurrency (4): a line needs two")."""
+    return [f"{name}: {why}" for name, why in not_made]
+
+
+def index_page(
+    doc: dict[str, Any],
+    pngs: list[Path],
+    out_dir: Path,
+    summary: list[str],
+    not_made: Sequence[tuple[str, str]] = (),
+) -> Path:
+    """index.md: the summary table and the decision view (``summary``), then every picture, then
+    the plots not drawn and why."""
     lines = [f"# {run_title(doc)}", "", *summary, ""]
     for p in pngs:
         lines += [
@@ -309,6 +363,8 @@ def index_page(doc: dict[str, Any], pngs: list[Path], out_dir: Path, summary: li
             f"data: [{p.with_suffix('.csv').name}]({p.with_suffix('.csv').name})",
             "",
         ]
+    if not_made:
+        lines += ["## Plots not made", "", *(f"- {ln}" for ln in not_made_lines(not_made)), ""]
     path = out_dir / "index.md"
     path.write_text("\n".join(lines))
     return path

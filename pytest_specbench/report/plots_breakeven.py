@@ -41,10 +41,13 @@ def map_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def plot_map(doc: dict[str, Any], out_dir: Path) -> list[Path]:
-    """break_even_map.png (and .csv) when the run has forced points; [] otherwise."""
+def plot_map(doc: dict[str, Any], out_dir: Path, not_made: list[tuple[str, str]] | None = None) -> list[Path]:
+    """break_even_map.png (and .csv) when the run has forced points; [] otherwise, and why in
+    ``not_made``."""
     rows = map_rows(doc)
     if not rows:
+        if not_made is not None:
+            not_made.append(("break_even_map", "no cell ran at a forced accept length"))
         return []
     from .figure import _new_figure, run_title
 

@@ -13,11 +13,24 @@ from typing import Any
 from .pareto import Point, csv_rows, frontier, hosts, hosts_note, points, trade_panels
 
 
-def plot_pareto(doc: dict[str, Any], out_dir: Path) -> list[Path]:
+def plot_pareto(
+    doc: dict[str, Any], out_dir: Path, not_made: list[tuple[str, str]] | None = None
+) -> list[Path]:
     """pareto.png (and .csv) when the run has closed-loop shapes with a trade to show (a method at
-    two or more TP sizes or concurrencies); [] else."""
-    panels = trade_panels(points(doc))
+    two or more TP sizes or concurrencies); [] else, and why in ``not_made``."""
+    pts = points(doc)
+    panels = trade_panels(pts)
     if not panels:
+        if not_made is not None:
+            not_made.append(
+                (
+                    "pareto",
+                    "no method ran one closed-loop shape at two or more TP sizes or concurrencies: "
+                    "no trade to draw"
+                    if pts
+                    else "no closed-loop cell with tok/s per user and per GPU",
+                )
+            )
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / "pareto.png"

@@ -13,10 +13,16 @@ from .figure import run_title
 from .versus import plot_rows
 
 
-def plot_versus(doc: dict[str, Any], out_dir: Path) -> list[Path]:
-    """versus.png (and .csv) when the run names comparisons; [] otherwise."""
+def plot_versus(
+    doc: dict[str, Any], out_dir: Path, not_made: list[tuple[str, str]] | None = None
+) -> list[Path]:
+    """versus.png (and .csv) when the run names comparisons; [] otherwise, and why in ``not_made``."""
     rows = plot_rows(doc)
     if not rows:
+        if not_made is not None:
+            not_made.append(
+                ("versus", "no comparison between two methods (the matrix's compare pairs, --versus)")
+            )
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     png = out_dir / "versus.png"

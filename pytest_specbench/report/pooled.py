@@ -367,7 +367,8 @@ def line(f: dict[str, Any]) -> str:
     left = f.get("left_out") or []
     if not f["shapes"]:
         if "withheld" in f:  # a JSON written before every shape was pooled
-            return f"{f['a']} vs {f['b']}: no pooled figure: {f['withheld']} shape(s) without a verdict"
+            n = counted(f["withheld"], "shape")
+            return f"{f['a']} vs {f['b']}: no pooled figure: {n} without a verdict"
         return f"{f['a']} vs {f['b']}: no pooled figure{setting}; " + _said_left_out(left)
     lo, hi = f["per_shape"]
     per = f"x{lo:.2f}" if f["shapes"] == 1 else f"per shape x{lo:.2f} to x{hi:.2f}"
@@ -378,7 +379,7 @@ def line(f: dict[str, Any]) -> str:
         f"{counted(f['shapes'], 'shape')} ({per}){setting}"
     )
     if f.get("withheld"):  # a JSON written before every shape was pooled
-        out += f"; {f['withheld']} shape(s) without a verdict left out"
+        out += f"; {counted(f['withheld'], 'shape')} without a verdict left out"
     if left:
         out += "; " + _said_left_out(left)
     if f.get("out_of_race"):

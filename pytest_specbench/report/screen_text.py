@@ -20,32 +20,59 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
 
 
 def clip(line: str, width: int = WIDTH) -> str:
-    """``line`` on one line of at most ``width`` characters ("..." where it was cut)."""
+    """``line`` on one line of at most ``width`` characters ("..." where it was cut): cut after
+    a word (at a space, or after a "/" or ","), mid-word only where the last word boundary would
+    lose more than half the line."""
     text = str(line)
     indent = text[: len(text) - len(text.lstrip(" "))]
     line = indent + " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3].rstrip() + "..."
+    if len(line) <= width:
+        return line
+    head = line[: width - 3]
+    cut = max(head.rfind(" "), head.rfind("/") + 1, head.rfind(",") + 1)
+    if len(line) > width - 3 and line[width - 3] in " /,":  # the cut falls on a boundary
+        cut = width - 3
+    return (head[:cut] if cut > width // 2 else head).rstrip(" ,/") + "..."
 
 
 def wrap(
     head: str, items: Iterable[str], width: int = WIDTH, indent: str = "    ", max_lines: int = MAX_WRAPPED
 ) -> list[str]:
-    """``head`` then ``items`` joined by ", ", continued on indented lines of at most ``width``;
-    past ``max_lines`` lines the rest is counted ("... and 12 more")."""
+    """``head`` then ``items`` joined by ", ", continued on indented lines of at most ``width``
+    (each line's closing "," counted), never an item cut; past ``max_lines`` lines the last one
+    ends with the items that fit beside "... and 12 more", which counts the rest."""
     items = list(items)
-    out, line = [], head
+    rows: list[list[str]] = [[]]
     for i, item in enumerate(items):
-        piece = ("" if i == 0 else ", ") + item
-        if len(line) + len(piece) > width and line.strip():
-            if len(out) + 1 == max_lines:  # the last line: what is left, counted
-                line += f", ... and {len(items) - i} more"
-                if len(line) > width:
-                    line = line[: width - 3] + "..."
+        row = rows[-1]
+        text = (head if len(rows) == 1 else indent) + ", ".join([*row, item])
+        if len(text) + (1 if i + 1 < len(items) else 0) > width and (
+            row or (len(rows) == 1 and head.strip())
+        ):
+            rows.append([item])
+        else:
+            row.append(item)
+    rest = 0
+    if len(rows) > max_lines:
+        rows = rows[: max_lines - 1]
+        left = items[sum(len(r) for r in rows) :]
+        start = head if not rows else indent
+        last: list[str] = []
+        for k, item in enumerate(left):
+            more = f", ... and {len(left) - k - 1} more" if k + 1 < len(left) else ""
+            if len(start + ", ".join([*last, item]) + more) > width:
                 break
-            out.append(line + ("," if i else ""))
-            line, piece = indent, item
-        line += piece
-    out.append(line)
+            last.append(item)
+        rows.append(last)
+        rest = len(left) - len(last)
+    out = []
+    for j, row in enumerate(rows):
+        text = (head if j == 0 else indent) + ", ".join(row)
+        if j + 1 < len(rows):
+            text += "," if row and rows[j + 1] else ""
+        elif rest:
+            text += (", " if row else "") + f"... and {rest} more"
+        out.append(text)
     return [clip(ln, width) for ln in out]
 
 
