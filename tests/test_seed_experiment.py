@@ -203,3 +203,43 @@ def test_the_shard_split_packs_drift_families_as_the_schedule_does(pytester: pyt
     assert packed and hosts, out
     assert hosts.group(2) == packed.group(1)
     assert float(hosts.group(1)) <= float(hosts.group(2))
+
+
+def _variants(out: str) -> dict[str, tuple[float, float, float, list[float]]]:
+    """Each raced variant's makespan, its GPU-minute bound, the ratio printed and its idle minutes
+    by GPU, as the plan prints them under the variant's line."""
+    got = {}
+    for name in ("full factorial", "expected", "worst case"):
+        m = re.search(
+            rf"^  {name}: ([\d.]+) min.*\n    bound ([\d.]+) min .*, makespan ([\d.]+)x the bound\n"
+            r"    GPU-minutes .*\n    idle minutes by GPU: (.+)$",
+            out,
+            re.M,
+        )
+        assert m, (name, out)
+        idle = [float(x.split()[-1]) for x in m.group(4).split(", ")]
+        got[name] = (float(m.group(1)), float(m.group(2)), float(m.group(3)), idle)
+    return got
+
+
+@pytest.mark.parametrize("path", [SEED, FULL], ids=["example", "full"])
+def test_each_raced_makespan_is_said_against_its_bound_with_idle_time_by_gpu(
+    pytester: pytest.Pytester, path: Path
+) -> None:
+    """Both files raced on 8 x RTX PRO 6000: under each variant its GPU-minute bound, the ratio of
+    the makespan to it (as printed, to two places) and the idle minutes of each of the 8 GPUs; the
+    GPU-0 service window said once for the full factorial's schedule and once for the expected
+    run's, each one stop and one start."""
+    res = pytester.runpytest(*_args(pytester, path), *PLAN_ON_8, "--specbench-race")
+    out = res.stdout.str()
+    assert res.ret == pytest.ExitCode.OK, out
+    for name, (makespan, bound, ratio, idle) in _variants(out).items():
+        assert len(idle) == 8, name
+        assert bound <= makespan and abs(makespan / bound - ratio) < 0.006, (name, makespan, bound, ratio)
+    windows = re.findall(
+        r"^ +GPU 0 \(its hooks' service\): (\d+) engine start\(s\) lease it, (.+)$", out, re.M
+    )
+    assert len(windows) == 2, windows
+    assert all(
+        w.endswith("stopped once before the first start and started once after the last") for _, w in windows
+    )
