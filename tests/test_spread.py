@@ -276,7 +276,7 @@ def test_the_plan_spreads_the_family_over_the_gpu_sets_and_prints_its_bound(
     pytester: pytest.Pytester,
 ) -> None:
     write_project(pytester, MATRIX, CONFTEST)
-    res = pytester.runpytest(
+    res = pytester.runpytest_subprocess(  # its conftest replaces NVML's inventory: not in this process
         "benches", "-p", "no:cacheprovider", "--specbench-plan", "-n", "3", "--specbench-plan-json", "p.json"
     )
     out = res.stdout.str()

@@ -300,11 +300,14 @@ class FamilyJobs:
             sets = [x for x in self.fams if x.baseline == f.baseline]
             if f.spread:
                 n = sum(self.runs.get(x.scope, 0) for x in sets)
+                # the baseline's set without a member runs its group alone (not a family's job)
+                alone = [] if any(x.gpu_set == 0 for x in sets) else [f"set 1: {f.baseline}'s own group"]
                 out.append(
                     f"  brackets of {f.baseline}: {n} x (engine start {start:.0f} s + warm-up and rounds "
                     f"{rounds:.0f} s) = {n * (start + rounds):.0f} s, the family spread over "
-                    f"{len(sets)} GPU sets of TP{f.first.tp}, each member between two brackets on its own "
-                    f"({f.first.id}): " + "; ".join(_set_said(x) for x in sets)
+                    f"{f.gpu_sets} GPU sets of TP{f.first.tp}, each member between two measurements of "
+                    f"the baseline on its own ({f.first.id}): "
+                    + "; ".join(alone + [_set_said(x) for x in sets])
                 )
                 continue
             if f.brackets:

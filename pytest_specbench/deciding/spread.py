@@ -85,22 +85,31 @@ def choose(
     bracket_s: Callable[[Family], float],
     makespan_s: Callable[[list[Family]], float],
     rank: Mapping[str, int] | None = None,
+    passes: int = 4,
 ) -> list[Family]:
-    """``spread`` with, for each family in turn, the number of GPU sets (at most ``sets``) whose
-    packed schedule (``makespan_s`` of the families as split) ends first, the fewer sets among
-    equals: a set that would only run after another of its family on the same GPUs buys
-    nothing but its brackets. Greedy, one family after another (by baseline id), each given every
-    count from its most down to one; deterministic, whatever order ``fams`` are in."""
-    cap = {f.baseline: sets(f) for f in fams}
+    """``spread`` with, for each family, the number of GPU sets (at most ``sets``) whose packed
+    schedule (``makespan_s`` of the families as split) ends first, the fewer sets among equals: a
+    set that would only run after another of its family on the same GPUs buys nothing but its
+    brackets. Each family in turn (by baseline id) tries every count with the others as they
+    stand, from each at its most, and the turns repeat until none changes (at most ``passes``);
+    deterministic, whatever order ``fams`` are in."""
+    most = {f.baseline: sets(f) for f in fams}
+    cap = dict(most)
 
     def split(c: Mapping[str, int]) -> list[Family]:
         return spread(fams, duration_s, lambda f: c[f.baseline], bracket_s, rank)
 
     best = makespan_s(split(cap))
-    for f in sorted(fams, key=lambda f: f.baseline):
-        for n in range(cap[f.baseline] - 1, 0, -1):
-            trial = {**cap, f.baseline: n}
-            m = makespan_s(split(trial))
-            if m <= best + 1e-6:
-                best, cap = min(best, m), trial
+    for _ in range(passes):
+        changed = False
+        for f in sorted(fams, key=lambda f: f.baseline):
+            for n in range(1, most[f.baseline] + 1):  # the fewest first: it wins ties
+                if n == cap[f.baseline]:
+                    continue
+                trial = {**cap, f.baseline: n}
+                m = makespan_s(split(trial))
+                if m < best - 1e-6 or (m <= best + 1e-6 and n < cap[f.baseline]):
+                    best, cap, changed = min(best, m), trial, True
+        if not changed:
+            break
     return split(cap)
