@@ -138,6 +138,29 @@ def test_a_set_that_buys_nothing_but_its_brackets_is_not_opened() -> None:
     assert [f.gpu_set for f in got] == [0, 1, 2]
 
 
+def test_each_familys_sets_are_chosen_again_once_the_others_changed() -> None:
+    """Two families (TP1, TP2), each splittable in two. Ends: both split 100, TP1 joined alone
+    110, TP2 joined alone 90, both joined 80. From both split, TP1 alone gains nothing; once TP2
+    is joined (90), TP1 joined too ends first (80): a second pass finds it."""
+    doc = {
+        "models": {"m": "/nonexistent/model"},
+        "methods": {n: {"backend": "sglang", "model": "m"} for n in ("ar", "m1", "m2")},
+        "tp": [1, 2],
+        "workloads": {"throughput": {"concurrency": [1]}},
+    }
+    mx = parse(doc, "m.yaml")
+    fams = families(mx.cells(), mx.baselines(), {"sglang"}, set())
+    dur = {c.group.id: 100.0 for c in mx.cells()}
+    ends = {(2, 2): 100.0, (1, 2): 110.0, (2, 1): 90.0, (1, 1): 80.0}
+
+    def makespan(split: list[Family]) -> float:
+        n = tuple(max(f.gpu_sets for f in split if f.baseline == b) for b in ("ar-tp1", "ar-tp2"))
+        return ends[n]
+
+    got = choose(fams, dur, lambda f: 2, lambda f: 1.0, makespan)
+    assert [(f.baseline, f.gpu_sets) for f in got] == [("ar-tp1", 1), ("ar-tp2", 1)]
+
+
 def test_a_sets_closing_bracket_widens_every_member_of_the_set() -> None:
     """A spread family's GPU set bracketed at its end: its two members both read the level its
     opening (x0.6) and closing (x0.5) brackets bound: [0.5, 0.6] / [0.5, 0.6] -> [0.833, 1.2]."""
