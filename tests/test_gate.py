@@ -53,8 +53,8 @@ def test_a_run_against_itself_with_every_cell_disturbed_is_inconclusive(
     assert main([old, new, "--max-tok-s-drop", "0.10"]) == EXIT_INCONCLUSIVE == 3
     said = capsys.readouterr().out.splitlines()
     assert said[-1] == (
-        "INCONCLUSIVE (exit 3): tok/s gated on no cell (9 were unreliable); the gate checked nothing it was "
-        "asked to"
+        "INCONCLUSIVE (exit 3): tok/s gated on no cell (9 were unreliable); checked: tok/s on 0 cell(s), "
+        "failed or absent on 9 cell(s)"
     )
     none = "tok/s gated on 0 of 9 cell(s): NONE, every one was disturbed or saturated in a run"
     assert none in "\n".join(said)
@@ -71,21 +71,35 @@ def test_a_run_against_itself_with_every_cell_disturbed_is_inconclusive(
 def test_every_cell_too_noisy_is_inconclusive_and_each_says_what_it_could_detect(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Old [100, 100], new [64, 100]: the log difference's standard error is |ln 0.64| / 2 = 0.2231
-    with 1 degree of freedom; one cell, so Holm's bar is 2.5 % one-sided (t 12.7062) and 80 % power
-    adds t 1.3764: a drop is seen when below 0.9 x exp(-14.0826 x 0.2231) = 0.0389, i.e. 96.1 %."""
+    """Old [100, 100], new [64, 100]: the rounds' standard error of the log difference is
+    |ln 0.64| / 2 = 0.2231 with 1 degree of freedom; one cell, so the run-to-run spread is assumed,
+    5 % a run: sqrt(2) x 0.05 = 0.0707 more, se 0.2341, still 1 degree of freedom (Satterthwaite:
+    0.0548**2 / 0.0498**2 = 1.2). One cell: Holm's bar is 2.5 % one-sided, where 80 % power needs
+    the noncentral t's shift 16.334 (not t 12.706 + t 1.376); a se read from one degree of freedom
+    is below the true one in half the runs, by sqrt(0.4705) = 0.6859 at the median (Wilson and
+    Hilferty), so the drop seen is 1 - 0.9 x exp(-16.334 x 0.2341 / 0.6859), 99.7 %."""
     old, new = _write(tmp_path, _run({"ngram-c4": [100.0, 100.0]}), _run({"ngram-c4": [64.0, 100.0]}))
     assert main([old, new, "--max-tok-s-drop", "0.10"]) == 3
     said = capsys.readouterr().out.splitlines()
-    assert "- ngram-c4: could detect a drop of 96.1% (at 80% power); too little power" in said
-    assert "run-to-run spread not counted: fewer than 4 cells with rounds in both runs" in said
+    assert "- ngram-c4: could detect a drop of 99.7% (at 80% power); too little power" in said
+    assert (
+        "run-to-run spread assumed: sd 7.1% per cell (5.0% a run): fewer than 4 cells with rounds in both "
+        "runs to read it from (--run-spread S states one run's, from repeat runs of the same code)"
+    ) in said
     assert said[-1].startswith(
         "INCONCLUSIVE (exit 3): every cell gated on tok/s had too little power (1 cell(s); more rounds"
     )
-    # steady rounds: the interval is the point, and the smallest drop seen is the allowed one
+    # steady rounds, the spread assumed: se 0.0707 known, shift 1.960 + 0.842 = 2.802 (2.804 at
+    # 1000 degrees of freedom): 1 - 0.9 x exp(-2.804 x 0.0707) = 26.2 %, more than twice the 10 %
     old, new = _write(tmp_path, _run({"ngram-c4": [100.0] * 3}), _run({"ngram-c4": [100.0] * 3}))
-    assert main([old, new, "--max-tok-s-drop", "0.10"]) == 0
-    assert "- ngram-c4: could detect a drop of 10.0% (at 80% power)" in capsys.readouterr().out.splitlines()
+    assert main([old, new, "--max-tok-s-drop", "0.10"]) == 3
+    said = capsys.readouterr().out.splitlines()
+    assert "- ngram-c4: could detect a drop of 26.2% (at 80% power); too little power" in said
+    # stated as 0 (--run-spread 0): the interval is the point, the smallest drop seen the allowed one
+    assert main([old, new, "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert "- ngram-c4: could detect a drop of 10.0% (at 80% power)" in said
+    assert "run-to-run spread stated (--run-spread): sd 0.0% per cell (0.0% a run)" in said
 
 
 def _identical_code(rng: random.Random, cells: int, rounds: int, cv: float, run_sd: float) -> dict:
@@ -142,9 +156,10 @@ def test_acceptance_is_gated_in_a_cell_of_other_work(
 
     old, new = _write(tmp_path, doc(4, 2, 4.0), doc(3, 3, 2.4))
     assert main([old, new, "--max-accept-drop", "0.02"]) == 1
-    assert capsys.readouterr().out.splitlines()[-1] == (
-        "- ngram-c4: accept length 4.000 -> 2.400 (new/old 0.600, allowed down to 0.980)"
-    )
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "- ngram-c4: accept length 4.000 -> 2.400 (new/old 0.600, allowed down to 0.980)",
+        "checked: acceptance length on 1 cell(s), failed or absent on 1 cell(s)",
+    ]
 
 
 def test_the_committed_busy_run_gated_against_itself_is_inconclusive(
@@ -156,6 +171,6 @@ def test_the_committed_busy_run_gated_against_itself_is_inconclusive(
     assert main([str(run), str(run), "--max-tok-s-drop", "0.10"]) == 3
     said = capsys.readouterr().out.splitlines()
     assert said[-1] == (
-        "INCONCLUSIVE (exit 3): tok/s gated on no cell (43 were unreliable); the gate checked nothing it was "
-        "asked to"
+        "INCONCLUSIVE (exit 3): tok/s gated on no cell (43 were unreliable); checked: tok/s on 0 cell(s), "
+        "failed or absent on 43 cell(s)"
     )

@@ -28,10 +28,12 @@ def test_a_shift_common_to_every_cell_fails_the_run_in_one_line(
     old, new = _write(tmp_path, _run(cells), _run({c: [x * 0.7 for x in r] for c, r in cells.items()}))
     assert main([old, new, "--max-tok-s-drop", "0.10"]) == 1
     said = capsys.readouterr().out.splitlines()
-    assert said[-2:] == [
+    assert said[-3:] == [
         f"1 regression(s) against {old}:",
         "- run-wide: tok/s new/old 0.700 [0.700, 0.700] over 6 cell(s) (their mean log new/old, a 95% "
         "interval over the cells): wholly below 0.900: the whole run is slower",
+        "checked: tok/s on 6 cell(s) (0 with the power to see the allowed drop), run-wide tok/s over 6 "
+        "cell(s), failed or absent on 6 cell(s)",
     ]
     assert sum("not separated from it: not a regression on its own)" in x for x in said) == 6
     # unequal shifts, one round a cell: new/old 0.70, 0.72, 0.68, 0.70; their logs' mean -0.35688,
@@ -93,18 +95,23 @@ def test_a_cell_of_one_round_is_not_gated_on_a_point(
     assert "tok/s gated on 0 of 3 cell(s); 3 not gateable (fewer than 2 rounds)" in said
     assert said[-1] == (
         "INCONCLUSIVE (exit 3): tok/s gated on no cell (0 were unreliable, 3 had fewer than 2 rounds in a "
-        "run); the gate checked nothing it was asked to"
+        "run); checked: tok/s on 0 cell(s), failed or absent on 3 cell(s)"
     )
-    # beside a cell gated from its rounds: a pass (exit 0), the one-round drop still not a regression
+    # beside a steady cell gated from its rounds (no run-to-run spread, stated): a pass (exit 0), the
+    # one-round drop still not a regression
     old["benchmarks"].append(_run({"d": [100.0] * 3})["benchmarks"][0])
     new["benchmarks"].append(_run({"d": [100.0] * 3})["benchmarks"][0])
     o, n = _write(tmp_path, old, new)
-    assert main([o, n, "--max-tok-s-drop", "0.10"]) == 0
+    assert main([o, n, "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 0
     # absent from the new run: a regression, one round or not
     new["benchmarks"] = [b for b in new["benchmarks"] if b["param"] != "a"]
     o, n = _write(tmp_path, old, new)
     assert main([o, n, "--max-tok-s-drop", "0.10"]) == 1
-    assert capsys.readouterr().out.splitlines()[-1] == "- a: measured in the old run, absent from the new one"
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "- a: measured in the old run, absent from the new one",
+        "checked: tok/s on 1 cell(s) (0 with the power to see the allowed drop), failed or absent on 4 "
+        "cell(s)",
+    ]
 
 
 def _open_loop(p50s: list[float], tok_s: float = 100.0) -> dict:
@@ -126,23 +133,30 @@ def _open_loop(p50s: list[float], tok_s: float = 100.0) -> dict:
 
 def test_an_open_loop_is_gated_on_its_p50_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An open loop's tok/s follows its request rate: the same 100 tok/s with three times the p50
-    latency in every round is a regression (p50 per round from per_request: 0.1 -> 0.3)."""
+    latency in every round is a regression (p50 per round from per_request: 0.1 -> 0.3). Steady
+    rounds, no run-to-run spread stated: the interval is the point."""
     old, new = _write(tmp_path, _open_loop([0.1, 0.1, 0.1]), _open_loop([0.3, 0.3, 0.3]))
-    assert main([old, new, "--max-tok-s-drop", "0.10"]) == 1
+    steady = ["--run-spread", "0"]
+    assert main([old, new, "--max-tok-s-drop", "0.10", *steady]) == 1
     said = capsys.readouterr().out.splitlines()
-    assert said[-1] == (
+    assert said[-2:] == [
         "- poisson-ar-c8-rate8 (open loop): p50 latency 0.100 s -> 0.300 s (new/old 3.000 [3.000, 3.000] "
-        "from 3 + 3 rounds; p 0.0000 against 1.100, Holm's bar 0.0250 of 1 cell(s): above 1.100)"
-    )
+        "from 3 + 3 rounds; p 0.0000 against 1.100, Holm's bar 0.0250 of 1 cell(s): above 1.100)",
+        "checked: tok/s on 0 cell(s) and p50 latency on 1 open loop(s) (1 with the power to see the allowed "
+        "drop), failed or absent on 1 cell(s)",
+    ]
     assert "- poisson-ar-c8-rate8: could detect a rise of 10.0% in p50 latency (at 80% power)" in said
+    # the spread assumed (one cell, 5 % a run): 3 x is still a regression
+    assert main([old, new, "--max-tok-s-drop", "0.10"]) == 1
+    capsys.readouterr()
     # 1.3 x: fails at the default (the tok/s fraction, 10 %), passes with --max-latency-rise 0.5
     old, new = _write(tmp_path, _open_loop([0.1] * 3), _open_loop([0.13] * 3))
-    assert main([old, new, "--max-tok-s-drop", "0.10"]) == 1
-    assert main([old, new, "--max-tok-s-drop", "0.10", "--max-latency-rise", "0.5"]) == 0
+    assert main([old, new, "--max-tok-s-drop", "0.10", *steady]) == 1
+    assert main([old, new, "--max-tok-s-drop", "0.10", "--max-latency-rise", "0.5", *steady]) == 0
     assert "against 1.500" not in capsys.readouterr().out  # passed: no regression line
     # its tok/s at 0.5 x with unchanged latencies: not a regression (the rate set it)
     old, new = _write(tmp_path, _open_loop([0.1] * 3), _open_loop([0.1] * 3, tok_s=50.0))
-    assert main([old, new, "--max-tok-s-drop", "0.10"]) == 0
+    assert main([old, new, "--max-tok-s-drop", "0.10", *steady]) == 0
 
 
 def test_without_a_threshold_it_says_no_gate_was_asked_for(
@@ -175,12 +189,13 @@ def test_a_new_run_whose_hooks_failed_fails_the_gate_and_the_report_says_so(
     bad["specbench"]["hook_failures"] = [HOOK]
     old, new = _write(tmp_path, _run(cells), bad)
     assert main([old, new, "--max-tok-s-drop", "0.10"]) == 1
-    assert capsys.readouterr().out.splitlines()[-1] == (
+    assert capsys.readouterr().out.splitlines()[-2] == (
         "- after_group hook of ar-tp2 failed in the new run: after_group hook `systemctl start svc` failed "
         "(exit status 3): no unit; log: engine-ar-tp2.log; may be left stopped: whatever its before_group "
         "hook stopped (that hook ran)"
     )
-    assert main([new, old, "--max-tok-s-drop", "0.10"]) == 0  # the old run's hooks are not the new run's
+    # the old run's hooks are not the new run's (one steady cell, no spread stated: a pass)
+    assert main([new, old, "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 0
     capsys.readouterr()
     report = markdown(bad)
     at = report.index("Hooks that failed: 1 (the run failed; a gate on it fails):")

@@ -94,15 +94,17 @@ def test_regression_gate_for_higher_is_better_metrics(
     )
     assert main([str(old), str(new), "--max-tok-s-drop", "0.05"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[-2:] == [
+    assert out[-3:] == [
         f"1 regression(s) against {old}:",
         "- sa-tp1-c1-out256: measured in the old run, failed in the new one: EngineCrashed: sa-tp1 died",
+        "checked: tok/s on 0 cell(s), failed or absent on 3 cell(s)",
     ]
     assert main([str(old), str(new), "--max-tok-s-drop", "0.05", "--max-accept-drop", "0.02"]) == 1
-    assert capsys.readouterr().out.splitlines()[-3:] == [
+    assert capsys.readouterr().out.splitlines()[-4:] == [
         f"2 regression(s) against {old}:",
         "- ngram-tp1-c1-out256: accept length 9.500 -> 9.000 (new/old 0.947, allowed down to 0.980)",
         "- sa-tp1-c1-out256: measured in the old run, failed in the new one: EngineCrashed: sa-tp1 died",
+        "checked: tok/s on 0 cell(s), acceptance length on 1 cell(s), failed or absent on 3 cell(s)",
     ]
     assert main([str(old), str(new), "--max-tok-s-drop", "0.03"]) == 1  # the failed cell only:
     said = capsys.readouterr().out.splitlines()  # no rounds, no interval: 0.960 is not gated on a point
@@ -114,7 +116,7 @@ def test_regression_gate_for_higher_is_better_metrics(
     # a cell the new run does not hold (a lost shard, another -k) fails the gate: it was not seen
     new.write_text(json.dumps(_doc({"ar-tp1-c1-out256": (480.0, None), "ngram-tp1-c1-out256": (990.0, 9.4)})))
     assert main([str(old), str(new), "--max-tok-s-drop", "0.05", "--max-accept-drop", "0.02"]) == 1
-    assert capsys.readouterr().out.splitlines()[-2:] == [
+    assert capsys.readouterr().out.splitlines()[-3:-1] == [
         f"1 regression(s) against {old}:",
         "- sa-tp1-c1-out256: measured in the old run, absent from the new one",
     ]
@@ -163,8 +165,8 @@ def test_cells_that_measured_other_work_are_not_compared(
         "- `ar-tp1-c1-out256` measured other work in the two runs (requests per round 2 -> 1): not compared",
         "",
         f"0 regression(s) against {old}",
-        "INCONCLUSIVE (exit 3): tok/s gated on no cell (1 did other work, 0 were unreliable); the gate "
-        "checked nothing it was asked to",
+        "INCONCLUSIVE (exit 3): tok/s gated on no cell (1 did other work, 0 were unreliable); checked: tok/s "
+        "on 0 cell(s), failed or absent on 1 cell(s)",
     ]
     assert main([str(old), str(same), "--max-tok-s-drop", "0.05"]) == 3  # compared, but no rounds to gate
     assert (
@@ -191,33 +193,36 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
 ) -> None:
     """Two identical 4-cell runs, where one cell ran at 0.867 of the old tok/s but the old cell
     was disturbed (another process took the cores): no regression, exit 0, the cell named as
-    unreliable. A drop whose interval reaches the limit is not one either; one wholly below it is."""
+    unreliable. A drop whose interval reaches the limit is not one either; one wholly below it is.
+    Steady rounds: no run-to-run spread, stated (--run-spread 0)."""
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     steady = [100.0, 100.0, 100.0]
     cells = {c: steady for c in ("ar-c1", "ar-c4", "ngram-c1", "ngram-c4")}
     disturbed = {"ngram-c4": {"disturbed": "other processes used 31% of the CPU"}}
     old.write_text(json.dumps(_run(cells, **disturbed)))
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7, 86.7, 86.7]})))
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-6:] == [
+    assert out[-7:] == [
         "1 cell(s) without a tok/s verdict (unreliable, not regressions):",
         "- ngram-c4: tok/s not gated: the old run's cell was disturbed (other processes used 31% of the CPU)",
         "",
         "tok/s gated on 3 of 4 cell(s)",
         "",
         f"0 regression(s) against {old}",
+        "checked: tok/s on 3 cell(s) (3 with the power to see the allowed drop), failed or absent on 4 "
+        "cell(s)",
     ]
     # the same drop in the new run, saturated there: no verdict either
     old.write_text(json.dumps(_run(cells)))
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3}, **{"ngram-c4": {"saturated": True}})))
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 0
     assert "- ngram-c4: tok/s not gated: the new run's cell saturated" in capsys.readouterr().out
     # every cell disturbed in a run: the gate checked no tok/s at all, and fails as inconclusive
     everywhere = {c: {"disturbed": "other processes used 60% of the CPU"} for c in cells}
     old.write_text(json.dumps(_run(cells, **everywhere)))
     new.write_text(json.dumps(_run(cells)))
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 3
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 3
     said = capsys.readouterr().out
     assert said.splitlines()[-1].startswith("INCONCLUSIVE (exit 3): tok/s gated on no cell")
     assert "tok/s gated on 0 of 4 cell(s): NONE, every one was disturbed or saturated in a run" in said
@@ -225,8 +230,8 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
     old.write_text(json.dumps(_run(cells)))
     # undisturbed, the same drop in every round: the interval is [0.867, 0.867], wholly below 0.9
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [86.7] * 3})))
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 1
-    assert capsys.readouterr().out.splitlines()[-1] == (
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 1
+    assert capsys.readouterr().out.splitlines()[-2] == (
         "- ngram-c4: tok/s 100.000 -> 86.700 (new/old 0.867 [0.867, 0.867] from 3 + 3 rounds; p 0.0000 "
         "against 0.900, Holm's bar 0.0063 of 4 cell(s): below 0.900)"
     )
@@ -235,9 +240,9 @@ def test_the_gate_compares_intervals_and_gives_no_verdict_on_disturbed_or_satura
     # freedom (t 12.7062): 0.8 x exp(-/+ 2.835) = [0.047, 13.629]: reaches 0.9, not a regression
     old.write_text(json.dumps(_run({**cells, "ngram-c4": [100.0, 100.0]})))
     new.write_text(json.dumps(_run({**cells, "ngram-c4": [64.0, 100.0]})))
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-6:] == [
+    assert out[-7:-1] == [
         "1 cell(s) below the limit but not separated from it:",
         "- ngram-c4: tok/s 100.000 -> 80.000 (new/old 0.800 [0.047, 13.629] from 2 + 2 rounds; p 0.3454 "
         "against 0.900, Holm's bar 0.0063 of 4 cell(s): below 0.900 at the point, not separated from it: "
@@ -350,19 +355,23 @@ def test_failed_cells_without_their_keys_are_shown_unnamed(
         "- engine starts: 2",
     ]
     assert main([str(old), str(new), "--max-accept-drop", "0.2"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == f"0 regression(s) against {old}"
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        f"0 regression(s) against {old}",
+        "checked: acceptance length on 0 cell(s), failed or absent on 1 cell(s)",
+    ]
 
 
 def test_the_gate_leaves_out_cells_a_race_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A cell that lost a race ran only in part: never a baseline of the gate, never gated."""
+    """A cell that lost a race ran only in part: never a baseline of the gate, never gated (steady
+    rounds, no run-to-run spread stated)."""
     race = {"race": {"status": "dropped", "lost_to": "ngram-c1", "ratio": 0.5, "lo": 0.4, "hi": 0.6}}
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(json.dumps(_run({"ar-c1": [100.0] * 3, "ngram-c1": [50.0] * 3}, **{"ngram-c1": race})))
     new.write_text(json.dumps(_run({"ar-c1": [100.0] * 3})))  # not run again: nothing lost
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 0
     old.write_text(json.dumps(_run({"ar-c1": [100.0] * 3, "ngram-c1": [100.0] * 3})))
     new.write_text(json.dumps(_run({"ar-c1": [100.0] * 3, "ngram-c1": [50.0] * 3}, **{"ngram-c1": race})))
-    assert main([str(old), str(new), "--max-tok-s-drop", "0.10"]) == 0
+    assert main([str(old), str(new), "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 0
     assert "- ngram-c1: not gated: the new run dropped it (it lost a race)" in capsys.readouterr().out
 
 

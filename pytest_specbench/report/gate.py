@@ -3,15 +3,16 @@
 (higher is better for both, which ``pytest-benchmark compare --benchmark-compare-fail`` cannot
 gate: it fails only when a time goes up), when it failed in NEW, or when NEW does not hold it (a
 shard lost, another ``-k``): a gate never passes on cells it did not see. Throughput compares
-intervals from the two runs' rounds (Holm over the cells, the run-to-run spread counted; gate_stats.py), not
-one number against another: a cell with fewer than two rounds in a run is not gateable on it, and
+intervals from the two runs' rounds (Holm over the cells, the run-to-run spread counted: read
+from four cells or more, else assumed, or stated with ``--run-spread``; gate_stats.py), not one
+number against another: a cell with fewer than two rounds in a run is not gateable on it, and
 a cell disturbed or saturated in either run gets no verdict. An open loop (its tok/s follows the
 request rate) is gated on its p50 latency. Every cell's new/old pooled fails the run when its
 interval lies wholly below the limit (a shift common to every cell). A new run whose hooks failed
 fails. A cell the new run's race dropped or tuned out is listed without a verdict, not as absent
-(a raced run gates against a full one on the cells both measured). A gate that could check nothing
-it was asked to exits 3, inconclusive; its last line names each check it ran and the cells each
-judged (docs/gate.md). Pure.
+(a raced run gates against a full one on the cells both measured). A gate that could gate tok/s
+on no cell with power exits 3, inconclusive. Its last line, passing, failing or inconclusive,
+names each check it ran and the cells each judged (docs/gate.md). Pure.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from typing import Any
 from ..stats.gate_stats import (
     POOLED_MIN,
     POWER,
+    SPREAD_CELLS,
     CellTest,
+    Spread,
     cell_test,
     holm,
     pooled,
@@ -87,13 +90,13 @@ class Gate:
     latency_cells: int = 0  # of those gated from their rounds, the open loops (on their p50 latency)
     tok_s_asked: bool = False  # --max-tok-s-drop (or --max-latency-rise) was given
     other_work: int = 0  # cells not compared on tok/s: the two runs' cells did different work
-    spread: float | None = None  # the run-to-run spread counted (log sd), None: too few cells
+    spread: Spread | None = None  # the run-to-run spread counted: read from the cells, assumed or stated
     run_wide: list[str] = field(default_factory=list)  # the run-wide checks that passed, or why not made
     run_wide_failed: bool = False  # a run-wide interval lies wholly past its limit: a regression
     run_wide_cells: list[tuple[str, int]] = field(default_factory=list)  # run-wide checks made: what, over n
     accept_asked: bool = False  # --max-accept-drop was given
     accept_cells: int = 0  # cells whose acceptance length both runs measured: judged on it
-    present_cells: int = 0  # cells of the old run judged on being in the new one, not failed there
+    present_cells: int = 0  # cells of the old run judged on being in the new one and not failed there
     left_out: list[str] = field(default_factory=list)  # the new run's race dropped / tuned out: no verdict
 
     @property
@@ -106,7 +109,7 @@ class Gate:
     def inconclusive(self) -> bool:
         """tok/s was asked for, nothing regressed, and no cell was gated with the power to see a
         drop (every one unreliable, other work, with fewer than two rounds in a run, or too noisy):
-        the gate checked nothing it was asked to, which a CI must not read as a pass
+        the gate checked no tok/s it was asked to, which a CI must not read as a pass
         (EXIT_INCONCLUSIVE)."""
         return self.tok_s_asked and not self.regressions and self.powered == 0
 
@@ -160,13 +163,15 @@ def _latency_rise(speed_drop: float) -> float:
     return math.inf if speed_drop >= 1 else 1 / (1 - speed_drop) - 1
 
 
-def _judge(tests: list[CellTest], heads: dict[str, str], floor: float, out: Gate) -> None:
-    """The cells with rounds together: the run-to-run spread, Holm's step-down, each cell's
-    detectable drop (an open loop's: rise of its p50 latency); regressions, not-separated and
-    underpowered cells into ``out``."""
+def _judge(
+    tests: list[CellTest], heads: dict[str, str], floor: float, out: Gate, run_spread: float | None = None
+) -> None:
+    """The cells with rounds together: the run-to-run spread (``run_spread``: one run's, stated),
+    Holm's step-down, each cell's detectable drop (an open loop's: rise of its p50 latency);
+    regressions, not-separated and underpowered cells into ``out``."""
     if not tests:
         return
-    out.spread = run_to_run_spread(tests)
+    out.spread = run_to_run_spread(tests, run_spread)
     holm(tests, floor, out.spread)
     for t in tests:
         fl = floor if t.floor is None else t.floor
@@ -258,10 +263,12 @@ def gate(
     max_tok_s_drop: float | None = None,
     max_accept_drop: float | None = None,
     max_latency_rise: float | None = None,
+    run_spread: float | None = None,
 ) -> Gate:
     """Every cell of OLD against NEW (docs/gate.md): failed or absent in NEW fails, and so does a
     hook that failed in NEW; tok/s fails when Holm's step-down over the gated cells rejects
-    "new/old >= 1 - ``max_tok_s_drop``" (the rounds' spread and the run-to-run spread counted), an
+    "new/old >= 1 - ``max_tok_s_drop``" (the rounds' spread and the run-to-run spread counted:
+    ``run_spread`` one run's sd where stated, else read from the cells or assumed), an
     open loop's p50 latency when it rejects "new/old <= 1 + ``max_latency_rise``" (default: the
     tok/s limit), and the whole run when the cells' tok/s new/old pooled lies wholly below the
     limit; a cell disturbed or saturated in either run gets no verdict, nor one with fewer than two
@@ -289,15 +296,15 @@ def gate(
     for cell, ba in a.items():
         if _dropped(ba["extra_info"]):
             continue
+        if cell not in failed and cell in raced and (cell not in b_ or _dropped(b_[cell]["extra_info"])):
+            out.left_out.append(f"{cell}: {raced[cell]}")
+            continue
+        out.present_cells += 1  # judged on being in the new run and not failed there
         if cell in failed:
             out.regressions.append(
                 f"{cell}: measured in the old run, failed in the new one: {failure_headline(failed[cell])}"
             )
             continue
-        if cell in raced and (cell not in b_ or _dropped(b_[cell]["extra_info"])):
-            out.left_out.append(f"{cell}: {raced[cell]}")
-            continue
-        out.present_cells += 1
         if cell not in b_:
             why = f" ({missing[cell]['why']})" if cell in missing else ""
             out.regressions.append(f"{cell}: measured in the old run, absent from the new one{why}")
@@ -317,7 +324,7 @@ def gate(
         _run_wide(ds[False], 1 - max_tok_s_drop, out)
     if rise is not None:
         _run_wide(ds[True], 1 / (1 + rise), out, latency=True)
-    _judge(tests, heads, 1 - (max_tok_s_drop or 0.0), out)
+    _judge(tests, heads, 1 - (max_tok_s_drop or 0.0), out, run_spread)
     return out
 
 
@@ -427,19 +434,15 @@ def regressions(
 def lines(g: Gate, old_name: str) -> list[str]:
     """What the gate prints: per cell gated from its rounds the smallest drop it could detect, the
     run-to-run spread counted and the run-wide check, the cells not gateable or without a verdict,
-    those not separated from the limit, the count gated, then the regressions; an inconclusive
-    gate's last line says so."""
+    those not separated from the limit, the count gated, then the regressions; the last line says
+    what was checked (checked), after INCONCLUSIVE where the gate was."""
     out: list[str] = []
     if g.gated:
         what = "tok/s (open loops: p50 latency)" if g.latency_cells else "tok/s"
         head = f"{len(g.gated)} cell(s) gated on {what} from their rounds, the smallest drop each could see:"
         out += ["\n" + head]
         out += [f"- {x}" for x in g.gated]
-        out.append(
-            f"run-to-run spread counted: {math.expm1(g.spread):.1%} per cell (beyond the rounds' own)"
-            if g.spread is not None
-            else "run-to-run spread not counted: fewer than 4 cells with rounds in both runs"
-        )
+        out.append(spread_line(g.spread))
     if g.run_wide:
         out += [("" if g.gated or i else "\n") + x for i, x in enumerate(g.run_wide)]
     if g.no_interval:
@@ -478,12 +481,28 @@ def lines(g: Gate, old_name: str) -> list[str]:
     out.append(f"\n{len(g.regressions)} regression(s) against {old_name}" + (":" if g.regressions else ""))
     out += [f"- {x}" for x in g.regressions]
     if g.inconclusive:
-        said = f"INCONCLUSIVE (exit {EXIT_INCONCLUSIVE}): {_why_inconclusive(g)}"
-        judged = g.gated or g.accept_cells
-        out.append(f"{said}; " + (checked(g) if judged else "the gate checked nothing it was asked to"))
-    elif not g.regressions and g.accept_cells:  # acceptance has no line of its own above
+        out.append(f"INCONCLUSIVE (exit {EXIT_INCONCLUSIVE}): {_why_inconclusive(g)}; {checked(g)}")
+    else:  # passing or failing, the last line says what was checked
         out.append(checked(g))
     return out
+
+
+def spread_line(sp: Spread | None) -> str:
+    """How the run-to-run spread was counted: read from the cells, assumed, or stated."""
+    if sp is None:
+        return "run-to-run spread not counted"
+    each = f"sd {sp.tau:.1%} per cell ({sp.per_run:.1%} a run)"  # of the log tok/s: a share
+    if sp.how == "stated":
+        return f"run-to-run spread stated (--run-spread): {each}"
+    if sp.how == "assumed":
+        return (
+            f"run-to-run spread assumed: {each}: fewer than {SPREAD_CELLS} cells with rounds in both runs to "
+            "read it from (--run-spread S states one run's, from repeat runs of the same code)"
+        )
+    return (
+        f"run-to-run spread counted: {each}, the upper 80% bound of the {sp.read:.1%} its "
+        f"{sp.cells} cells show beyond their rounds' own"
+    )
 
 
 def checked(g: Gate) -> str:
@@ -533,6 +552,7 @@ def cli(
     max_accept_drop: float | None,
     max_latency_rise: float | None,
     allow_inconclusive: bool,
+    run_spread: float | None = None,
 ) -> tuple[list[str], int]:
     """What ``python -m pytest_specbench.report OLD NEW`` prints after its table, and its exit
     status: the gate's lines, or without a threshold one line saying no gate was asked for (exit 0)."""
@@ -552,7 +572,7 @@ def cli(
             f" ({len(ours)} cell(s) the new run's race left out: no verdict, not missing)" if ours else ""
         )
         return [NO_GATE.format(missing=missing)], 0
-    g = gate(old, new, max_tok_s_drop, max_accept_drop, max_latency_rise)
+    g = gate(old, new, max_tok_s_drop, max_accept_drop, max_latency_rise, run_spread)
     said = lines(g, old_name)
     if g.inconclusive and allow_inconclusive:
         return [*said, "(--allow-inconclusive: exit 0)"], 0
