@@ -169,6 +169,14 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("race-starts-var", R, "extra_var=starts.var() if starts else 0.0,", "extra_var=0.0,", INSTANCES),
     Mutant("instances-per-shape", RINS, "return lvl.per_start(out)", "return [p for _, p in out]", INSTANCES),
     Mutant(
+        "stop-futile-leader",
+        STOP,
+        "and not (gap is not None and gap.point >= 1)  # a leader runs on",
+        "and True  # a leader runs on",
+        POWER,
+    ),
+    Mutant("stop-futile-optimism", STOP, "OPTIMISM = 0.5", "OPTIMISM = 1.0", POWER),
+    Mutant(
         "pooled-starts-once",
         "pytest_specbench/report/pooled.py",
         "if starts > 0:  # the two sides' engine starts",

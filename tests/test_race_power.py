@@ -202,8 +202,9 @@ def test_tune_keeps_keep_settings_among_those_within_delta_and_names_them() -> N
 
 
 def test_a_racing_cell_its_cap_cannot_settle_stops_for_futility_with_its_standing() -> None:
-    """A member level with its leader and with AR at round CV 7 %: neither its verdict nor its gap
-    would settle by the cap at its spread, so it stops for futility, and its record says both:
+    """A member 4 % behind its leader and AR at round CV 7 %: neither its verdict nor its gap would
+    settle by the cap at its spread (not by half the half-width its spread projects), so it stops
+    for futility, and its record says both:
     stop_reason "futile" and its race standing (open or within δ, never dropped)."""
     from race_sim import run_cell
 
@@ -216,7 +217,7 @@ def test_a_racing_cell_its_cap_cannot_settle_stops_for_futility_with_its_standin
     rule = race.rule(cells["twin"])
     own, ref, answer = [], [], None
     for _ in range(rule.looks.last):
-        own.append(100 * math.exp(rng.gauss(0, 0.05)))
+        own.append(96 * math.exp(rng.gauss(0, 0.05)))
         ref.append(100 * math.exp(rng.gauss(0, 0.05)))
         answer = rule.after_round(own, ref, True)
         if answer.stops:
@@ -243,3 +244,34 @@ def test_a_member_exactly_delta_behind_is_dropped_in_at_most_its_share() -> None
     runs = [shape(speeds, seed, 0.03, cvs={"noisy": 0.30}) for seed in range(RUNS)]
     noisy = _rate(runs, "noisy", lambda r: r["dropped"])
     assert noisy <= 0.05, noisy
+
+
+def test_a_leader_the_cap_cannot_settle_runs_on_for_its_rivals() -> None:
+    """A member level with AR (the shape's leader so far) at round CV 15 %, reading ahead of it:
+    it leads, so it runs on to the cap however futile its own verdict and gap, since
+    rivals read its rounds."""
+    from race_sim import run_cell
+
+    rng = random.Random(9)
+    m = matrix(["lead"], 3, 6)
+    race = Race(m)
+    cells = {c.method.name: c for c in m.cells()}
+    run_cell(race, cells["ar"], 1.0, rng, 0.03, relative=False)
+    rule = race.rule(cells["lead"])
+    own, ref, answer = [], [], None
+    for _ in range(rule.looks.last):
+        own.append(100 * math.exp(rng.gauss(0, 0.15)))
+        ref.append(100 * math.exp(rng.gauss(0, 0.15)))
+        answer = rule.after_round(own, ref, True)
+        if answer.stops:
+            break
+    out = rule.finish(own, ref, True, answer, 6)
+    assert len(own) == 6 and out["stop_reason"] == "cap", out
+
+
+def test_futility_costs_a_5_percent_gain_behind_a_close_leader_little_power() -> None:
+    """x1.05 over AR at round CV 3 %, looks 3..10, behind a leader at x1.06 (its gap open): "faster"
+    in 0.365 of 200 runs with the futility stop at half the projected half-width (8.6 rounds on
+    average); at the whole half-width 0.245 (6.0 rounds)."""
+    runs = [shape({"lead": 1.06, "a": 1.05}, seed, 0.03, rounds=3, max_rounds=10) for seed in range(200)]
+    assert _rate(runs, "a", lambda r: r["verdict"] == "faster") >= 0.31

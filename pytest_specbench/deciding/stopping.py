@@ -26,6 +26,10 @@ from ..stats.sequential import Looks
 from .selection import pct
 
 CONTINUE, SETTLED, DROPPED = "continue", "settled", "dropped"
+# the futility projection's half-width at the cap, as a share of what the spread so far projects:
+# a cell stops only where even an interval this much narrower would not settle it (at the current
+# point: conditional power well under 50 %)
+OPTIMISM = 0.5
 # a racing cell open against its leader stops once the start-to-start level is more than this share
 # of its gap's variance: rounds then narrow what is left by little, another start would
 STARTS_SHARE = 0.8
@@ -86,7 +90,7 @@ class Stopping:
             text = (
                 f"stopped after {n} rounds open against the shape's leader: the start-to-start "
                 f"variance is {gap.starts_share:.0%} of its gap's, which more rounds do not narrow; "
-                "another start of it would (starts: 2)"
+                "another start of it and its rival (starts: 2) measures what starts differ by"
             )
             kept = self._kept(lead)
             kept.setdefault("race", {})["another_start"] = True
@@ -95,6 +99,7 @@ class Stopping:
             stop is None
             and n < looks.last
             and self.race is not None
+            and not (gap is not None and gap.point >= 1)  # a leader runs on: its rivals read its rounds
             and _futile(own, ref, closed, looks, gap)
         ):
             text = (
@@ -171,7 +176,7 @@ def _projected(lo: float, hi: float, n: int, looks: Looks) -> float:
     h = (math.log(hi) - math.log(lo)) / 2
     if n < 2:
         return h
-    return h * looks.critical(looks.last) / looks.critical(n) * math.sqrt(n / looks.last)
+    return OPTIMISM * h * looks.critical(looks.last) / looks.critical(n) * math.sqrt(n / looks.last)
 
 
 def _resolvable(c: float, h: float, lo_edge: float, hi_edge: float) -> bool:
