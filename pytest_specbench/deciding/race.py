@@ -272,8 +272,11 @@ class Race:
             for e in self.shapes.get(shape, [])
             if e.relative == relative and e.method != cell.method.name and self.races_name(e.method)
         ]
-        starts = self.starts() if cell.method.name in self.separate else None
-        if cell.method.name in self.separate and starts is None:
+        # beside a baseline instance: the start level is what the pairing leaves (measured apart,
+        # the brackets' drift bounds the comparison, each bracket a start of the baseline)
+        instance = relative and cell.method.name in self.separate
+        starts = self.starts() if instance else None
+        if instance and starts is None:
             return None  # engines started apart and no pair of starts measured: nothing bounds u
         g = selection.gap(
             own,
