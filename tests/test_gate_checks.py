@@ -235,3 +235,29 @@ def test_equal_variances_keep_their_degrees_of_freedom() -> None:
     old = [74.17276540247546, 76.70150471368555]
     t = cell_test("c", old, [x * 0.7 for x in old])
     assert t is not None and t.df == 2 and round(math.exp(t.d), 6) == 0.7
+
+
+def test_the_last_line_says_what_was_checked_whatever_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CI log's tail is the gate's last line: "checked: ..." with each check and its cells when
+    the gate passes, when it fails, and after INCONCLUSIVE, also where no cell could be gated
+    on tok/s (never "checked nothing it was asked to")."""
+    cells = {c: [100.0] * 3 for c in ("a", "b", "c", "d")}
+    old, new = _write(tmp_path, _run(cells), _run(cells))
+    assert main([old, new, "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 0
+    tok_s = (
+        "checked: tok/s on 4 cell(s) (4 with the power to see the allowed drop), run-wide tok/s over 4 "
+        "cell(s), failed or absent on 4 cell(s)"
+    )
+    assert capsys.readouterr().out.splitlines()[-2:] == [f"0 regression(s) against {old}", tok_s]
+    old, new = _write(tmp_path, _run(cells), _run({**cells, "d": [80.0] * 3}))
+    assert main([old, new, "--max-tok-s-drop", "0.10", "--run-spread", "0"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == tok_s
+    one = {"a": [100.0]}
+    old, new = _write(tmp_path, _run(one), _run(one))
+    assert main([old, new, "--max-tok-s-drop", "0.10", "--max-accept-drop", "0.02"]) == 3
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "INCONCLUSIVE (exit 3): tok/s gated on no cell (0 were unreliable, 1 had fewer than 2 rounds in a "
+        "run); checked: tok/s on 0 cell(s), acceptance length on 0 cell(s), failed or absent on 1 cell(s)"
+    )
