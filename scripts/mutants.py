@@ -167,6 +167,13 @@ MUTANTS: tuple[Mutant, ...] = (
         INSTANCES,
     ),
     Mutant("race-starts-var", R, "extra_var=starts.var() if starts else 0.0,", "extra_var=0.0,", INSTANCES),
+    Mutant(
+        "instances-no-combine",
+        RINS,
+        'record["combined"] = _combine(',
+        'record["combined"] = [] or (',
+        INSTANCES,
+    ),
     Mutant("instances-per-shape", RINS, "return lvl.per_start(out)", "return [p for _, p in out]", INSTANCES),
     Mutant(
         "stop-futile-leader",

@@ -205,3 +205,20 @@ def test_the_control_band_judges_the_interval_the_start_level_widened() -> None:
     lo, hi = f["speedup_ci_rounds"]
     assert lo > 1.07 and f["speedup_vs_ar_ci95"][0] < 1.07
     assert "A/A control" in f["speedup_verdict"], f["speedup_verdict"]
+
+
+def test_a_methods_starts_are_read_together_and_narrow_its_verdict() -> None:
+    # true x1.10, start sd 1 %, round CV 2 %: two starts of each member read together
+    got = rate(
+        300, lambda s: sim.run(s, tau=0.01, cv=0.02, speeds={"m1": 1.10})["m1"]["speedup_verdict"] == "faster"
+    )
+    assert got >= 0.75  # 0.82 in 300 runs; one start each (the control the only pair): 0.52
+    out = sim.run(1, tau=0.02, cv=0.02)
+    assert out["m1"]["speedup_starts"] == 2 and len(out["m1"]["speedup_per_start"]) == 2
+    assert (
+        out["m1~2"]["speedup_verdict"]
+        == "no verdict: another start of m1, whose verdict reads its 2 starts together"
+    )
+    lo, hi = out["m1"]["speedup_vs_ar_ci95"]
+    lo1, hi1 = out["m1~2"]["speedup_vs_ar_ci95"]  # one start's, widened by 2 tau²
+    assert math.log(hi / lo) < math.log(hi1 / lo1)

@@ -90,7 +90,7 @@ class Stopping:
             text = (
                 f"stopped after {n} rounds open against the shape's leader: the start-to-start "
                 f"variance is {gap.starts_share:.0%} of its gap's, which more rounds do not narrow; "
-                "another start of it and its rival (starts: 2) measures what starts differ by"
+                "another start of it would (starts: 2: the report reads its starts together)"
             )
             kept = self._kept(lead)
             kept.setdefault("race", {})["another_start"] = True

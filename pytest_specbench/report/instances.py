@@ -8,7 +8,9 @@ verdict between engines started apart (``specbench["separate_instances"]``: the 
 are instances of their own) is then read on its interval widened by 2 tau², and a verdict the
 widening no longer supports becomes "not separated" (``speedup_verdict_before_instances`` keeps the
 old one). A twin whose starts differ by more than the other pairs and its rounds allow sits off the
-others: both starts' verdicts at its TP size are withheld, the difference named. Where members were
+others: both starts' verdicts at its TP size are withheld, the difference named. Otherwise a
+method's starts are read together at each shape (``_combine``): its verdict rests on the mean of
+its starts, where tau² counts 1/s, so another start narrows it where rounds cannot. Where members were
 compared with separate instances and no pair of starts was measured, the run says so: its verdicts
 assume two starts of one engine run alike. A control or twin covers the worker it ran in; workers
 whose members no pair of starts checked are named.
@@ -22,6 +24,7 @@ from typing import Any
 
 from ..stats import instances as lvl
 from ..stats.paired import Interval, axes
+from ..stats.sequential import t_quantile, t_two_sided_p
 from .drift import VERDICTS
 
 
@@ -111,6 +114,10 @@ def apply(
         "unchecked_workers": sorted(w for w in workers - checked if w),
         "widened": [],
     }
+    rounds_se = {
+        i: (_se2(comparisons[i]), comparisons[i].get("speedup_t"), comparisons[i].get("speedup_df"))
+        for i in members
+    }
     for i in members:
         r, f = results[i], comparisons[i]
         method = r["params"]["method"]
@@ -135,7 +142,75 @@ def apply(
             if nv != v:
                 f["speedup_verdict_before_instances"] = v
                 f["speedup_verdict"] = nv
+    record["combined"] = _combine(results, comparisons, members, rounds_se, twins, starts, off)
     specbench["instances"] = record
+
+
+def _combine(
+    results: Sequence[Mapping[str, Any]],
+    comparisons: Mapping[int, dict[str, Any]],
+    members: Sequence[int],
+    rounds_se: Mapping[int, tuple[Any, Any, Any]],
+    twins: Mapping[str, str],
+    starts: lvl.Starts | None,
+    off: Mapping[tuple[str, Any], str],
+) -> list[str]:
+    """A method's starts read together at each shape: on its first start's comparison, the mean of
+    the starts' log ratios, its variance the rounds' (each start's, over s²) plus tau² (1/s + 1:
+    s starts against one of the baseline), Satterthwaite's degrees of freedom, at the first
+    start's level; the other starts' comparisons point to it. Not where a start's verdict was
+    withheld (disturbed, off the others). Returns the first starts' cells so read."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i in members:
+        r = results[i]
+        m = r["params"]["method"]
+        first = twins.get(m, m)
+        groups.setdefault((axes(r["params"]), str(r.get("worker") or ""), first), []).append(i)
+    tau2 = starts.tau2 if starts else 0.0
+    k = starts.k if starts else 1
+    out = []
+    for (_, _, first), idx in groups.items():
+        lead = [i for i in idx if results[i]["params"]["method"] == first]
+        if len(idx) < 2 or not lead:
+            continue
+        fs = [comparisons[i] for i in idx]
+        se = [rounds_se[i] for i in idx]
+        if any(str(f.get("speedup_verdict", "")).startswith("no verdict") for f in fs) or any(
+            x[0] is None or not x[1] or not x[2] for x in se
+        ):
+            continue
+        if any((results[i]["params"]["method"], results[i]["params"].get("tp")) in off for i in idx):
+            continue
+        s = len(idx)
+        c = math.fsum(math.log(f["speedup_vs_ar"]) for f in fs) / s
+        rounds = (math.fsum(x[0] for x in se) / s**2, min(int(x[2]) for x in se))
+        var, df = lvl.satterthwaite([rounds, (tau2 * (1 / s + 1), k)] if tau2 > 0 else [rounds])
+        i0 = lead[0]
+        level = t_two_sided_p(float(se[idx.index(i0)][1]), int(se[idx.index(i0)][2]))
+        t = t_quantile(level, df)
+        lo, hi = math.exp(c - t * math.sqrt(var)), math.exp(c + t * math.sqrt(var))
+        f0 = comparisons[i0]
+        before = f0.get("speedup_verdict")
+        f0.update(
+            speedup_per_start=[round(f["speedup_vs_ar"], 6) for f in fs],
+            speedup_starts=s,
+            speedup_vs_ar=math.exp(c),
+            speedup_vs_ar_ci95=[lo, hi],
+            speedup_t=round(t, 6),
+            speedup_df=df,
+            speedup_verdict=Interval(math.exp(c), lo, hi, 2).verdict(),
+        )
+        if before != f0["speedup_verdict"]:
+            f0["speedup_verdict_before_instances"] = before
+        for i in idx:
+            if i != i0:
+                f = comparisons[i]
+                f["speedup_verdict_before_instances"] = f.get("speedup_verdict")
+                f["speedup_verdict"] = (
+                    f"no verdict: another start of {first}, whose verdict reads its {s} starts together"
+                )
+        out.append(results[i0]["cell_id"])
+    return out
 
 
 def lines(doc: Mapping[str, Any]) -> list[str]:
