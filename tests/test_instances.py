@@ -222,3 +222,19 @@ def test_a_methods_starts_are_read_together_and_narrow_its_verdict() -> None:
     lo, hi = out["m1"]["speedup_vs_ar_ci95"]
     lo1, hi1 = out["m1~2"]["speedup_vs_ar_ci95"]  # one start's, widened by 2 tau²
     assert math.log(hi / lo) < math.log(hi1 / lo1)
+
+
+def test_an_exclude_entry_naming_a_method_names_its_starts() -> None:
+    m = rs.matrix(["a"], backend="sglang", method_keys={"a": {"starts": 2}}, extra={"concurrency": [1, 2]})
+    assert "a-start2-tp1-c2-out8" in [c.id for c in m.cells()]
+    doc = {
+        "models": {"m": "Qwen/Qwen3-1.7B"},
+        "methods": {
+            "ar": {"backend": "sglang", "model": "m"},
+            "a": {"backend": "sglang", "model": "m", "starts": 2},
+        },
+        "exclude": [{"method": "a", "concurrency": 2}],
+        "workloads": {"throughput": {"concurrency": [1, 2], "output_tokens": [8], "rounds": 3}},
+    }
+    ids = [c.id for c in parse(doc, "m.yaml").cells()]
+    assert "a-tp1-c2-out8" not in ids and "a-start2-tp1-c2-out8" not in ids and "a-start2-tp1-c1-out8" in ids

@@ -423,7 +423,8 @@ def _endpoint(
 def _starts(cx: Ctx, raw: dict[str, Any], d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A method's ``starts: N``: N engine starts of it, the 2nd.. as methods ``NAME-startK`` (twins:
     the same engine under another name, stats/instances.py reads the start-to-start variance from
-    them; the baseline's are its A/A controls). A workload that names the method names its starts."""
+    them; the baseline's are its A/A controls). A workload, exclude or include entry that names the
+    method names its starts."""
     out: dict[str, Any] = {}
     extra: dict[str, list[str]] = {}
     for n, r in raw.items():
@@ -448,6 +449,16 @@ def _starts(cx: Ctx, raw: dict[str, Any], d: dict[str, Any]) -> tuple[dict[str, 
             extra.setdefault(n, []).append(name)
     if not extra:
         return out, d
+    for key in ("exclude", "include"):  # an entry naming the method names its starts too
+        entries = d.get(key)
+        if isinstance(entries, list):
+            more = [
+                {**e, "method": name}
+                for e in entries
+                if isinstance(e, dict) and isinstance(e.get("method"), str)
+                for name in extra.get(e["method"], [])
+            ]
+            d = {**d, key: entries + more}
     ws = d.get("workloads")
     if isinstance(ws, dict):
         new_ws = {}
