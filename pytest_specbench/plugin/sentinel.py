@@ -215,11 +215,17 @@ def shard_sentinels(
     config: pytest.Config, st: SpecbenchState, parts: list[list[Cell]]
 ) -> tuple[tuple[str, ...], ...]:
     """Per shard (``parts``: each shard's cells that run), the ids of its drift sentinels: one
-    per family whose baseline and members it holds (deciding/families.py ``by_part``)."""
+    per family whose baseline and members it holds (deciding/families.py ``by_part``), or its
+    brackets where the shard's run spreads the family over GPU sets (as its own collection does)."""
     rule = _rule(config, st)
     if rule is None:
         return tuple(() for _ in parts)
-    return tuple(tuple(rid for f in fams for rid, _ in f.runs()) for fams in by_part(parts, **rule))
+    sets = _sets(config, st)
+    split = [
+        _spread(config, st, fams, part, sets) if sets is not None and fams else fams
+        for fams, part in zip(by_part(parts, **rule), parts, strict=True)
+    ]
+    return tuple(tuple(rid for f in fams for rid, _ in f.runs()) for fams in split)
 
 
 # ------------------------------------------------------------------------------ collection
@@ -241,10 +247,11 @@ def candidates(config: pytest.Config, st: SpecbenchState) -> dict[str, Family]:
     after each of its members and its sentinel (the selection decides how it splits; ``order``
     keeps what the selection's families run)."""
     out: dict[str, Family] = {}
+    sets = _sets(config, st)
     for f in possible(config, st):
         for rid, _ in f.runs():
             out.setdefault(rid, f)
-        if f.spread:
+        if f.spread or (sets is not None and sets(f) > 1):  # a shard or a selection may split it
             for m in f.members:
                 for infix in (OPENING_INFIX, BRACKET_INFIX):
                     out.setdefault(f"{f.first.id}{infix}{m}{SENTINEL_SUFFIX}", f)
