@@ -4,6 +4,7 @@
 #   plan.txt plan.json out.json report.md report.html plots/ (PNG + CSV, index.md) [compare.md] verdict.txt logs/
 # Environment: MATRIX (default benches/gpu/h200.yaml), SELECT (a pytest -k expression, may be empty),
 # BASELINE (a previous out.json; no gate without it), MAX_TOK_S_DROP (0.10), MAX_ACCEPT_DROP (0.02),
+# RUN_SPREAD (0.02: one run's spread of a cell's tok/s on the runner, from repeat runs; docs/gate.md),
 # PYTEST (default "python3 -m pytest"; add "-p pytest_specbench.plugin.hooks" where the plugin is not
 # installed). Exit status: 0 when every cell passed and nothing regressed, else 1.
 set -uo pipefail
@@ -25,6 +26,7 @@ if [ -n "${BASELINE:-}" ] && [ -f "$BASELINE" ] && [ -f "$OUT/out.json" ]; then
   python3 -m pytest_benchmark compare "$BASELINE" "$OUT/out.json" > "$OUT/pytest-benchmark-compare.txt" 2>&1
   python3 -m pytest_specbench.report "$BASELINE" "$OUT/out.json" \
     --max-tok-s-drop "${MAX_TOK_S_DROP:-0.10}" --max-accept-drop "${MAX_ACCEPT_DROP:-0.02}" \
+    --run-spread "${RUN_SPREAD:-0.02}" \
     --plots "$OUT/plots-compare" > "$OUT/compare.md"
   gate_rc=$?
   tail -n 20 "$OUT/compare.md"

@@ -55,4 +55,8 @@ def test_the_runner_guide_gates_as_the_jobs_script_does() -> None:
     def options(cmd: str) -> list[str]:
         return re.findall(r"(--[\w-]+)", cmd)
 
-    assert options(guide) == options(script) == ["--max-tok-s-drop", "--max-accept-drop", "--plots"]
+    assert (
+        options(guide)
+        == options(script)
+        == ["--max-tok-s-drop", "--max-accept-drop", "--run-spread", "--plots"]
+    )

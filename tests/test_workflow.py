@@ -89,9 +89,9 @@ def test_the_bench_step_runs_scripts_gpu_ci_sh_with_the_variables_it_reads() -> 
     assert set(given) == {"OUT", "BASELINE", "MATRIX"}
     assert (ROOT / given["MATRIX"]).is_file()
     # the workflow's env reaches the script under the names the script reads
-    for var in ("SELECT", "MAX_TOK_S_DROP", "MAX_ACCEPT_DROP", *given):
+    for var in ("SELECT", "MAX_TOK_S_DROP", "MAX_ACCEPT_DROP", "RUN_SPREAD", *given):
         assert "${" + var in GPU_CI, var
-    for var in ("MAX_TOK_S_DROP", "MAX_ACCEPT_DROP"):
+    for var in ("MAX_TOK_S_DROP", "MAX_ACCEPT_DROP", "RUN_SPREAD"):
         assert 0 < float(GPU["env"][var]) < 1
     # the verdict line the step greps is the one the script writes
     assert re.search(r'echo "benchmark exit status: \$bench_rc"', GPU_CI)
