@@ -464,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             docs[0], docs[1], Path(args.plots), args.max_tok_s_drop, args.max_accept_drop
         ):
             print(f"wrote {png}")
-    from .gate import cli
+    from .gate_text import cli
 
     said, status = cli(
         docs[0],
