@@ -1,7 +1,7 @@
 """The gate's statistics (docs/gate.md): per cell the new/old tok/s from two runs' rounds (an open
 loop's 1 / p50 latency, higher is better for both), the run-to-run spread the cells show beyond
-their rounds' own (read from the cells, with the few degrees of freedom a few cells give, or
-assumed where they are too few), Holm's step-down over the gated cells, the smallest drop each
+their rounds' own (stated, or read from the cells with the few degrees of freedom a few cells
+give, or assumed where they are too few), Holm's step-down over the gated cells, the smallest drop each
 could have detected at Holm's bar (Student's noncentral t), and the run-wide shift: the cells'
 new/old pooled. Pure: no pytest, no I/O."""
 
@@ -126,8 +126,8 @@ def power_shift(alpha: float, power: float, df: int) -> float:
     """The shift lambda (in standard errors) at which a one-sided t-test at ``alpha`` with ``df``
     degrees of freedom rejects with probability ``power``: P(Z - lambda <= -t_alpha x S) = power,
     S the estimated standard error over the true one (sqrt of chi-square over df). Not t_alpha +
-    t_power, which holds for a known standard error only (at 3 + 3 rounds that sum rejects 60-70 %
-    of the time where 80 % is meant)."""
+    t_power, which holds for a known standard error only: at 4 degrees of freedom among 20 cells
+    that sum is 7.70 where 8.44 is needed."""
     t_bar = t_quantile(2 * alpha, df)
     lo, hi = 0.0, t_bar + 2.0
     while _power(hi, t_bar, df) < power:
