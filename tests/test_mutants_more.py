@@ -148,9 +148,15 @@ def test_a_controls_band_widens_a_drops_interval_on_both_sides() -> None:
     ng = cells[("ng", 1)]
     own = [0.80, 0.82, 0.79, 0.81, 0.80, 0.80]
     looks = Looks(3, 6, 1)
-    plain, _ = Race(m).vs_leader(ng, own, True, looks)
+    from pytest_specbench.deciding import selection
+
     race = Race(m)
     _record(race, cells[("twin", 1)], 1.30)
+    starts = race.starts()  # the control is also the run's one pair of starts
+    lead = race.leader(ng, True)
+    plain = selection.gap(
+        own, [b for b in lead.speeds if b], looks, race.delta, starts.var(), selection.pooled([own]), starts.k
+    )
     iv, info = race.vs_leader(ng, own, True, looks)
     band = info["control_band"]
     assert band > 1.25
