@@ -182,6 +182,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "and True  # a leader runs on",
         POWER,
     ),
+    Mutant("race-baseline-beside", R, "if precision is None and self.read_beside(cell):", "if False:", POWER),
     Mutant("stop-futile-optimism", STOP, "OPTIMISM = 0.5", "OPTIMISM = 1.0", POWER),
     Mutant(
         "pooled-starts-once",

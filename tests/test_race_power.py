@@ -275,3 +275,18 @@ def test_futility_costs_a_5_percent_gain_behind_a_close_leader_little_power() ->
     average); at the whole half-width 0.245 (6.0 rounds)."""
     runs = [shape({"lead": 1.06, "a": 1.05}, seed, 0.03, rounds=3, max_rounds=10) for seed in range(200)]
     assert _rate(runs, "a", lambda r: r["verdict"] == "faster") >= 0.31
+
+
+def test_a_baseline_read_beside_every_member_stops_its_own_cell_at_its_first_look() -> None:
+    m = matrix(["a", "b"], 3, 8)
+    cells = {c.method.name: c for c in m.cells()}
+    race = Race(m)
+    assert race.rule(cells["ar"]).looks.last == 8  # no interleaving backend known: to its cap
+    race.interleaving = frozenset({"hf"})
+    assert (race.rule(cells["ar"]).looks.first, race.rule(cells["ar"]).looks.last) == (3, 3)
+    assert race.rule(cells["a"]).looks.last == 8  # a member races on
+    prec = matrix(["a"], 3, 8, extra={"precision": 0.02})
+    race = Race(prec)
+    race.interleaving = frozenset({"hf"})
+    base = next(c for c in prec.cells() if c.method.name == "ar")
+    assert race.rule(base).looks.last == 8  # a precision target is the user's: it runs to it

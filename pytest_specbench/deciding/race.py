@@ -78,6 +78,10 @@ class Race:
     # comparisons measured apart drop on the interval widened by them, never without them
     brackets: dict[str, tuple[float, float]] = field(default_factory=dict)
     group_order: list[str] = field(default_factory=list)  # engine groups in the order they recorded
+    # the backends whose engines share a process, where a member's baseline runs interleaved beside
+    # it (the plugin's; empty: none): a baseline whose every member reads it so stops its own cell
+    # at its first look
+    interleaving: frozenset[str] = frozenset()
     _cells: dict[tuple[tuple[Any, ...], str], Cell] = field(default_factory=dict)
     _seen: dict[str, tuple[list[float | None], bool]] = field(default_factory=dict)
 
@@ -220,6 +224,8 @@ class Race:
         first = min(first_look(w.round_cap), w.rounds)
         precision = getattr(w, "precision", None)
         if not self.races(cell):
+            if precision is None and self.read_beside(cell):
+                return Rule(Looks(first, first))  # its members read its rounds beside them
             return Rule(Looks(first, w.round_cap), precision=precision)
         looks = Looks(first, w.round_cap, self.family(cell))
 
@@ -228,6 +234,24 @@ class Race:
             return self.vs_leader(cell, *self._seen[cell.id], lk)
 
         return Rule(looks, race, precision)
+
+    def read_beside(self, cell: Cell) -> bool:
+        """Whether ``cell`` is a baseline's own cell whose every racing member at its shape reads the
+        baseline's rounds interleaved beside it (``interleaving``): no comparison reads this cell's
+        rounds, only its own tok/s does, which its first look gives."""
+        from ..matrix.interleave import interleaves
+
+        name = cell.method.name
+        if self.baselines.get(name) != name or not self.interleaving:
+            return False
+        shape = paired.axes(cell.params())
+        base = self.matrix.method(name)
+        members = [
+            c
+            for (at, m), c in self._cells.items()
+            if at == shape and m != name and self.baselines.get(m) == name
+        ]
+        return bool(members) and all(interleaves(c, base, self.interleaving) for c in members)
 
     def leader(self, cell: Cell, relative: bool) -> Entry | None:
         """The fastest cell measured so far (by any process) at ``cell``'s shape that may lead (not

@@ -53,6 +53,9 @@ def setup(config: pytest.Config, st: Any) -> None:
             f"--specbench-race-delta {delta}: give a fraction between 0 and 0.5, e.g. 0.03"
         )
     st.race = Race(st.matrix, drift, store)
+    from .sentinel import interleaving
+
+    st.race.interleaving = interleaving(config)
     if delta is not None or st.matrix.race_delta is not None:
         st.race.delta = delta if delta is not None else st.matrix.race_delta
     if store is not None:
