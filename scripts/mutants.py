@@ -178,11 +178,18 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "stop-futile-leader",
         STOP,
-        "and not (gap is not None and gap.point >= 1)  # a leader runs on",
-        "and True  # a leader runs on",
+        "return gap is not None and gap.point >= 1 and _rivals_to_come(lead)",
+        "return False",
         POWER,
     ),
     Mutant("race-baseline-beside", R, "if precision is None and self.read_beside(cell):", "if False:", POWER),
+    Mutant(
+        "stop-rivals-to-come",
+        STOP,
+        'return lead is None or lead[1].get("rivals_to_come", 1) > 0',
+        "return True",
+        POWER,
+    ),
     Mutant("stop-futile-optimism", STOP, "OPTIMISM = 0.5", "OPTIMISM = 1.0", POWER),
     Mutant(
         "pooled-starts-once",

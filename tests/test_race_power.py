@@ -253,7 +253,7 @@ def test_a_leader_the_cap_cannot_settle_runs_on_for_its_rivals() -> None:
     from race_sim import run_cell
 
     rng = random.Random(9)
-    m = matrix(["lead"], 3, 6)
+    m = matrix(["lead", "later"], 3, 6)
     race = Race(m)
     cells = {c.method.name: c for c in m.cells()}
     run_cell(race, cells["ar"], 1.0, rng, 0.03, relative=False)
@@ -267,6 +267,21 @@ def test_a_leader_the_cap_cannot_settle_runs_on_for_its_rivals() -> None:
             break
     out = rule.finish(own, ref, True, answer, 6)
     assert len(own) == 6 and out["stop_reason"] == "cap", out
+    # the last of its shape's racing methods: no rival left to read its rounds, so futility applies
+    rng = random.Random(9)
+    m = matrix(["lead"], 3, 6)
+    race = Race(m)
+    cells = {c.method.name: c for c in m.cells()}
+    run_cell(race, cells["ar"], 1.0, rng, 0.03, relative=False)
+    rule = race.rule(cells["lead"])
+    own, ref, answer = [], [], None
+    for _ in range(rule.looks.last):
+        own.append(100 * math.exp(rng.gauss(0, 0.15)))
+        ref.append(100 * math.exp(rng.gauss(0, 0.15)))
+        answer = rule.after_round(own, ref, True)
+        if answer.stops:
+            break
+    assert len(own) < 6 and rule.finish(own, ref, True, answer, 6)["stop_reason"] == "futile"
 
 
 def test_futility_costs_a_5_percent_gain_behind_a_close_leader_little_power() -> None:

@@ -235,6 +235,27 @@ class Race:
 
         return Rule(looks, race, precision)
 
+    def rivals_to_come(self, cell: Cell) -> int:
+        """The racing methods in ``cell``'s pool at its shape that have not recorded a cell there
+        yet, nor been dropped there (by any process): those that may still read its rounds."""
+        shape = paired.axes(cell.params())
+        seen = {e.method for e in self.shapes.get(shape, [])}
+        out = {
+            (r.get("params") or {}).get("method")
+            for r in self.dropped
+            if paired.axes(r.get("params") or {}) == shape
+        }
+        return sum(
+            1
+            for (at, name), other in self._cells.items()
+            if at == shape
+            and name != cell.method.name
+            and self.races(other)
+            and self.same_pool(cell, shape, name)
+            and name not in seen
+            and name not in out
+        )
+
     def read_beside(self, cell: Cell) -> bool:
         """Whether ``cell`` is a baseline's own cell whose every racing member at its shape reads the
         baseline's rounds interleaved beside it (``interleaving``): no comparison reads this cell's
@@ -324,6 +345,7 @@ class Race:
             "family": both.family,
             "delta": self.delta,
             "rounds": [g.n, g.lead_n],
+            "rivals_to_come": self.rivals_to_come(cell),
         }
         if starts is not None and starts.tau2 > 0:
             info["instance_sd"] = round(starts.sd, 6)

@@ -99,7 +99,7 @@ class Stopping:
             stop is None
             and n < looks.last
             and self.race is not None
-            and not (gap is not None and gap.point >= 1)  # a leader runs on: its rivals read its rounds
+            and not _leads_for_rivals(gap, lead)
             and _futile(own, ref, closed, looks, gap)
         ):
             text = (
@@ -203,6 +203,17 @@ def _futile(own: list[float], ref: list[float] | None, closed: bool, looks: Look
     edge = math.log(1 - gap.delta)
     h = _projected(gap.lo, gap.hi, len(own), looks)
     return not (math.log(gap.point) + h < edge or math.log(gap.point) - h >= edge)
+
+
+def _leads_for_rivals(gap: Any, lead: tuple[Any, dict[str, Any]] | None) -> bool:
+    """A shape's leader with rivals still to read its rounds: it runs on (no futility stop)."""
+    return gap is not None and gap.point >= 1 and _rivals_to_come(lead)
+
+
+def _rivals_to_come(lead: tuple[Any, dict[str, Any]] | None) -> bool:
+    """Whether rivals that may still read a leader's rounds remain at its shape (the race's count;
+    unknown: assumed so)."""
+    return lead is None or lead[1].get("rivals_to_come", 1) > 0
 
 
 def _can_know(own: list[float], ref: list[float] | None, closed: bool, looks: Looks, delta: float) -> bool:
