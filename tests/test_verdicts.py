@@ -80,7 +80,9 @@ def test_disturbance_counts_cpu_taken_outside_the_run() -> None:
     time.sleep(1.0)
     out = meter.stop()
     assert out["other_cpu_share"] > 0.10, out
-    assert out["disturbed"].startswith("other processes took ") and "python" in out["disturbed"], out
+    assert out["disturbed"].startswith("other processes took "), out
+    if os.getloadavg()[0] < (os.cpu_count() or 1):  # named among the top three unless others load it more
+        assert "python" in out["disturbed"], out
     # our own children are the run's: a busy child is not a disturbance
     child = subprocess.Popen(
         [sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"]
