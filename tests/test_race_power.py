@@ -246,18 +246,17 @@ def test_a_member_exactly_delta_behind_is_dropped_in_at_most_its_share() -> None
     assert noisy <= 0.05, noisy
 
 
-def test_a_leader_the_cap_cannot_settle_runs_on_for_its_rivals() -> None:
-    """A member level with AR (the shape's leader so far) at round CV 15 %, reading ahead of it:
-    it leads, so it runs on to the cap however futile its own verdict and gap, since
-    rivals read its rounds."""
+def _leader_run(methods: list[str]) -> tuple[int, dict[str, Any]]:
+    """AR's cell, then the first of ``methods`` level with AR at round CV 15 % (seed 9: it reads
+    ahead of AR, so it leads) under the race's rule, looks 3..6: its rounds and its record."""
     from race_sim import run_cell
 
     rng = random.Random(9)
-    m = matrix(["lead", "later"], 3, 6)
+    m = matrix(methods, 3, 6)
     race = Race(m)
     cells = {c.method.name: c for c in m.cells()}
     run_cell(race, cells["ar"], 1.0, rng, 0.03, relative=False)
-    rule = race.rule(cells["lead"])
+    rule = race.rule(cells[methods[0]])
     own, ref, answer = [], [], None
     for _ in range(rule.looks.last):
         own.append(100 * math.exp(rng.gauss(0, 0.15)))
@@ -265,23 +264,16 @@ def test_a_leader_the_cap_cannot_settle_runs_on_for_its_rivals() -> None:
         answer = rule.after_round(own, ref, True)
         if answer.stops:
             break
-    out = rule.finish(own, ref, True, answer, 6)
-    assert len(own) == 6 and out["stop_reason"] == "cap", out
-    # the last of its shape's racing methods: no rival left to read its rounds, so futility applies
-    rng = random.Random(9)
-    m = matrix(["lead"], 3, 6)
-    race = Race(m)
-    cells = {c.method.name: c for c in m.cells()}
-    run_cell(race, cells["ar"], 1.0, rng, 0.03, relative=False)
-    rule = race.rule(cells["lead"])
-    own, ref, answer = [], [], None
-    for _ in range(rule.looks.last):
-        own.append(100 * math.exp(rng.gauss(0, 0.15)))
-        ref.append(100 * math.exp(rng.gauss(0, 0.15)))
-        answer = rule.after_round(own, ref, True)
-        if answer.stops:
-            break
-    assert len(own) < 6 and rule.finish(own, ref, True, answer, 6)["stop_reason"] == "futile"
+    return len(own), rule.finish(own, ref, True, answer, 6)
+
+
+def test_a_leader_the_cap_cannot_settle_runs_on_for_its_rivals() -> None:
+    """A shape's leader runs on to the cap however futile its own verdict and gap while a rival
+    remains to read its rounds; the last of its shape's racing methods stops for futility."""
+    n, out = _leader_run(["lead", "later"])
+    assert n == 6 and out["stop_reason"] == "cap", out
+    n, out = _leader_run(["lead"])  # no rival left to read its rounds
+    assert n < 6 and out["stop_reason"] == "futile", out
 
 
 def test_futility_costs_a_5_percent_gain_behind_a_close_leader_little_power() -> None:

@@ -294,18 +294,26 @@ class LeasePool:
         """The state under an exclusive flock; written back (atomically) when ``write``."""
         if not self.lock_path.exists():
             raise LeaseError(f"{self.dir}: not a GPU lease directory (no lock file)")
-        with open(self.lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                text = self.state_path.read_text() if self.state_path.exists() else "{}"
-                s = json.loads(text)
-                yield s
-                if write and json.dumps(s) != text:
-                    tmp = self.state_path.with_suffix(f".{os.getpid()}.tmp")
-                    tmp.write_text(json.dumps(s))
-                    os.replace(tmp, self.state_path)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with locked_state(self.lock_path, self.state_path, write) as s:
+            yield s
+
+
+@contextlib.contextmanager
+def locked_state(lock_path: Path, state_path: Path, write: bool = True) -> Iterator[dict[str, Any]]:
+    """A JSON state file under an exclusive flock on ``lock_path``: read (``{}`` where absent),
+    yielded, and written back atomically (a temporary file replaced) when ``write`` and changed."""
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            text = state_path.read_text() if state_path.exists() else "{}"
+            s = json.loads(text)
+            yield s
+            if write and json.dumps(s) != text:
+                tmp = state_path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(s))
+                os.replace(tmp, state_path)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def read_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -17,13 +17,14 @@ Whatever is still open when the run ends is closed by the process that owns the 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from .leases import locked_state
 
 POLL_S = 0.05  # how often a start waits for another process's before-hook to finish
 
@@ -126,18 +127,8 @@ class ServiceWindows:
     @contextlib.contextmanager
     def _locked(self, write: bool = True) -> Iterator[dict[str, Any]]:
         self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                text = self.state_path.read_text() if self.state_path.exists() else "{}"
-                s = json.loads(text)
-                yield s
-                if write and json.dumps(s) != text:
-                    tmp = self.state_path.with_suffix(f".{os.getpid()}.tmp")
-                    tmp.write_text(json.dumps(s))
-                    os.replace(tmp, self.state_path)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with locked_state(self.lock_path, self.state_path, write) as s:
+            yield s
 
 
 def _new() -> dict[str, Any]:

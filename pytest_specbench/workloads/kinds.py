@@ -382,23 +382,37 @@ def warm_engine(engine: Engine, cells: list[Cell]) -> dict[str, Any]:
     if not shapes:
         return out
     tok = engine.tokenizer()
+    return _warm_waves(engine, tok, shapes, lambda key: None, 7_777_777, "warm", out)
+
+
+def _warm_waves(
+    engine: Engine,
+    tok: Any,
+    shapes: Any,
+    n_out: Any,
+    seed: int,
+    tag: str,
+    out: dict[str, Any],
+) -> dict[str, Any]:
+    """One untimed wave a shape (concurrency, prompt tokens, streamed), each request ``n_out(shape)``
+    tokens long (None: WARM_OUTPUT_TOKENS, not recorded), prompts seeded at ``seed`` + the prompt
+    length; each shape's time and first error into ``out["shapes"]``, the whole into ``out["s"]``;
+    stops at the first shape that failed."""
     t_all = time.perf_counter()
     for c, n_prompt, stream in shapes:
-        ps = prompts.make_prompts(tok, n_prompt, c, 7_777_777 + n_prompt)
+        want = n_out((c, n_prompt, stream))
+        ps = prompts.make_prompts(tok, n_prompt, c, seed + n_prompt)
         reqs = [
-            Request(tuple(p), WARM_OUTPUT_TOKENS, tag=f"warm/req{i}", stream=stream) for i, p in enumerate(ps)
+            Request(tuple(p), want or WARM_OUTPUT_TOKENS, tag=f"{tag}/req{i}", stream=stream)
+            for i, p in enumerate(ps)
         ]
         t0 = time.perf_counter()
         recs = _send(engine, reqs, None, c)
         err = next((r.error for r in recs if r.error), None)
-        out["shapes"].append(
-            {
-                "concurrency": c,
-                "prompt_tokens": n_prompt,
-                "s": round(time.perf_counter() - t0, 4),
-                "error": err,
-            }
-        )
+        rec: dict[str, Any] = {"concurrency": c, "prompt_tokens": n_prompt}
+        if want is not None:
+            rec["output_tokens"] = want
+        out["shapes"].append({**rec, "s": round(time.perf_counter() - t0, 4), "error": err})
         if err:
             break
     out["s"] = round(time.perf_counter() - t_all, 4)
@@ -422,27 +436,15 @@ def warm_machine(engine: Engine, cells: list[Cell]) -> dict[str, Any]:
     if not longest:
         return out
     tok = engine.tokenizer()
-    t_all = time.perf_counter()
-    for c, n_prompt, stream in warm_shapes(cells):
-        n_out = longest.get((c, n_prompt, stream), WARM_OUTPUT_TOKENS)
-        ps = prompts.make_prompts(tok, n_prompt, c, 8_888_888 + n_prompt)
-        reqs = [Request(tuple(p), n_out, tag=f"warm-machine/req{i}", stream=stream) for i, p in enumerate(ps)]
-        t0 = time.perf_counter()
-        recs = _send(engine, reqs, None, c)
-        err = next((r.error for r in recs if r.error), None)
-        out["shapes"].append(
-            {
-                "concurrency": c,
-                "prompt_tokens": n_prompt,
-                "output_tokens": n_out,
-                "s": round(time.perf_counter() - t0, 4),
-                "error": err,
-            }
-        )
-        if err:
-            break
-    out["s"] = round(time.perf_counter() - t_all, 4)
-    return out
+    return _warm_waves(
+        engine,
+        tok,
+        warm_shapes(cells),
+        lambda key: longest.get(key, WARM_OUTPUT_TOKENS),
+        8_888_888,
+        "warm-machine",
+        out,
+    )
 
 
 # workload kind -> its runner; what the kind is (its keys, axes, prompts) is its declaration in
