@@ -192,6 +192,13 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant("stop-futile-optimism", STOP, "OPTIMISM = 0.5", "OPTIMISM = 1.0", POWER),
     Mutant(
+        "pooled-load-unalike",
+        "pytest_specbench/report/pooled.py",
+        'if not c.get("speedup_under_load"):  # the load unalike',
+        "if False:  # the load unalike",
+        ("tests/test_pooled.py",),
+    ),
+    Mutant(
         "pooled-starts-once",
         "pytest_specbench/report/pooled.py",
         "if starts > 0:  # the two sides' engine starts",

@@ -198,6 +198,23 @@ def test_a_shape_under_load_is_pooled_widened_by_the_load_bar() -> None:
     )
 
 
+def test_a_shape_whose_pairs_bore_the_load_unalike_is_left_out_and_named() -> None:
+    """c4 under load, the others' share 40 points apart between a pair's halves: the load bar bounds
+    no bias there (such pairs read x0.29 and x0.41 in the busy runs), so the shape stays out of the
+    figure, named, rather than entering widened."""
+    sb = {1: [1.30, 1.31, 1.29, 1.30], 4: [1.20, 1.22, 1.19, 1.21]}
+    cells = [_interleaved("b", c, sb[c], c == 4) for c in B]
+    cells += [_interleaved("a", c, [x * r for x, r in zip(sb[c], R[c], strict=True)], c == 4) for c in B]
+    for x in cells:
+        if x["params"]["concurrency"] == 4:
+            x["extra_info"]["reference"]["round_other_cpu_share"] = [0.90, 0.05, 0.90, 0.05]
+    (f,) = pooled.figures(_doc(cells))
+    assert f["shapes"] == 1 and not f.get("widened")
+    assert f["left_out"] == [
+        {"shape": "tp1 c4", "why": "disturbed, the load unalike in a pair's halves (no bound on its bias)"}
+    ]
+
+
 def test_a_shape_whose_verdict_a_drift_withholds_is_pooled_widened_by_its_band() -> None:
     """Measured apart inside a family's established drift (band 12 %): c1's x1.11 is not clear of
     it, so its verdict is withheld; it is pooled all the same (leaving it out would keep the large

@@ -107,7 +107,7 @@ def _why_inconclusive(g: Gate) -> str:
     if g.gated:  # every one with too little power
         why = (
             f"every cell gated on tok/s had too little power ({len(g.underpowered)} cell(s); more "
-            "rounds, or a quieter machine)"
+            "rounds, a quieter machine, or --run-spread S from repeat runs: docs/gate.md)"
         )
         more = f"; {len(g.no_interval)} more had fewer than 2 rounds in a run" if g.no_interval else ""
         return why + more

@@ -134,7 +134,9 @@ def _shape_estimate(ca: dict[str, Any], cb: dict[str, Any]) -> dict[str, Any]:
     level = looks.level if looks is not None and not looks.one else ALPHA
     band, by = 0.0, None
     if interleaved and any((x.get("extra_info") or {}).get("disturbed") for x in _halves(ca, cb, True)):
-        band, by = LOAD_BAND, "load"  # other processes' CPU, alike or not in a pair's halves
+        if not c.get("speedup_under_load"):  # the load unalike in a pair's halves: no bound holds
+            return {"out": "disturbed, the load unalike in a pair's halves (no bound on its bias)"}
+        band, by = LOAD_BAND, "load"  # other processes' CPU, alike in every pair's halves
     elif not interleaved:
         d = established_drift(ca, cb)
         if d is not None:
