@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..stats.paired import CV_WARN
+from .screen_text import counted
 
 
 def warnings(doc: dict[str, Any]) -> list[str]:
@@ -26,8 +27,9 @@ def warnings(doc: dict[str, Any]) -> list[str]:
     ]
     if noisy:
         out.append(
-            f"warning: {len(noisy)} cells vary more than {CV_WARN:.0%} across their rounds (coefficient of "
-            f"variation; more rounds or waves narrow their intervals): {', '.join(noisy)}"
+            f"warning: {counted(len(noisy), 'cell')} {'varies' if len(noisy) == 1 else 'vary'} more than "
+            f"{CV_WARN:.0%} across their rounds (coefficient of variation; more rounds or waves narrow "
+            f"their intervals): {', '.join(noisy)}"
         )
     for b in doc.get("benchmarks", []):
         e = b["extra_info"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from . import decide
 from .ranked_text import open_loop_cell
+from .screen_text import counted
 
 
 def _fmt(v: Any, spec: str) -> str:
@@ -85,15 +86,15 @@ def legend(doc: dict[str, Any]) -> list[str]:
         "rounds CV: the coefficient of variation of a cell's rounds' tok/s, open loop of their p50 latency "
         "(marked)"
     ]
-    out += [f"  {n} cells, {est}: {ESTIMATORS.get(est, est)}" for est, n in sorted(used.items())]
+    out += [f"  {counted(n, 'cell')}, {est}: {ESTIMATORS.get(est, est)}" for est, n in sorted(used.items())]
     benches = doc.get("benchmarks", [])
     inter = sum(1 for b in benches if b["extra_info"].get("speedup_pairing") == "interleaved")
     if inter:
         out.append(
-            f"  {inter} cells, vs ar interleaved: AR's rounds ran between the cell's own (A B, B A, ...; "
-            "a second engine in the process), and vs ar divides by those, not by AR's own cell (shown: the "
-            "geometric mean of those rounds' tok/s; open loop of their p50 latency, beside the cell's own "
-            "rounds' p50s, so x is the ratio of the two shown)"
+            f"  {counted(inter, 'cell')}, vs ar interleaved: AR's rounds ran between the cell's own "
+            "(A B, B A, ...; a second engine in the process), and vs ar divides by those, not by AR's "
+            "own cell (shown: the geometric mean of those rounds' tok/s; open loop of their p50 "
+            "latency, beside the cell's own rounds' p50s, so x is the ratio of the two shown)"
         )
     return out
 
