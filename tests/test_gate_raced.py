@@ -146,7 +146,8 @@ def test_the_last_line_names_the_acceptance_check_when_asked(capsys: pytest.Capt
     last = capsys.readouterr().out.splitlines()[-1]
     assert last == (
         "INCONCLUSIVE (exit 3): every cell gated on tok/s had too little power (12 cell(s); more rounds, "
-        "a quieter machine, or --run-spread S from repeat runs: docs/gate.md); checked: tok/s on 12 cell(s) (0 with the power to see the allowed drop), "
+        "a quieter machine, or --run-spread S from repeat runs: docs/gate.md); checked: tok/s on 12 cell(s) "
+        "(0 with the power to see the allowed drop), "
         "run-wide tok/s over 12 cell(s), acceptance length on 10 cell(s), failed or absent on 12 cell(s); "
         "no verdict on 6 cell(s) the new run's race left out"
     )
