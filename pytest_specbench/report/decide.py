@@ -45,14 +45,14 @@ def unseparated(c: dict[str, Any]) -> str | None:
     if str(c.get("speedup_verdict") or "") != "not separated" or not ci:
         return None
     lo, hi = ci
+    if c.get("speedup_under_load"):  # kept under load: the bar first (its point inside it, no
+        point = c.get("speedup_vs_ar") or (lo * hi) ** 0.5  # count of rounds separates it)
+        return "bar" if LOAD_BIAS <= point <= 1 / LOAD_BIAS else "bar, point beyond"
     if lo <= 1 <= hi:
         return "spans 1"
     if lo <= 1 + EQUIVALENCE and hi >= 1 - EQUIVALENCE:
         return "margin"
-    if not c.get("speedup_under_load"):  # not separated by another rule than these (none today)
-        return None
-    point = c.get("speedup_vs_ar") or (lo * hi) ** 0.5
-    return "bar" if LOAD_BIAS <= point <= 1 / LOAD_BIAS else "bar, point beyond"
+    return None  # not separated by another rule than these (none today)
 
 
 def ranking(rows: list[dict[str, Any]]) -> str:

@@ -91,7 +91,7 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
             if any(withheld(v) for v in verdicts)
             else "no interval"  # e.g. one round a cell, no baseline in the shape: nothing to decide
             if no_interval
-            else unseparated_status([*(r for r in rows if not _is_baseline(r)), pair, runner])
+            else unseparated_status([r for r in rows if not _is_baseline(r)], [pair, runner])
         )
         out.append(
             {
@@ -110,13 +110,17 @@ def shape_decisions(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def unseparated_status(comparisons: list[dict[str, Any]]) -> str:
+def unseparated_status(comparisons: list[dict[str, Any]], derived: list[dict[str, Any]] = ()) -> str:
     """The status of a shape none of whose ``comparisons`` separates nor was withheld, from the
     reasons that held for those with an interval (decide.unseparated): "under load" where the bar
     held every one with its point inside the bar, "under load, narrows" where it held one and more
     rounds narrow another or may lift it, "not separated" where every interval spans 1, "margin"
-    where every one reaches into 1 ± 2 % and one is clear of 1, "no interval" where none has one."""
+    where every one reaches into 1 ± 2 % and one is clear of 1, "no interval" where none has one.
+    ``derived``: the shape's pair and runner-up comparisons, read from the same cells (they carry
+    no load record of their own): they count only where no comparison was kept under load."""
     why = {decide.unseparated(c) for c in comparisons} - {None}
+    if not any(str(w).startswith("bar") for w in why):  # the shape's pair read too where no load
+        why |= {decide.unseparated(c) for c in derived} - {None}
     if why == {"bar"}:
         return "under load"
     if any(str(w).startswith("bar") for w in why):
