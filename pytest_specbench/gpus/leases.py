@@ -73,14 +73,21 @@ def _pid_start(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def _alive(entry: dict[str, Any]) -> bool:
-    pid = int(entry["pid"])
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that pid exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    return True
+
+
+def _alive(entry: dict[str, Any]) -> bool:
+    pid = int(entry["pid"])
+    if not pid_alive(pid):
+        return False
     start = entry.get("pid_start")
     return start is None or _pid_start(pid) in (None, start)
 

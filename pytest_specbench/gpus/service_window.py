@@ -24,21 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .leases import locked_state
+from .leases import locked_state, pid_alive
 
 POLL_S = 0.05  # how often a start waits for another process's before-hook to finish
 
 CLOSED, OPENING, OPEN = "closed", "opening", "open"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ServiceWindows:
@@ -71,7 +61,7 @@ class ServiceWindows:
         while True:
             with self._locked() as s:
                 w = s.setdefault(key, _new())
-                if w["state"] == OPENING and not _alive(int(w["opening_pid"])):
+                if w["state"] == OPENING and not pid_alive(int(w["opening_pid"])):
                     w["state"] = OPEN  # its before-hook may have stopped the service: keep it stopped
                 if w["state"] != OPENING:
                     w["holders"].append(token)

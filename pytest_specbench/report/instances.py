@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..stats import instances as lvl
-from ..stats.paired import Interval, axes
+from ..stats.paired import Interval, axes, log_se
 from ..stats.sequential import t_quantile, t_two_sided_p
 from .drift import VERDICTS
 
@@ -33,7 +33,7 @@ def _se2(f: Mapping[str, Any]) -> float | None:
     ci, t = f.get("speedup_vs_ar_ci95"), f.get("speedup_t")
     if not ci or not t or not ci[0] or not ci[1] or ci[0] <= 0:
         return None
-    return ((math.log(ci[1]) - math.log(ci[0])) / (2 * t)) ** 2
+    return log_se(ci[0], ci[1], t) ** 2
 
 
 def pairs(
@@ -105,7 +105,7 @@ def apply(
             for r in (ra, rb):
                 off[(r["params"]["method"], r["params"].get("tp"))] = why
     workers = {str(r.get("worker") or "") for i, r in enumerate(results) if i in members}
-    checked = {str(by_id[c].get("worker") or "") for p in got for c in (p.a,) if c in by_id}
+    checked = {str(by_id[p.a].get("worker") or "") for p in got if p.a in by_id}
     record: dict[str, Any] = {
         "pairs": [{"a": p.a, "b": p.b, "ratio": round(math.exp(p.d), 6), "var": p.v} for p in got],
         "tau": round(starts.sd, 6) if starts else None,

@@ -130,7 +130,7 @@ def _shape_estimate(ca: dict[str, Any], cb: dict[str, Any]) -> dict[str, Any]:
             looks = paired.apart_looks(as_result(ca), as_result(cb))
     else:  # a comparison read before the multiplier was recorded
         t, df = paired._t(n, looks), n - 1
-    se = (math.log(ci[1]) - math.log(ci[0])) / (2 * t) if t else 0.0
+    se = paired.log_se(ci[0], ci[1], t) if t else 0.0
     level = looks.level if looks is not None and not looks.one else ALPHA
     band, by = 0.0, None
     if interleaved and any((x.get("extra_info") or {}).get("disturbed") for x in _halves(ca, cb, True)):

@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .paired import _sd, log_se, satterthwaite_df
 from .sequential import t_quantile, t_two_sided_p
 
 
@@ -79,8 +80,7 @@ def pair_of(a: str, b: str, logs_a: Sequence[float], logs_b: Sequence[float] | N
         return None
 
     def mean_var(xs: Sequence[float]) -> tuple[float, float]:
-        m = math.fsum(xs) / len(xs)
-        return m, math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
+        return math.fsum(xs) / len(xs), _sd(xs) ** 2 / len(xs)
 
     ma, va = mean_var(logs_a)
     if logs_b is None:
@@ -105,12 +105,8 @@ def per_start(pairs: Sequence[tuple[tuple[object, ...], Pair]]) -> list[Pair]:
 
 def satterthwaite(parts: Sequence[tuple[float, float]]) -> tuple[float, int]:
     """(Σ variance, Satterthwaite's degrees of freedom) of a sum of independent variance estimates,
-    each (variance, its degrees of freedom)."""
-    total = math.fsum(v for v, _ in parts)
-    denom = math.fsum(v**2 / df for v, df in parts if df > 0 and v > 0)
-    if total <= 0 or denom <= 0:
-        return total, max((int(df) for _, df in parts), default=1)
-    return total, max(1, int(total**2 / denom))
+    each (variance, its degrees of freedom): stats/paired.py's ``satterthwaite_df``."""
+    return math.fsum(v for v, _ in parts), satterthwaite_df([(0.0, v, int(df)) for v, df in parts])
 
 
 def widen(
@@ -127,7 +123,7 @@ def widen(
     effects of its two sides: the same two-sided level, its variance plus ``starts.var``, degrees
     of freedom by Satterthwaite's rule over the rounds' (``df``) and tau²'s (``starts.k``). Returns
     (lo, hi, t, df)."""
-    se = (math.log(hi) - math.log(lo)) / (2 * t)
+    se = log_se(lo, hi, t)
     extra = starts.var(starts_a, starts_b)
     if extra <= 0:
         return lo, hi, t, df

@@ -183,6 +183,12 @@ def pooled_log_interval(
     return math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
 
 
+def log_se(lo: float, hi: float, t: float) -> float:
+    """The standard error of a ratio's mean log that its interval [lo, hi] was read with at
+    multiplier ``t``: half the interval's log width over t."""
+    return (math.log(hi) - math.log(lo)) / (2 * t)
+
+
 def satterthwaite_df(parts: Sequence[tuple[float, float, int]]) -> int:
     """The Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates, each
     (mean, variance, degrees of freedom): (sum v)^2 / sum(v^2 / df), rounded down (wider). Never
