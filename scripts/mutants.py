@@ -504,7 +504,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if False:",
         ("tests/test_ttft_legs.py",),
     ),
-    # the decision store (issue 58): whole lines only, from where this reader stopped, under the lock
+    # the decision store: whole lines only, from where this reader stopped, under the lock
     Mutant("store-partial-line", ST, 'end = data.rfind(b"\\n") + 1', "end = len(data)", STORE),
     Mutant("store-reread-all", ST, "f.seek(self._offset)", "f.seek(0)", STORE),
     Mutant("store-no-lock", ST, "with self._locked(fcntl.LOCK_EX):", "with contextlib.nullcontext():", STORE),

@@ -1,4 +1,4 @@
-"""The extension points of issue 55: a speculative algorithm is one declaration
+"""The extension points: a speculative algorithm is one declaration
 (matrix/algorithms.py ``register``), a workload kind one declaration and one runner
 (matrix/workload_kinds.py ``register_kind``, workloads/kinds.py ``register_runner``). A fork's
 algorithm that drafts like NGRAM on the embedded hf backend and a kind that runs like throughput

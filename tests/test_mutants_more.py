@@ -1,5 +1,5 @@
 """Behaviour tests that kill scripts/mutants.py's store, Holm, run-wide gate, tune and control
-mutants (issue 58 item 7): each fails when its one line changes; expected values by hand."""
+mutants: each fails when its one line changes; expected values by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The decision store (pytest_specbench/deciding/store.py) under faults (issue 58 item 6): a torn
+"""The decision store (pytest_specbench/deciding/store.py) under faults: a torn
 last line left by a process killed while appending, a lock held by a stopped or hung process,
 and a store this process cannot reach."""
 

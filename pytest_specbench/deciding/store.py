@@ -9,7 +9,7 @@ process holds the same state (Optuna's RDB and journal storages share one study 
 the same way). The controller creates the directory (``create``) and removes it at the end. No
 pytest here.
 
-Faults (issue 58):
+Faults:
 
 - A process killed while appending leaves a torn last line (no newline). Under either lock no
   write is under way, so such a tail is torn for good: a reader reads the whole lines before it
